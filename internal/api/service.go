@@ -1,0 +1,71 @@
+package api
+
+import (
+	"context"
+	"time"
+
+	"capblock/internal/core"
+)
+
+// Service is what the HTTP layer calls. The service package implements it;
+// every error it returns wraps one of core's sentinel errors (or is
+// internal), which the API maps to a problem code.
+type Service interface {
+	// Fleet returns the fleet as it is now (nodes with health, types).
+	Fleet() core.Fleet
+	// Availability returns the free instances of a type per hour in
+	// [from, to), for one zone or, when zone is empty, all zones summed.
+	Availability(ctx context.Context, instanceType, zone string, from, to time.Time) ([]Slot, error)
+	// Offerings searches priced, signed offerings.
+	Offerings(ctx context.Context, req core.SearchRequest) ([]core.Offering, error)
+	// Purchase buys an offering. created is false when the client token
+	// was seen before and the earlier block is returned.
+	Purchase(ctx context.Context, req PurchaseRequest) (b core.Block, created bool, err error)
+	ListBlocks(ctx context.Context, team string, state core.BlockState) ([]core.Block, error)
+	GetBlock(ctx context.Context, team, id string) (core.Block, error)
+	CancelBlock(ctx context.Context, team, id string) (core.Block, error)
+	ExtensionOfferings(ctx context.Context, team, id string, duration time.Duration) ([]core.Offering, error)
+	Extend(ctx context.Context, team, id, offeringID string) (core.Block, error)
+	BlockStatus(ctx context.Context, team, id string) (BlockStatus, error)
+	// Events returns events after the cursor ("" = from the start), waiting
+	// up to wait for at least one; next is the cursor to pass next time.
+	Events(ctx context.Context, team, after string, wait time.Duration) (events []core.Event, next string, err error)
+	// Ready reports whether the service can serve (database reachable).
+	Ready(ctx context.Context) error
+	// SimClock returns the simulated clock, or nil when the server runs on
+	// the wall clock (then /v1/admin/clock does not exist).
+	SimClock() SimClock
+}
+
+// SimClock is a clock that an admin call moves.
+type SimClock interface {
+	Now() time.Time
+	Advance(d time.Duration) (time.Time, error)
+	Set(t time.Time) (time.Time, error)
+}
+
+// Slot is the free count of one hour.
+type Slot struct {
+	Start time.Time
+	Free  int
+}
+
+// PurchaseRequest is the body of POST /v1/blocks after decoding.
+type PurchaseRequest struct {
+	Team        string
+	OfferingID  string
+	ClientToken string
+	Name        string
+	Tags        map[string]string
+}
+
+// BlockStatus is GET /v1/blocks/{id}/status.
+type BlockStatus struct {
+	Total          int
+	Available      int
+	Unavailable    int
+	Degraded       bool
+	PlacementFinal bool
+	LockInTime     time.Time
+	Placements     []core.Placement
+}

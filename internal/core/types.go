@@ -1,0 +1,241 @@
+// Package core is capblock's pure decision layer: the fleet model, the
+// availability index, placement, offering search, pricing and the block
+// lifecycle. It performs no I/O and never reads the clock: every decision
+// takes a snapshot, a request and "now", and returns a result with reasons.
+package core
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Domain outcomes. Callers wrap them with %w and detail; the API maps each
+// to a stable problem code.
+var (
+	ErrInvalidArgument     = errors.New("invalid argument")
+	ErrNotFound            = errors.New("not found")
+	ErrConflict            = errors.New("conflict")
+	ErrNoCapacity          = errors.New("no capacity")
+	ErrOfferingExpired     = errors.New("offering expired")
+	ErrOfferingInvalid     = errors.New("offering invalid")
+	ErrIdempotencyMismatch = errors.New("client token reused with other parameters")
+	ErrInvalidState        = errors.New("invalid state")
+)
+
+// Invalidf returns an ErrInvalidArgument with a message for the user.
+func Invalidf(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrInvalidArgument, fmt.Sprintf(format, args...))
+}
+
+// Money is an amount in integer minor units (cents) of a currency.
+type Money struct {
+	Minor    int64
+	Currency string
+}
+
+// String renders the amount as a decimal string, e.g. "1234.56".
+func (m Money) String() string {
+	sign := ""
+	v := m.Minor
+	if v < 0 {
+		sign, v = "-", -v
+	}
+	return fmt.Sprintf("%s%d.%02d", sign, v/100, v%100)
+}
+
+// InstanceType is what is sold: gpusPerInstance GPUs of one model on one node.
+type InstanceType struct {
+	Name            string
+	GPUModel        string
+	GPUsPerInstance int
+	// OnDemand is the price of one instance for one hour.
+	OnDemand Money
+}
+
+// Health of a node.
+type Health string
+
+const (
+	Healthy   Health = "healthy"
+	Unhealthy Health = "unhealthy"
+)
+
+// Node is one host with GPUs identical GPUs of one model.
+type Node struct {
+	Name     string
+	Zone     string
+	Rack     string
+	GPUModel string
+	GPUs     int
+	Labels   map[string]string
+	Health   Health
+}
+
+// Limits are the operator's configurable bounds on what can be bought.
+type Limits struct {
+	MaxInstancesPerBlock int
+	MinDuration          time.Duration
+	MaxDuration          time.Duration
+	MinLeadTime          time.Duration // earliest start from now ("as soon as 30 minutes")
+	MaxLeadTime          time.Duration // latest start from now (8 weeks)
+	Horizon              time.Duration // how far the index looks ahead (26 weeks)
+	OfferingTTL          time.Duration
+	LockIn               time.Duration // placements final this long before start
+	WarnBefore           time.Duration // expiration warning before end
+	TerminateBefore      time.Duration // workloads stopped from this long before end
+	ExtendFrom           time.Duration // extension offered from this long before end...
+	ExtendUntil          time.Duration // ...down to this long before end
+	RefundBeforeStart    int           // percent refunded when cancelled before start
+	RefundAfterStart     int           // percent refunded when released after start
+	MaxResults           int
+}
+
+// DefaultLimits are the baseline semantics of DESIGN.md.
+func DefaultLimits() Limits {
+	return Limits{
+		MaxInstancesPerBlock: 64,
+		MinDuration:          time.Hour,
+		MaxDuration:          182 * 24 * time.Hour,
+		MinLeadTime:          30 * time.Minute,
+		MaxLeadTime:          8 * 7 * 24 * time.Hour,
+		Horizon:              26 * 7 * 24 * time.Hour,
+		OfferingTTL:          10 * time.Minute,
+		LockIn:               time.Hour,
+		WarnBefore:           40 * time.Minute,
+		TerminateBefore:      30 * time.Minute,
+		ExtendFrom:           56 * 24 * time.Hour,
+		ExtendUntil:          time.Hour,
+		RefundBeforeStart:    100,
+		RefundAfterStart:     0,
+		MaxResults:           6,
+	}
+}
+
+// Fleet is the declared or discovered set of nodes and what is sold on them.
+type Fleet struct {
+	Nodes    []Node
+	Types    []InstanceType
+	Currency string
+	Limits   Limits
+	Pricing  Pricing
+}
+
+// Type returns the instance type with the given name.
+func (f *Fleet) Type(name string) (InstanceType, bool) {
+	for _, t := range f.Types {
+		if t.Name == name {
+			return t, true
+		}
+	}
+	return InstanceType{}, false
+}
+
+// Zones returns the zones that hold nodes of the given GPU model, sorted.
+func (f *Fleet) Zones(gpuModel string) []string {
+	seen := map[string]bool{}
+	var zones []string
+	for _, n := range f.Nodes {
+		if n.GPUModel == gpuModel && !seen[n.Zone] {
+			seen[n.Zone] = true
+			zones = append(zones, n.Zone)
+		}
+	}
+	sortStrings(zones)
+	return zones
+}
+
+// BlockState is a capacity block's lifecycle state.
+type BlockState string
+
+const (
+	StatePaymentPending BlockState = "payment-pending"
+	StateScheduled      BlockState = "scheduled"
+	StateActive         BlockState = "active"
+	StateExpired        BlockState = "expired"
+	StatePaymentFailed  BlockState = "payment-failed"
+	StateCancelled      BlockState = "cancelled"
+	StateFailed         BlockState = "failed"
+)
+
+// Live reports whether a block in this state holds capacity.
+func (s BlockState) Live() bool {
+	return s == StatePaymentPending || s == StateScheduled || s == StateActive
+}
+
+// Valid reports whether s is a known state.
+func (s BlockState) Valid() bool {
+	switch s {
+	case StatePaymentPending, StateScheduled, StateActive, StateExpired,
+		StatePaymentFailed, StateCancelled, StateFailed:
+		return true
+	}
+	return false
+}
+
+// Placement is the GPUs of one node that a block holds.
+type Placement struct {
+	Node string
+	GPUs []int
+}
+
+// Block is a purchased reservation of Count instances from Start to End.
+type Block struct {
+	ID           string
+	Name         string
+	Team         string
+	InstanceType string
+	GPUModel     string
+	Count        int
+	Zone         string
+	Start        time.Time
+	End          time.Time
+	State        BlockState
+	Fee          Money
+	CreatedAt    time.Time
+	Tags         map[string]string
+	Placements   []Placement
+	// Warned and Terminating record the lifecycle marks of an active block.
+	Warned      bool
+	Terminating bool
+	// Version increases with every stored change; commits check it.
+	Version int64
+}
+
+// DurationHours is the block's length in whole hours.
+func (b *Block) DurationHours() int { return int(b.End.Sub(b.Start) / time.Hour) }
+
+// LockInTime is when the block's placement becomes final.
+func (b *Block) LockInTime(l Limits) time.Time { return b.Start.Add(-l.LockIn) }
+
+// Movable reports whether the block's placement is still tentative at now.
+func (b *Block) Movable(now time.Time, l Limits) bool {
+	return b.State.Live() && b.State != StateActive && now.Before(b.LockInTime(l))
+}
+
+// Event records one state change of a block, plan or job.
+type Event struct {
+	ID      string
+	Seq     int64
+	Time    time.Time
+	Type    string
+	Subject string
+	Team    string
+	Data    map[string]any
+}
+
+// LedgerEntry is one charge or refund on a team's account.
+type LedgerEntry struct {
+	ID      string
+	Team    string
+	Time    time.Time
+	Kind    string // "charge" or "refund"
+	Amount  Money
+	Subject string
+}
+
+// Ledger entry kinds.
+const (
+	LedgerCharge = "charge"
+	LedgerRefund = "refund"
+)

@@ -1,0 +1,101 @@
+// Package store defines the one interface through which capblock persists
+// blocks, their allocations, idempotency records, the ledger and events.
+// Drivers live in sub-packages (sqlite; postgres later) and all pass the
+// conformance suite in storetest.
+package store
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"capblock/internal/core"
+)
+
+// ErrConflict is returned by Commit when the change no longer fits the
+// stored state: a block's version moved, an allocation overlaps a live
+// allocation of another block, or an idempotency key is already taken. The
+// service retries on a fresh snapshot. It wraps core.ErrConflict.
+var ErrConflict = core.ErrConflict
+
+// ErrNotFound is returned when a requested row does not exist.
+var ErrNotFound = core.ErrNotFound
+
+// Store is capblock's persistence. Every method is safe for concurrent use.
+type Store interface {
+	// Secret returns the server's signing secret, creating and storing a
+	// random 32-byte one on first use. Every later call returns the same.
+	Secret(ctx context.Context) ([]byte, error)
+
+	// Commit applies a change in one transaction, re-checking it first:
+	//  - every block in Update must exist with Version == ExpectedVersion;
+	//  - every allocation of Insert and of an Update with Placements set
+	//    must not overlap (same node, same GPU, intersecting [start,end))
+	//    an allocation of a live block outside this change;
+	//  - Idempotency keys (team, clientToken) must be new.
+	// Any failed check returns an error wrapping ErrConflict and stores
+	// nothing. On success inserted blocks have Version 1, updated blocks
+	// ExpectedVersion+1, and events get their Seq.
+	Commit(ctx context.Context, c Change) error
+
+	// GetBlock returns a block with its placements.
+	GetBlock(ctx context.Context, id string) (core.Block, error)
+	// ListBlocks returns blocks matching the filter, ordered by start time
+	// then id, with placements.
+	ListBlocks(ctx context.Context, f BlockFilter) ([]core.Block, error)
+
+	// Idempotency returns the record stored for (team, clientToken), or
+	// ErrNotFound.
+	Idempotency(ctx context.Context, team, clientToken string) (IdempotencyRecord, error)
+
+	// Events returns up to limit events with Seq > after, ordered by Seq.
+	Events(ctx context.Context, after int64, limit int) ([]core.Event, error)
+	// Ledger returns a team's ledger entries ordered by time then id.
+	Ledger(ctx context.Context, team string) ([]core.LedgerEntry, error)
+
+	// Ping checks that the database answers.
+	Ping(ctx context.Context) error
+	Close() error
+}
+
+// BlockFilter selects blocks. Zero fields do not filter.
+type BlockFilter struct {
+	Team   string
+	States []core.BlockState
+	// EndAfter keeps blocks whose End is after this time.
+	EndAfter time.Time
+}
+
+// Change is everything one decision writes. Blocks carry their placements;
+// an allocation row is stored per (node, GPU index, block time range).
+type Change struct {
+	Insert      []core.Block
+	Update      []BlockUpdate
+	Idempotency []IdempotencyRecord
+	Ledger      []core.LedgerEntry
+	Events      []core.Event
+}
+
+// BlockUpdate replaces a stored block's mutable fields (State, End, Name,
+// Tags, Warned, Terminating, Fee) with those of Block. When Replace is true
+// its allocations are replaced by Block.Placements over [Block.Start,
+// Block.End); otherwise, if End changed, the existing allocations are
+// re-stored over the new range and re-checked. A block that leaves the live
+// states keeps its allocation rows, but they no longer count as taken.
+type BlockUpdate struct {
+	Block           core.Block
+	ExpectedVersion int64
+	Replace         bool
+}
+
+// IdempotencyRecord remembers what a client token bought.
+type IdempotencyRecord struct {
+	Team        string
+	ClientToken string
+	RequestHash string
+	Subject     string // the block (or plan) id
+	CreatedAt   time.Time
+}
+
+// IsConflict reports whether err is a commit conflict.
+func IsConflict(err error) bool { return errors.Is(err, core.ErrConflict) }
