@@ -15,7 +15,7 @@ type Service interface {
 	Fleet() core.Fleet
 	// Availability returns the free instances of a type per hour in
 	// [from, to), for one zone or, when zone is empty, all zones summed.
-	Availability(ctx context.Context, instanceType, zone string, from, to time.Time) ([]Slot, error)
+	Availability(ctx context.Context, instanceType, zone string, from, to time.Time) ([]core.Slot, error)
 	// Offerings searches priced, signed offerings.
 	Offerings(ctx context.Context, req core.SearchRequest) ([]core.Offering, error)
 	// Purchase buys an offering. created is false when the client token
@@ -44,12 +44,6 @@ type SimClock interface {
 	Set(t time.Time) (time.Time, error)
 }
 
-// Slot is the free count of one hour.
-type Slot struct {
-	Start time.Time
-	Free  int
-}
-
 // PurchaseRequest is the body of POST /v1/blocks after decoding.
 type PurchaseRequest struct {
 	Team        string
@@ -69,3 +63,6 @@ type BlockStatus struct {
 	LockInTime     time.Time
 	Placements     []core.Placement
 }
+
+// Slot is the free count of one hour.
+type Slot = core.Slot

@@ -1,6 +1,10 @@
 package core
 
-import "time"
+import (
+	"fmt"
+	"sort"
+	"time"
+)
 
 // SearchRequest asks for offerings. Exactly one of Duration or the
 // MinDuration/MaxDuration range is set; Types lists one or more instance
@@ -15,4 +19,164 @@ type SearchRequest struct {
 	EndBefore   time.Time
 	Zone        string
 	MaxResults  int
+}
+
+// Search returns up to MaxResults offerings, unsigned, best first: earliest
+// start, then lowest fee. For an exact duration the list keeps room for one
+// slightly shorter and one slightly longer offering where they exist. A
+// window where nothing fits gives an empty list, not an error.
+func (ix *Index) Search(req SearchRequest, now time.Time) ([]Offering, error) {
+	// 1. Validate against the operator's limits.
+	q, err := ix.validateSearch(req, now)
+	if err != nil {
+		return nil, err
+	}
+	// 2. Collect candidates per type, pool and duration.
+	var exact, shorter, longer []Offering
+	for _, t := range q.types {
+		for _, p := range ix.poolsFor(t, req.Zone) {
+			for _, d := range q.durations {
+				exact = append(exact, ix.candidates(p, t, req.Count, d, q, now)...)
+			}
+			if q.shorter > 0 {
+				shorter = append(shorter, ix.candidates(p, t, req.Count, q.shorter, q, now)...)
+			}
+			if q.longer > 0 {
+				longer = append(longer, ix.candidates(p, t, req.Count, q.longer, q, now)...)
+			}
+		}
+	}
+	// 3. Rank and pick.
+	rank(exact)
+	rank(shorter)
+	rank(longer)
+	var extras []Offering
+	if len(shorter) > 0 {
+		extras = append(extras, shorter[0])
+	}
+	if len(longer) > 0 {
+		extras = append(extras, longer[0])
+	}
+	n := q.maxResults - len(extras)
+	if n < 1 && len(exact) > 0 {
+		n, extras = 1, extras[:q.maxResults-1]
+	}
+	out := append(exact[:min(n, len(exact))], extras...)
+	rank(out)
+	return out, nil
+}
+
+type searchQuery struct {
+	types           []InstanceType
+	durations       []int // hours
+	shorter, longer int   // hours; 0 when none
+	first           int   // earliest start hour from Origin
+	lastStart       int   // latest start hour (the lead-time limit)
+	lastEnd         int   // latest end hour (the window)
+	maxResults      int
+	expires         time.Time
+}
+
+func (ix *Index) validateSearch(req SearchRequest, now time.Time) (searchQuery, error) {
+	l := ix.Fleet.Limits
+	q := searchQuery{maxResults: req.MaxResults, expires: now.Add(l.OfferingTTL)}
+	if q.maxResults <= 0 {
+		q.maxResults = l.MaxResults
+	}
+	if len(req.Types) == 0 {
+		return q, Invalidf("at least one instance type is required")
+	}
+	for _, name := range req.Types {
+		t, ok := ix.Fleet.Type(name)
+		if !ok {
+			return q, Invalidf("unknown instance type %q (GET /v1/instance-types lists them)", name)
+		}
+		q.types = append(q.types, t)
+	}
+	if req.Count < 1 || req.Count > l.MaxInstancesPerBlock {
+		return q, Invalidf("instance count %d is out of range: 1 to %d per block", req.Count, l.MaxInstancesPerBlock)
+	}
+	var ds []time.Duration
+	switch {
+	case req.Duration > 0 && (req.MinDuration > 0 || req.MaxDuration > 0):
+		return q, Invalidf("give either a duration or a duration range, not both")
+	case req.Duration > 0:
+		ds = []time.Duration{req.Duration}
+	case req.MinDuration > 0 && req.MaxDuration >= req.MinDuration:
+		ds = []time.Duration{req.MinDuration, (req.MinDuration + req.MaxDuration) / 2, req.MaxDuration}
+	case req.MinDuration > 0 || req.MaxDuration > 0:
+		return q, Invalidf("duration range needs both bounds, the minimum not above the maximum")
+	default:
+		return q, Invalidf("a duration is required")
+	}
+	for _, d := range ds {
+		if d < l.MinDuration || d > l.MaxDuration {
+			return q, Invalidf("duration %s is out of range: %s to %s", fmtHours(d), fmtHours(l.MinDuration), fmtHours(l.MaxDuration))
+		}
+		if d%time.Hour != 0 && req.Duration > 0 {
+			return q, Invalidf("duration %s is not a whole number of hours", d)
+		}
+		h := int(d / time.Hour)
+		if len(q.durations) == 0 || q.durations[len(q.durations)-1] != h {
+			q.durations = append(q.durations, h)
+		}
+	}
+	if req.Duration > 0 {
+		h := q.durations[0]
+		delta := max(1, (h+5)/10)
+		if d := time.Duration(h-delta) * time.Hour; d >= l.MinDuration {
+			q.shorter = h - delta
+		}
+		if d := time.Duration(h+delta) * time.Hour; d <= l.MaxDuration {
+			q.longer = h + delta
+		}
+	}
+	if req.StartAfter.IsZero() || req.EndBefore.IsZero() {
+		return q, Invalidf("startAfter and endBefore are required")
+	}
+	if !req.EndBefore.After(req.StartAfter) {
+		return q, Invalidf("endBefore %s must be after startAfter %s", req.EndBefore.Format(time.RFC3339), req.StartAfter.Format(time.RFC3339))
+	}
+	earliest := now.Add(l.MinLeadTime)
+	latest := now.Add(l.MaxLeadTime)
+	if !req.EndBefore.After(earliest) {
+		return q, Invalidf("the window ends %s, in the past or sooner than the minimum lead time of %s", req.EndBefore.Format(time.RFC3339), l.MinLeadTime)
+	}
+	if req.StartAfter.After(latest) {
+		return q, Invalidf("startAfter %s is beyond the booking horizon: blocks start at most %s ahead (by %s)", req.StartAfter.Format(time.RFC3339), fmtHours(l.MaxLeadTime), latest.Format(time.RFC3339))
+	}
+	from := req.StartAfter
+	if from.Before(earliest) {
+		from = earliest
+	}
+	q.first = ix.hourOf(from)
+	if ix.timeOf(q.first).Before(from) {
+		q.first++
+	}
+	q.lastEnd = int(req.EndBefore.Sub(ix.Origin) / time.Hour)
+	q.lastStart = int(latest.Sub(ix.Origin) / time.Hour)
+	return q, nil
+}
+
+func fmtHours(d time.Duration) string { return fmt.Sprintf("%dh", int(d/time.Hour)) }
+
+// rank sorts offerings best first: earliest start, lowest fee, then by
+// type, zone and duration so the order is stable.
+func rank(os []Offering) {
+	sort.SliceStable(os, func(i, j int) bool {
+		a, b := os[i], os[j]
+		if !a.Start.Equal(b.Start) {
+			return a.Start.Before(b.Start)
+		}
+		if a.Fee.Minor != b.Fee.Minor {
+			return a.Fee.Minor < b.Fee.Minor
+		}
+		if a.InstanceType != b.InstanceType {
+			return a.InstanceType < b.InstanceType
+		}
+		if a.Zone != b.Zone {
+			return a.Zone < b.Zone
+		}
+		return a.End.Before(b.End)
+	})
 }

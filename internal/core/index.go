@@ -1,0 +1,316 @@
+package core
+
+import (
+	"fmt"
+	"math/bits"
+	"sort"
+	"time"
+)
+
+// Index is the availability index: which GPUs of which nodes are booked in
+// which hours. Hours are counted from Origin, an hour boundary; times
+// before Origin count as Origin. It is a plain in-memory structure, not
+// safe for concurrent use: the service guards it.
+//
+// Per pool (nodes of one GPU model, zone and GPU count) it keeps two
+// hour-by-hour summaries so that search never walks nodes for whole-node
+// types: busy, the nodes with any GPU booked (or unhealthy), and used, the
+// GPUs booked. Per node it keeps the node's allocations.
+type Index struct {
+	Fleet  *Fleet
+	Origin time.Time
+
+	nodes   []nodeState
+	nodeIdx map[string]int
+	pools   []*pool
+	blocks  map[string]*Block
+}
+
+type nodeState struct {
+	node   Node
+	pool   *pool
+	allocs []alloc // sorted by start
+}
+
+type alloc struct {
+	block      string
+	mask       uint64
+	start, end int // hours from Origin, [start, end)
+}
+
+type pool struct {
+	model string
+	zone  string
+	gpus  int // per node
+	nodes []int
+	busy  []int32
+	used  []int32
+	// unhealthy counts the pool's unhealthy nodes, busy at every hour.
+	unhealthy int32
+}
+
+// NewIndex builds an index of the fleet with the given live blocks, with
+// hour 0 at now truncated to the hour.
+func NewIndex(f *Fleet, blocks []Block, now time.Time) (*Index, error) {
+	ix := &Index{Fleet: f, Origin: now.UTC().Truncate(time.Hour), nodeIdx: map[string]int{}, blocks: map[string]*Block{}}
+	poolOf := map[string]*pool{}
+	for i, n := range f.Nodes {
+		if n.GPUs < 1 || n.GPUs > 64 {
+			return nil, fmt.Errorf("node %s: %d GPUs, want 1 to 64", n.Name, n.GPUs)
+		}
+		if _, dup := ix.nodeIdx[n.Name]; dup {
+			return nil, fmt.Errorf("node %s declared twice", n.Name)
+		}
+		key := fmt.Sprintf("%s/%s/%d", n.GPUModel, n.Zone, n.GPUs)
+		p := poolOf[key]
+		if p == nil {
+			p = &pool{model: n.GPUModel, zone: n.Zone, gpus: n.GPUs}
+			poolOf[key] = p
+			ix.pools = append(ix.pools, p)
+		}
+		p.nodes = append(p.nodes, i)
+		ix.nodeIdx[n.Name] = i
+		ix.nodes = append(ix.nodes, nodeState{node: n, pool: p})
+	}
+	sort.Slice(ix.pools, func(i, j int) bool {
+		a, b := ix.pools[i], ix.pools[j]
+		if a.model != b.model {
+			return a.model < b.model
+		}
+		if a.zone != b.zone {
+			return a.zone < b.zone
+		}
+		return a.gpus < b.gpus
+	})
+	ix.grow(ix.hourOf(now.Add(f.Limits.Horizon)))
+	for i := range ix.nodes {
+		if ix.nodes[i].node.Health == Unhealthy {
+			ix.markBusy(i, 0, len(ix.nodes[i].pool.busy), +1)
+			ix.nodes[i].pool.unhealthy++
+		}
+	}
+	for _, b := range blocks {
+		if err := ix.Add(b); err != nil {
+			return nil, err
+		}
+	}
+	return ix, nil
+}
+
+// hourOf returns the hour index of t, 0 for times before Origin.
+func (ix *Index) hourOf(t time.Time) int {
+	if !t.After(ix.Origin) {
+		return 0
+	}
+	d := t.Sub(ix.Origin)
+	h := int(d / time.Hour)
+	if d%time.Hour != 0 {
+		h++ // a partial hour counts as booked
+	}
+	return h
+}
+
+// timeOf returns the start of hour h.
+func (ix *Index) timeOf(h int) time.Time { return ix.Origin.Add(time.Duration(h) * time.Hour) }
+
+// grow extends every pool's summaries to at least n hours.
+func (ix *Index) grow(n int) {
+	for _, p := range ix.pools {
+		if len(p.busy) >= n {
+			continue
+		}
+		for range n - len(p.busy) {
+			p.busy = append(p.busy, p.unhealthy)
+			p.used = append(p.used, 0)
+		}
+	}
+}
+
+// Block returns an indexed block.
+func (ix *Index) Block(id string) (*Block, bool) {
+	b, ok := ix.blocks[id]
+	return b, ok
+}
+
+// Blocks returns the indexed blocks (live ones), in no particular order.
+func (ix *Index) Blocks() []*Block {
+	out := make([]*Block, 0, len(ix.blocks))
+	for _, b := range ix.blocks {
+		out = append(out, b)
+	}
+	return out
+}
+
+// Add indexes a live block's placements. Adding a block already indexed
+// replaces it. Non-live blocks are removed instead.
+func (ix *Index) Add(b Block) error {
+	ix.Remove(b.ID)
+	if !b.State.Live() {
+		return nil
+	}
+	s, e := ix.hourOf(b.Start), ix.hourOf(b.End)
+	ix.grow(e)
+	for _, pl := range b.Placements {
+		ni, ok := ix.nodeIdx[pl.Node]
+		if !ok {
+			return fmt.Errorf("block %s: unknown node %s", b.ID, pl.Node)
+		}
+		var mask uint64
+		for _, g := range pl.GPUs {
+			if g < 0 || g >= ix.nodes[ni].node.GPUs {
+				return fmt.Errorf("block %s: node %s has no GPU %d", b.ID, pl.Node, g)
+			}
+			mask |= 1 << g
+		}
+		if e > s {
+			ix.insertAlloc(ni, alloc{block: b.ID, mask: mask, start: s, end: e})
+		}
+	}
+	cp := b
+	ix.blocks[b.ID] = &cp
+	return nil
+}
+
+// Remove drops a block from the index; unknown ids are ignored.
+func (ix *Index) Remove(id string) {
+	b, ok := ix.blocks[id]
+	if !ok {
+		return
+	}
+	delete(ix.blocks, id)
+	for _, pl := range b.Placements {
+		if ni, ok := ix.nodeIdx[pl.Node]; ok {
+			ix.removeAllocs(ni, id)
+		}
+	}
+}
+
+func (ix *Index) insertAlloc(ni int, a alloc) {
+	ns := &ix.nodes[ni]
+	ix.applyAlloc(ni, a, +1)
+	pos := sort.Search(len(ns.allocs), func(i int) bool { return ns.allocs[i].start > a.start })
+	ns.allocs = append(ns.allocs, alloc{})
+	copy(ns.allocs[pos+1:], ns.allocs[pos:])
+	ns.allocs[pos] = a
+}
+
+func (ix *Index) removeAllocs(ni int, block string) {
+	ns := &ix.nodes[ni]
+	kept := ns.allocs[:0]
+	var removed []alloc
+	for _, a := range ns.allocs {
+		if a.block == block {
+			removed = append(removed, a)
+		} else {
+			kept = append(kept, a)
+		}
+	}
+	ns.allocs = kept
+	for _, a := range removed {
+		ix.applyAlloc(ni, a, -1)
+	}
+}
+
+// applyAlloc updates the pool summaries for adding (+1) or removing (-1)
+// an allocation that is not (or no longer) in the node's list.
+func (ix *Index) applyAlloc(ni int, a alloc, sign int32) {
+	ns := &ix.nodes[ni]
+	p := ns.pool
+	n := int32(bits.OnesCount64(a.mask))
+	for h := a.start; h < a.end; h++ {
+		p.used[h] += sign * n
+	}
+	if ns.node.Health == Unhealthy {
+		return // already counted busy at every hour
+	}
+	// The node's busy state changes only where no other allocation covers.
+	for _, r := range uncovered(ns.allocs, a.start, a.end) {
+		for h := r[0]; h < r[1]; h++ {
+			p.busy[h] += sign
+		}
+	}
+}
+
+// uncovered returns the sub-ranges of [s, e) covered by none of allocs.
+func uncovered(allocs []alloc, s, e int) [][2]int {
+	var out [][2]int
+	cur := s
+	for _, a := range allocs {
+		if a.end <= cur || a.start >= e {
+			continue
+		}
+		if a.start > cur {
+			out = append(out, [2]int{cur, a.start})
+		}
+		cur = max(cur, a.end)
+		if cur >= e {
+			break
+		}
+	}
+	if cur < e {
+		out = append(out, [2]int{cur, e})
+	}
+	return out
+}
+
+func (ix *Index) markBusy(ni, s, e int, sign int32) {
+	p := ix.nodes[ni].pool
+	for _, r := range uncovered(ix.nodes[ni].allocs, s, e) {
+		for h := r[0]; h < r[1]; h++ {
+			p.busy[h] += sign
+		}
+	}
+}
+
+// SetHealth records a node's health. An unhealthy node counts as busy at
+// every hour, so nothing new is placed on it.
+func (ix *Index) SetHealth(name string, h Health) error {
+	ni, ok := ix.nodeIdx[name]
+	if !ok {
+		return fmt.Errorf("%w: node %s", ErrNotFound, name)
+	}
+	ns := &ix.nodes[ni]
+	if ns.node.Health == h {
+		return nil
+	}
+	sign := int32(+1)
+	if h == Healthy {
+		sign = -1
+	}
+	ix.markBusy(ni, 0, len(ns.pool.busy), sign)
+	ns.pool.unhealthy += sign
+	ns.node.Health = h
+	return nil
+}
+
+// Node returns the node with the given name as indexed (with its health).
+func (ix *Index) Node(name string) (Node, bool) {
+	ni, ok := ix.nodeIdx[name]
+	if !ok {
+		return Node{}, false
+	}
+	return ix.nodes[ni].node, true
+}
+
+// freeMask returns the GPUs of node ni free over [s, e), ignoring the
+// allocations of the blocks in skip.
+func (ix *Index) freeMask(ni, s, e int, skip map[string]bool) uint64 {
+	ns := &ix.nodes[ni]
+	if ns.node.Health == Unhealthy {
+		return 0
+	}
+	all := uint64(1)<<ns.node.GPUs - 1
+	if ns.node.GPUs == 64 {
+		all = ^uint64(0)
+	}
+	var used uint64
+	for _, a := range ns.allocs {
+		if a.start >= e {
+			break
+		}
+		if a.end > s && !skip[a.block] {
+			used |= a.mask
+		}
+	}
+	return all &^ used
+}

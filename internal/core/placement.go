@@ -1,0 +1,243 @@
+package core
+
+import (
+	"fmt"
+	"math/bits"
+	"sort"
+	"time"
+)
+
+// PlaceRequest asks for Count instances of Type in Zone over [Start, End).
+type PlaceRequest struct {
+	Type  InstanceType
+	Count int
+	Zone  string
+	Start time.Time
+	End   time.Time
+}
+
+// PlacementPlan is a placement decision: where the new instances go, and
+// which tentative blocks move to make room (with their new placements).
+type PlacementPlan struct {
+	Placements []Placement
+	Moves      []Block
+}
+
+// Place decides where a new block goes. Whole-node types are granted when,
+// at every hour of the window, the nodes already busy plus the request fit
+// the pool; when no set of nodes is free for the whole window, tentative
+// blocks (scheduled, before their lock-in point) are re-packed in start
+// order, which always succeeds in that case because every fixed block
+// starts before every tentative one. Fractional types are packed best-fit
+// on the nodes free for the window. A request is granted whole or refused
+// with ErrNoCapacity, never shortened.
+func (ix *Index) Place(req PlaceRequest, now time.Time) (PlacementPlan, error) {
+	if req.Count < 1 {
+		return PlacementPlan{}, Invalidf("instance count %d must be at least 1", req.Count)
+	}
+	s, e := ix.hourOf(req.Start), ix.hourOf(req.End)
+	ix.grow(e)
+	best := 0
+	for _, p := range ix.poolsFor(req.Type, req.Zone) {
+		if req.Type.GPUsPerInstance == p.gpus {
+			plan, free, err := ix.placeWhole(p, req.Count, s, e, now)
+			if err == nil {
+				return plan, nil
+			}
+			best = max(best, free)
+			continue
+		}
+		pls, free := ix.placeFractional(p, req.Type.GPUsPerInstance, req.Count, s, e)
+		if pls != nil {
+			return PlacementPlan{Placements: pls}, nil
+		}
+		best = max(best, free)
+	}
+	return PlacementPlan{}, fmt.Errorf("%w: only %d of %d %s free in %s from %s to %s", ErrNoCapacity,
+		best, req.Count, req.Type.Name, req.Zone, req.Start.Format(time.RFC3339), req.End.Format(time.RFC3339))
+}
+
+// poolsFor returns the pools of zone (all zones when empty) that can hold
+// instances of t.
+func (ix *Index) poolsFor(t InstanceType, zone string) []*pool {
+	var out []*pool
+	for _, p := range ix.pools {
+		if p.model == t.GPUModel && (zone == "" || p.zone == zone) && t.GPUsPerInstance > 0 && p.gpus%t.GPUsPerInstance == 0 {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// maxBusy is the largest busy count of p over [s, e).
+func (p *pool) maxBusy(s, e int) int {
+	m := int32(0)
+	for h := s; h < e; h++ {
+		m = max(m, p.busyAt(h))
+	}
+	return int(m)
+}
+
+func (p *pool) busyAt(h int) int32 {
+	if h < len(p.busy) {
+		return p.busy[h]
+	}
+	return p.unhealthy // beyond the arrays only unhealthy nodes are busy
+}
+
+// placeWhole places count whole nodes of p over [s, e). It returns how
+// many were free at the busiest hour when it fails.
+func (ix *Index) placeWhole(p *pool, count, s, e int, now time.Time) (PlacementPlan, int, error) {
+	free := len(p.nodes) - p.maxBusy(s, e)
+	if free < count {
+		return PlacementPlan{}, max(free, 0), ErrNoCapacity
+	}
+	// 1. Nodes free for the whole window, as they stand.
+	if nodes := ix.freeNodes(p, s, e, nil, nil); len(nodes) >= count {
+		return PlacementPlan{Placements: ix.wholePlacements(ix.pickNodes(nodes, count))}, free, nil
+	}
+	// 2. Re-pack the tentative blocks of the pool around the fixed ones.
+	plan, ok := ix.repack(p, repackItem{count: count, s: s, e: e}, now)
+	if !ok {
+		return PlacementPlan{}, free, ErrNoCapacity
+	}
+	return plan, free, nil
+}
+
+func (ix *Index) wholePlacements(nodes []int) []Placement {
+	out := make([]Placement, len(nodes))
+	for i, ni := range nodes {
+		n := ix.nodes[ni].node
+		gpus := make([]int, n.GPUs)
+		for g := range gpus {
+			gpus[g] = g
+		}
+		out[i] = Placement{Node: n.Name, GPUs: gpus}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Node < out[j].Node })
+	return out
+}
+
+// freeNodes lists the nodes of p with every GPU free over [s, e),
+// ignoring blocks in skip and counting the extra allocations.
+func (ix *Index) freeNodes(p *pool, s, e int, skip map[string]bool, extra map[int][]alloc) []int {
+	full := uint64(1)<<p.gpus - 1
+	if p.gpus == 64 {
+		full = ^uint64(0)
+	}
+	var out []int
+	for _, ni := range p.nodes {
+		if ix.freeMask(ni, s, e, skip) != full {
+			continue
+		}
+		if overlapsAny(extra[ni], s, e) {
+			continue
+		}
+		out = append(out, ni)
+	}
+	return out
+}
+
+func overlapsAny(allocs []alloc, s, e int) bool {
+	for _, a := range allocs {
+		if a.start < e && a.end > s {
+			return true
+		}
+	}
+	return false
+}
+
+// pickNodes chooses count of the candidate nodes on as few racks as
+// possible: the smallest rack that holds them all, or else the fullest
+// racks first. Ties break by rack name, then node name.
+func (ix *Index) pickNodes(cands []int, count int) []int {
+	byRack := map[string][]int{}
+	var racks []string
+	for _, ni := range cands {
+		r := ix.nodes[ni].node.Rack
+		if _, ok := byRack[r]; !ok {
+			racks = append(racks, r)
+		}
+		byRack[r] = append(byRack[r], ni)
+	}
+	for _, r := range racks {
+		sort.Slice(byRack[r], func(i, j int) bool {
+			return ix.nodes[byRack[r][i]].node.Name < ix.nodes[byRack[r][j]].node.Name
+		})
+	}
+	sort.Slice(racks, func(i, j int) bool {
+		a, b := len(byRack[racks[i]]), len(byRack[racks[j]])
+		if a != b {
+			return a > b
+		}
+		return racks[i] < racks[j]
+	})
+	// Best fit: the smallest rack that holds the whole request.
+	fit := -1
+	for i, r := range racks {
+		if len(byRack[r]) >= count {
+			fit = i
+		}
+	}
+	if fit >= 0 {
+		return byRack[racks[fit]][:count]
+	}
+	var out []int
+	for _, r := range racks {
+		for _, ni := range byRack[r] {
+			if len(out) == count {
+				return out
+			}
+			out = append(out, ni)
+		}
+	}
+	return out
+}
+
+// placeFractional packs count instances of g GPUs best-fit on p's nodes
+// over [s, e): fullest nodes first, so whole nodes stay free. It returns
+// nil and the number of instances that would fit when it cannot.
+func (ix *Index) placeFractional(p *pool, g, count, s, e int) ([]Placement, int) {
+	type cand struct {
+		ni   int
+		mask uint64
+	}
+	var cands []cand
+	total := 0
+	for _, ni := range p.nodes {
+		m := ix.freeMask(ni, s, e, nil)
+		if n := bits.OnesCount64(m) / g; n > 0 {
+			cands = append(cands, cand{ni, m})
+			total += n
+		}
+	}
+	if total < count {
+		return nil, total
+	}
+	sort.Slice(cands, func(i, j int) bool {
+		a, b := bits.OnesCount64(cands[i].mask), bits.OnesCount64(cands[j].mask)
+		if a != b {
+			return a < b
+		}
+		return ix.nodes[cands[i].ni].node.Name < ix.nodes[cands[j].ni].node.Name
+	})
+	var out []Placement
+	left := count
+	for _, c := range cands {
+		var gpus []int
+		for m := c.mask; m != 0 && left > 0 && len(gpus)+g <= bits.OnesCount64(c.mask); {
+			for range g {
+				i := bits.TrailingZeros64(m)
+				gpus = append(gpus, i)
+				m &^= 1 << i
+			}
+			left--
+		}
+		out = append(out, Placement{Node: ix.nodes[c.ni].node.Name, GPUs: gpus})
+		if left == 0 {
+			break
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Node < out[j].Node })
+	return out, total
+}

@@ -1,0 +1,214 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/bits"
+	"time"
+
+	"capblock/internal/api"
+	"capblock/internal/core"
+	"capblock/internal/store"
+)
+
+// ListBlocks returns a team's blocks, optionally in one state.
+func (s *Service) ListBlocks(ctx context.Context, team string, state core.BlockState) ([]core.Block, error) {
+	f := store.BlockFilter{Team: team}
+	if state != "" {
+		if !state.Valid() {
+			return nil, core.Invalidf("unknown state %q; states: payment-pending, scheduled, active, expired, payment-failed, cancelled, failed", state)
+		}
+		f.States = []core.BlockState{state}
+	}
+	blocks, err := s.store.ListBlocks(ctx, f)
+	if err != nil {
+		return nil, fmt.Errorf("listing blocks: %w", err)
+	}
+	return blocks, nil
+}
+
+// GetBlock returns one of a team's blocks; another team's is not found.
+func (s *Service) GetBlock(ctx context.Context, team, id string) (core.Block, error) {
+	b, err := s.store.GetBlock(ctx, id)
+	if errors.Is(err, store.ErrNotFound) || (err == nil && team != "" && b.Team != team) {
+		return core.Block{}, fmt.Errorf("%w: block %s", core.ErrNotFound, id)
+	}
+	if err != nil {
+		return core.Block{}, fmt.Errorf("loading block %s: %w", id, err)
+	}
+	return b, nil
+}
+
+// CancelBlock cancels a block before its start, or releases it early once
+// active, refunding per the operator's policy.
+func (s *Service) CancelBlock(ctx context.Context, team, id string) (core.Block, error) {
+	b, err := s.mutate(ctx, team, id, func(b core.Block, now time.Time) (store.Change, error) {
+		cancelled, refund, err := core.Cancel(b, now, s.fleet.Limits)
+		if err != nil {
+			return store.Change{}, err
+		}
+		c := store.Change{
+			Update: []store.BlockUpdate{{Block: cancelled, ExpectedVersion: b.Version}},
+			Events: []core.Event{s.event(now, core.EventBlockCancelled, cancelled, map[string]any{
+				"from": string(b.State), "to": string(core.StateCancelled), "refund": refund.String(), "currency": refund.Currency,
+			})},
+		}
+		if refund.Minor > 0 {
+			c.Ledger = []core.LedgerEntry{{ID: newID("le"), Team: b.Team, Time: now, Kind: core.LedgerRefund, Amount: refund, Subject: b.ID}}
+		}
+		return c, nil
+	})
+	if err == nil {
+		s.act("release", b) // idempotent; frees an active block's GPUs
+	}
+	return b, err
+}
+
+// ExtensionOfferings quotes an extension of a block by d.
+func (s *Service) ExtensionOfferings(ctx context.Context, team, id string, d time.Duration) ([]core.Offering, error) {
+	b, err := s.GetBlock(ctx, team, id)
+	if err != nil {
+		return nil, err
+	}
+	now := s.clock.Now()
+	s.mu.Lock() // PlaceExtension may grow the index
+	off, err := s.index.ExtensionOffer(b, d, now)
+	s.mu.Unlock()
+	if errors.Is(err, core.ErrNoCapacity) {
+		return []core.Offering{}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	off.Sign(s.secret)
+	return []core.Offering{off}, nil
+}
+
+// Extend buys an extension offering: the block keeps its id and gets a
+// later end; the fee quoted is charged.
+func (s *Service) Extend(ctx context.Context, team, id, offeringID string) (core.Block, error) {
+	now := s.clock.Now()
+	off, err := core.VerifyOffering(s.secret, offeringID, core.KindExtension, now)
+	if errors.Is(err, core.ErrOfferingExpired) {
+		return core.Block{}, fmt.Errorf("%w: extension offering expired at %s; ask for a fresh one", err, off.ExpiresAt.Format(time.RFC3339))
+	}
+	if err != nil {
+		return core.Block{}, fmt.Errorf("%w: the extension offering id is malformed or was not issued by this server", err)
+	}
+	if off.BlockID != id {
+		return core.Block{}, fmt.Errorf("%w: the extension offering is for block %s, not %s", core.ErrOfferingInvalid, off.BlockID, id)
+	}
+	return s.mutate(ctx, team, id, func(b core.Block, now time.Time) (store.Change, error) {
+		if !b.End.Equal(off.Start) {
+			return store.Change{}, fmt.Errorf("%w: block %s now ends at %s, not at %s as quoted; ask for a fresh extension offering", core.ErrInvalidState, b.ID, b.End.Format(time.RFC3339), off.Start.Format(time.RFC3339))
+		}
+		if err := core.CheckExtension(b, off.End.Sub(off.Start), now, s.fleet.Limits); err != nil {
+			return store.Change{}, err
+		}
+		plan, err := s.index.PlaceExtension(b, off.End, now)
+		if err != nil {
+			return store.Change{}, err
+		}
+		ext := b
+		ext.End = off.End
+		ext.Fee.Minor += off.Fee.Minor
+		ext.Warned, ext.Terminating = false, false
+		ext.Placements = plan.Placements
+		c := store.Change{
+			Update: []store.BlockUpdate{{Block: ext, ExpectedVersion: b.Version, Replace: true}},
+			Ledger: []core.LedgerEntry{{ID: newID("le"), Team: b.Team, Time: now, Kind: core.LedgerCharge, Amount: off.Fee, Subject: b.ID}},
+			Events: []core.Event{s.event(now, core.EventBlockExtended, ext, map[string]any{
+				"previousEndTime": b.End.Format(time.RFC3339), "endTime": ext.End.Format(time.RFC3339),
+				"offeringId": off.ID, "fee": off.Fee.String(), "currency": off.Fee.Currency,
+			})},
+		}
+		s.addMoves(&c, plan.Moves, now)
+		return c, nil
+	})
+}
+
+// mutate runs a decision on one of a team's blocks under the lock and
+// commits it, retrying on a fresh snapshot when the stored block moved.
+func (s *Service) mutate(ctx context.Context, team, id string, decide func(core.Block, time.Time) (store.Change, error)) (core.Block, error) {
+	for attempt := 1; ; attempt++ {
+		b, err := s.GetBlock(ctx, team, id)
+		if err != nil {
+			return core.Block{}, err
+		}
+		s.mu.Lock()
+		now := s.clock.Now()
+		c, err := decide(b, now)
+		if err == nil {
+			err = s.store.Commit(ctx, c)
+			if err == nil {
+				s.applyCommitted(c)
+			}
+		}
+		s.mu.Unlock()
+		if err == nil {
+			return s.GetBlock(ctx, team, id)
+		}
+		if !store.IsConflict(err) || attempt == maxCommitAttempts {
+			return core.Block{}, fmt.Errorf("changing block %s: %w", id, err)
+		}
+	}
+}
+
+// act tells the backend about a block, logging a failure; the reconciler
+// repeats it later because backend calls are idempotent.
+func (s *Service) act(what string, b core.Block) {
+	if s.backend == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var err error
+	switch what {
+	case "activate":
+		err = s.backend.Activate(ctx, b)
+	case "terminate":
+		err = s.backend.Terminate(ctx, b)
+	case "release":
+		err = s.backend.Release(ctx, b)
+	}
+	if err != nil {
+		s.log.Error("backend call failed", "call", what, "block", b.ID, "backend", s.backend.Name(), "err", err)
+	}
+}
+
+// BlockStatus reports a block's capacity and placement.
+func (s *Service) BlockStatus(ctx context.Context, team, id string) (api.BlockStatus, error) {
+	b, err := s.GetBlock(ctx, team, id)
+	if err != nil {
+		return api.BlockStatus{}, err
+	}
+	t, _ := s.fleet.Type(b.InstanceType)
+	now := s.clock.Now()
+	st := api.BlockStatus{
+		Total:          b.Count,
+		PlacementFinal: !b.Movable(now, s.fleet.Limits),
+		LockInTime:     b.LockInTime(s.fleet.Limits),
+		Placements:     b.Placements,
+	}
+	s.mu.RLock()
+	for _, pl := range b.Placements {
+		if n, ok := s.index.Node(pl.Node); ok && n.Health == core.Unhealthy && t.GPUsPerInstance > 0 {
+			st.Unavailable += bits.OnesCount64(maskOfGPUs(pl.GPUs)) / t.GPUsPerInstance
+		}
+	}
+	s.mu.RUnlock()
+	if b.State == core.StateActive {
+		st.Available = st.Total - st.Unavailable
+	}
+	st.Degraded = st.Unavailable > 0 && b.State.Live()
+	return st, nil
+}
+
+func maskOfGPUs(gpus []int) uint64 {
+	var m uint64
+	for _, g := range gpus {
+		m |= 1 << g
+	}
+	return m
+}

@@ -1,0 +1,165 @@
+package service
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"capblock/internal/api"
+	"capblock/internal/core"
+	"capblock/internal/store"
+)
+
+// Purchase buys an offering for a team. The same client token with the
+// same request returns the block bought the first time (created false);
+// with another request it is refused. The fee charged is the fee quoted.
+func (s *Service) Purchase(ctx context.Context, req api.PurchaseRequest) (core.Block, bool, error) {
+	if req.ClientToken == "" {
+		return core.Block{}, false, core.Invalidf("clientToken is required: pass a unique string per purchase so a retry cannot buy twice")
+	}
+	hash := purchaseHash(req)
+	for attempt := 1; ; attempt++ {
+		// 1. A retry of an earlier purchase answers with its block.
+		if b, found, err := s.replay(ctx, req.Team, req.ClientToken, hash); found || err != nil {
+			return b, false, err
+		}
+		// 2. Decide and commit.
+		b, err := s.purchaseOnce(ctx, req, hash)
+		if err == nil {
+			return b, true, nil
+		}
+		if !store.IsConflict(err) || attempt == maxCommitAttempts {
+			return core.Block{}, false, err
+		}
+		s.log.Warn("purchase conflicted with stored state; retrying on a fresh snapshot", "attempt", attempt, "err", err)
+		s.mu.Lock()
+		rerr := s.rebuildIndex(ctx)
+		s.mu.Unlock()
+		if rerr != nil {
+			return core.Block{}, false, rerr
+		}
+	}
+}
+
+// replay looks up a client token already used.
+func (s *Service) replay(ctx context.Context, team, token, hash string) (core.Block, bool, error) {
+	rec, err := s.store.Idempotency(ctx, team, token)
+	if errors.Is(err, store.ErrNotFound) {
+		return core.Block{}, false, nil
+	}
+	if err != nil {
+		return core.Block{}, false, fmt.Errorf("looking up client token: %w", err)
+	}
+	if rec.RequestHash != hash {
+		return core.Block{}, true, fmt.Errorf("%w: client token %q was used for %s with other parameters; use a new token for a new purchase", core.ErrIdempotencyMismatch, token, rec.Subject)
+	}
+	b, err := s.store.GetBlock(ctx, rec.Subject)
+	if err != nil {
+		return core.Block{}, true, fmt.Errorf("loading block %s of client token %q: %w", rec.Subject, token, err)
+	}
+	return b, true, nil
+}
+
+func (s *Service) purchaseOnce(ctx context.Context, req api.PurchaseRequest, hash string) (core.Block, error) {
+	now := s.clock.Now()
+	off, err := core.VerifyOffering(s.secret, req.OfferingID, core.KindBlock, now)
+	if errors.Is(err, core.ErrOfferingExpired) {
+		return core.Block{}, fmt.Errorf("%w: offering expired at %s; search again for a fresh quote", err, off.ExpiresAt.Format(time.RFC3339))
+	}
+	if err != nil {
+		return core.Block{}, fmt.Errorf("%w: the offering id is malformed or was not issued by this server", err)
+	}
+	t, ok := s.fleet.Type(off.InstanceType)
+	if !ok {
+		return core.Block{}, fmt.Errorf("%w: instance type %s is no longer sold", core.ErrOfferingInvalid, off.InstanceType)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	plan, err := s.index.Place(core.PlaceRequest{Type: t, Count: off.Count, Zone: off.Zone, Start: off.Start, End: off.End}, now)
+	if err != nil {
+		return core.Block{}, err
+	}
+	b := core.Block{
+		ID: newID("cb"), Name: req.Name, Team: req.Team, InstanceType: t.Name, GPUModel: t.GPUModel,
+		Count: off.Count, Zone: off.Zone, Start: off.Start, End: off.End, State: core.StateScheduled,
+		Fee: off.Fee, CreatedAt: now, Tags: req.Tags, Placements: plan.Placements,
+	}
+	c := store.Change{
+		Insert: []core.Block{b},
+		Idempotency: []store.IdempotencyRecord{{
+			Team: req.Team, ClientToken: req.ClientToken, RequestHash: hash, Subject: b.ID, CreatedAt: now,
+		}},
+		Ledger: []core.LedgerEntry{{ID: newID("le"), Team: req.Team, Time: now, Kind: core.LedgerCharge, Amount: b.Fee, Subject: b.ID}},
+		Events: []core.Event{
+			s.event(now, core.EventBlockPurchased, b, map[string]any{"offeringId": off.ID, "upfrontFee": b.Fee.String(), "currency": b.Fee.Currency}),
+			s.event(now, core.EventBlockScheduled, b, map[string]any{"from": string(core.StatePaymentPending), "to": string(core.StateScheduled)}),
+		},
+	}
+	s.addMoves(&c, plan.Moves, now)
+	if err := s.store.Commit(ctx, c); err != nil {
+		return core.Block{}, fmt.Errorf("storing block %s: %w", b.ID, err)
+	}
+	b.Version = 1
+	s.applyCommitted(c)
+	return b, nil
+}
+
+// addMoves adds tentative blocks that a decision re-placed to a change.
+func (s *Service) addMoves(c *store.Change, moves []core.Block, now time.Time) {
+	for _, m := range moves {
+		c.Update = append(c.Update, store.BlockUpdate{Block: m, ExpectedVersion: m.Version, Replace: true})
+		c.Events = append(c.Events, s.event(now, core.EventBlockMoved, m, map[string]any{"nodes": nodeNames(m.Placements)}))
+	}
+}
+
+// applyCommitted brings the index up to date with a committed change.
+// Callers hold mu.
+func (s *Service) applyCommitted(c store.Change) {
+	for _, b := range c.Insert {
+		b.Version = 1
+		if err := s.index.Add(b); err != nil {
+			s.log.Error("indexing a committed block", "block", b.ID, "err", err)
+		}
+	}
+	for _, u := range c.Update {
+		b := u.Block
+		b.Version = u.ExpectedVersion + 1
+		if err := s.index.Add(b); err != nil {
+			s.log.Error("indexing a committed block", "block", b.ID, "err", err)
+		}
+	}
+	if len(c.Events) > 0 {
+		s.notifyEvents()
+	}
+}
+
+func (s *Service) event(at time.Time, typ string, b core.Block, data map[string]any) core.Event {
+	return core.Event{ID: newID("evt"), Time: at, Type: typ, Subject: b.ID, Team: b.Team, Data: data}
+}
+
+// purchaseHash identifies the parameters of a purchase for idempotency.
+func purchaseHash(req api.PurchaseRequest) string {
+	h := sha256.New()
+	fmt.Fprintf(h, "%q\n%q\n", req.OfferingID, req.Name)
+	keys := make([]string, 0, len(req.Tags))
+	for k := range req.Tags {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		fmt.Fprintf(h, "%q=%q\n", k, req.Tags[k])
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+func nodeNames(pls []core.Placement) []string {
+	out := make([]string, len(pls))
+	for i, p := range pls {
+		out[i] = p.Node
+	}
+	return out
+}

@@ -1,0 +1,146 @@
+package service
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"time"
+
+	"capblock/internal/core"
+	"capblock/internal/store"
+)
+
+// rebaseAfter is how old the index's hour 0 may get before the index is
+// rebuilt from the store, so its arrays keep covering the horizon.
+const rebaseAfter = 24 * time.Hour
+
+// Run drives the lifecycle until ctx ends: it re-tells the backend what it
+// must hold (its calls are idempotent, so a crash between a commit and a
+// backend call is repaired here), then reconciles whenever a step is due,
+// and at least once a minute.
+func (s *Service) Run(ctx context.Context) error {
+	s.resyncBackend(ctx)
+	for {
+		if err := s.Reconcile(ctx); err != nil && ctx.Err() == nil {
+			s.log.Error("reconciling block lifecycles", "err", err)
+		}
+		wait := time.Minute
+		if next, ok := s.nextDue(); ok {
+			wait = min(wait, max(next.Sub(s.clock.Now()), time.Second))
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(wait):
+		}
+	}
+}
+
+// resyncBackend re-applies the backend state of every live block.
+func (s *Service) resyncBackend(ctx context.Context) {
+	blocks, err := s.store.ListBlocks(ctx, store.BlockFilter{States: []core.BlockState{core.StateActive}})
+	if err != nil {
+		s.log.Error("listing active blocks for the backend", "err", err)
+		return
+	}
+	for _, b := range blocks {
+		s.act("activate", b)
+		if b.Terminating {
+			s.act("terminate", b)
+		}
+	}
+}
+
+func (s *Service) nextDue() (time.Time, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var next time.Time
+	found := false
+	for _, b := range s.index.Blocks() {
+		if t, ok := core.NextDue(*b, s.fleet.Limits); ok && (!found || t.Before(next)) {
+			next, found = t, true
+		}
+	}
+	return next, found
+}
+
+type transition struct {
+	block core.Block
+	core.Transition
+}
+
+// Reconcile takes every lifecycle step due now, commits them in one
+// transaction with their events in time order, then tells the backend.
+func (s *Service) Reconcile(ctx context.Context) error {
+	s.mu.Lock()
+	now := s.clock.Now()
+	if now.Sub(s.index.Origin) > rebaseAfter {
+		if err := s.rebuildIndex(ctx); err != nil {
+			s.mu.Unlock()
+			return err
+		}
+	}
+	// 1. Decide every due step.
+	var c store.Change
+	var steps []transition
+	for _, b := range s.index.Blocks() {
+		next, ts := core.Advance(*b, now, s.fleet.Limits)
+		if len(ts) == 0 {
+			continue
+		}
+		c.Update = append(c.Update, store.BlockUpdate{Block: next, ExpectedVersion: b.Version})
+		for _, t := range ts {
+			steps = append(steps, transition{block: next, Transition: t})
+		}
+	}
+	sort.SliceStable(steps, func(i, j int) bool {
+		if !steps[i].At.Equal(steps[j].At) {
+			return steps[i].At.Before(steps[j].At)
+		}
+		return steps[i].block.ID < steps[j].block.ID
+	})
+	for _, st := range steps {
+		c.Events = append(c.Events, s.event(st.At, st.Event, st.block, transitionData(st)))
+	}
+	if len(c.Update) == 0 {
+		s.mu.Unlock()
+		return nil
+	}
+	// 2. Commit, then update the index.
+	err := s.store.Commit(ctx, c)
+	if err == nil {
+		s.applyCommitted(c)
+	} else if store.IsConflict(err) {
+		// Another writer changed a block: start from the stored state.
+		if rerr := s.rebuildIndex(ctx); rerr != nil {
+			s.log.Error("rebuilding the index after a conflict", "err", rerr)
+		}
+	}
+	s.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("committing %d lifecycle steps: %w", len(steps), err)
+	}
+	// 3. Act.
+	for _, st := range steps {
+		switch st.Event {
+		case core.EventBlockActive:
+			s.act("activate", st.block)
+		case core.EventBlockTerminating:
+			s.act("terminate", st.block)
+		case core.EventBlockExpired:
+			s.act("release", st.block)
+		}
+	}
+	return nil
+}
+
+func transitionData(st transition) map[string]any {
+	d := map[string]any{"endTime": st.block.End.Format(time.RFC3339)}
+	switch st.Event {
+	case core.EventBlockActive:
+		d["from"], d["to"] = string(core.StateScheduled), string(core.StateActive)
+	case core.EventBlockExpired:
+		d["from"], d["to"] = string(core.StateActive), string(core.StateExpired)
+	}
+	return d
+}

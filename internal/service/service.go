@@ -1,0 +1,232 @@
+// Package service holds capblock's use cases: search, purchase, cancel,
+// extend and the lifecycle reconciler. Each use case takes a snapshot of
+// the availability index, lets the core decide, commits the decision in
+// one store transaction that re-checks it, and only then updates the
+// index and tells the backend:
+//
+//	api → service → core (decide) → store (commit) → backend (act)
+package service
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"capblock/internal/api"
+	"capblock/internal/backend"
+	"capblock/internal/clock"
+	"capblock/internal/core"
+	"capblock/internal/store"
+)
+
+// maxCommitAttempts bounds the retries of a decision whose commit found
+// the stored state changed under it.
+const maxCommitAttempts = 3
+
+// Config is what a Service is built from.
+type Config struct {
+	Fleet   core.Fleet
+	Store   store.Store
+	Backend backend.Backend
+	Clock   clock.Clock
+	Log     *slog.Logger
+}
+
+// Service implements the use cases. It is safe for concurrent use: reads
+// of the index take mu shared, decisions take it exclusively from the
+// snapshot to the index update, so one process never races itself.
+type Service struct {
+	fleet   core.Fleet
+	store   store.Store
+	backend backend.Backend
+	clock   clock.Clock
+	log     *slog.Logger
+	secret  []byte
+
+	mu    sync.RWMutex
+	index *core.Index
+
+	// events is closed and replaced whenever events are committed, waking
+	// long polls.
+	eventsMu sync.Mutex
+	events   chan struct{}
+}
+
+// New loads the live blocks from the store, builds the index and returns a
+// ready service. The reconciler is started separately with Run.
+func New(ctx context.Context, cfg Config) (*Service, error) {
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Wall{}
+	}
+	secret, err := cfg.Store.Secret(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("loading the offering secret: %w", err)
+	}
+	s := &Service{
+		fleet: cfg.Fleet, store: cfg.Store, backend: cfg.Backend, clock: cfg.Clock, log: cfg.Log,
+		secret: secret, events: make(chan struct{}),
+	}
+	if err := s.rebuildIndex(ctx); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// rebuildIndex replaces the index with one built from the stored live
+// blocks, keeping node health. Callers hold mu or are New.
+func (s *Service) rebuildIndex(ctx context.Context) error {
+	blocks, err := s.store.ListBlocks(ctx, store.BlockFilter{States: liveStates})
+	if err != nil {
+		return fmt.Errorf("loading live blocks: %w", err)
+	}
+	fleet := s.fleet
+	if s.index != nil {
+		fleet.Nodes = s.currentNodes()
+	}
+	ix, err := core.NewIndex(&fleet, blocks, s.clock.Now())
+	if err != nil {
+		return fmt.Errorf("building the availability index: %w", err)
+	}
+	s.index = ix
+	return nil
+}
+
+var liveStates = []core.BlockState{core.StatePaymentPending, core.StateScheduled, core.StateActive}
+
+func (s *Service) currentNodes() []core.Node {
+	nodes := make([]core.Node, len(s.fleet.Nodes))
+	for i, n := range s.fleet.Nodes {
+		if cur, ok := s.index.Node(n.Name); ok {
+			n.Health = cur.Health
+		}
+		nodes[i] = n
+	}
+	return nodes
+}
+
+// Fleet returns the fleet with each node's current health.
+func (s *Service) Fleet() core.Fleet {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	f := s.fleet
+	f.Nodes = s.currentNodes()
+	return f
+}
+
+// Now is the service's current time.
+func (s *Service) Now() time.Time { return s.clock.Now() }
+
+// Ready reports whether the database answers.
+func (s *Service) Ready(ctx context.Context) error { return s.store.Ping(ctx) }
+
+// SimClock returns the simulated clock, or nil on the wall clock.
+func (s *Service) SimClock() api.SimClock {
+	sim, ok := s.clock.(*clock.Sim)
+	if !ok {
+		return nil
+	}
+	return simClock{sim: sim, svc: s}
+}
+
+// simClock moves the simulated clock and then reconciles at once, so the
+// caller sees every transition that became due.
+type simClock struct {
+	sim *clock.Sim
+	svc *Service
+}
+
+func (c simClock) Now() time.Time { return c.sim.Now() }
+
+func (c simClock) Advance(d time.Duration) (time.Time, error) {
+	if d < 0 {
+		return c.sim.Now(), core.Invalidf("advance %s is negative: the simulated clock cannot go backwards", d)
+	}
+	t, _ := c.sim.Advance(d)
+	return t, c.svc.Reconcile(context.Background())
+}
+
+func (c simClock) Set(t time.Time) (time.Time, error) {
+	now, err := c.sim.Set(t)
+	if errors.Is(err, clock.ErrBackwards) {
+		return now, core.Invalidf("%s is before the simulated now %s: the clock cannot go backwards", t.Format(time.RFC3339), now.Format(time.RFC3339))
+	}
+	return now, c.svc.Reconcile(context.Background())
+}
+
+// Availability returns free instances per hour.
+func (s *Service) Availability(_ context.Context, instanceType, zone string, from, to time.Time) ([]core.Slot, error) {
+	t, ok := s.fleet.Type(instanceType)
+	if !ok {
+		return nil, core.Invalidf("unknown instance type %q (GET /v1/instance-types lists them)", instanceType)
+	}
+	if zone != "" && !contains(s.fleet.Zones(t.GPUModel), zone) {
+		return nil, core.Invalidf("zone %q has no %s capacity; zones: %v", zone, t.Name, s.fleet.Zones(t.GPUModel))
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.index.Availability(t, zone, from, to)
+}
+
+// Offerings searches offerings and signs them.
+func (s *Service) Offerings(_ context.Context, req core.SearchRequest) ([]core.Offering, error) {
+	if req.Zone != "" && !s.knownZone(req.Zone) {
+		return nil, core.Invalidf("unknown zone %q", req.Zone)
+	}
+	s.mu.RLock()
+	offers, err := s.index.Search(req, s.clock.Now())
+	s.mu.RUnlock()
+	if err != nil {
+		return nil, err
+	}
+	for i := range offers {
+		offers[i].Sign(s.secret)
+	}
+	return offers, nil
+}
+
+func (s *Service) knownZone(zone string) bool {
+	for _, n := range s.fleet.Nodes {
+		if n.Zone == zone {
+			return true
+		}
+	}
+	return false
+}
+
+// notifyEvents wakes the long polls.
+func (s *Service) notifyEvents() {
+	s.eventsMu.Lock()
+	close(s.events)
+	s.events = make(chan struct{})
+	s.eventsMu.Unlock()
+}
+
+func (s *Service) eventsChanged() <-chan struct{} {
+	s.eventsMu.Lock()
+	defer s.eventsMu.Unlock()
+	return s.events
+}
+
+// newID returns prefix-<17 hex digits>, like the ids of the cloud.
+func newID(prefix string) string {
+	var b [9]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on supported platforms
+	return prefix + "-" + hex.EncodeToString(b[:])[:17]
+}
+
+func contains(xs []string, x string) bool {
+	for _, y := range xs {
+		if y == x {
+			return true
+		}
+	}
+	return false
+}
