@@ -1,18 +1,157 @@
 package main
 
 import (
+	"context"
 	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
+
+	"capblock/internal/api"
+	"capblock/internal/backend"
+	"capblock/internal/clock"
+	"capblock/internal/fleet"
+	"capblock/internal/service"
+	"capblock/internal/store/sqlite"
 )
 
-// newServeCmd is replaced by the real server wiring.
+type serveFlags struct {
+	db       string
+	fleet    string
+	listen   string
+	simClock bool
+	simStart string
+	backend  string
+	logLevel string
+}
+
+// newServeCmd is `capblock serve`: with no flags it runs on a SQLite file
+// in the working directory, the sim backend and the built-in demo fleet.
 func newServeCmd() *cobra.Command {
-	return &cobra.Command{
+	var f serveFlags
+	cmd := &cobra.Command{
 		Use:   "serve",
-		Short: "Run the capblock server",
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return errors.New("serve is not wired yet")
+		Short: "Run the capblock server (SQLite and the demo fleet by default)",
+		Long: `Run the capblock server.
+
+With no flags it stores its state in ./capblock.db (SQLite), runs the
+simulated backend on the built-in demo fleet and listens on 127.0.0.1:8080.
+With --sim-clock the server's clock stands still until moved with
+POST /v1/admin/clock (or "capblock admin clock --advance 6h").`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return serve(ctx, f)
 		},
 	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.db, "db", "capblock.db", "SQLite database file (created if missing)")
+	fl.StringVar(&f.fleet, "fleet", "", "fleet YAML file (default: the built-in demo fleet; see docs/fleet.md)")
+	fl.StringVar(&f.listen, "listen", "127.0.0.1:8080", "address to listen on")
+	fl.BoolVar(&f.simClock, "sim-clock", false, "run on a simulated clock moved by POST /v1/admin/clock")
+	fl.StringVar(&f.simStart, "sim-start", "", "start time of the simulated clock, RFC 3339 (default: now, on the hour)")
+	fl.StringVar(&f.backend, "backend", "sim", "backend that makes blocks real: sim")
+	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	return cmd
+}
+
+func serve(ctx context.Context, f serveFlags) error {
+	log, err := newLogger(f.logLevel)
+	if err != nil {
+		return err
+	}
+	// 1. The fleet.
+	fl := fleet.Demo()
+	source := "the built-in demo fleet"
+	if f.fleet != "" {
+		if fl, err = fleet.Load(f.fleet); err != nil {
+			return err
+		}
+		source = f.fleet
+	}
+	// 2. The clock.
+	var clk clock.Clock = clock.Wall{}
+	if f.simClock {
+		start := time.Now().UTC().Truncate(time.Hour)
+		if f.simStart != "" {
+			if start, err = time.Parse(time.RFC3339, f.simStart); err != nil {
+				return usageError(fmt.Errorf("--sim-start %q is not an RFC 3339 time such as 2026-12-01T00:00:00Z", f.simStart))
+			}
+		}
+		clk = clock.NewSim(start)
+	}
+	// 3. The store, the backend and the service.
+	if f.backend != "sim" {
+		return usageError(fmt.Errorf("--backend %q is not available; this build has: sim", f.backend))
+	}
+	st, err := sqlite.Open(ctx, f.db)
+	if err != nil {
+		return fmt.Errorf("opening database %s: %w", f.db, err)
+	}
+	defer st.Close()
+	svc, err := service.New(ctx, service.Config{Fleet: fl, Store: st, Backend: backend.NewSim(log), Clock: clk, Log: log})
+	if err != nil {
+		return err
+	}
+	// 4. Listen, then serve until interrupted.
+	ln, err := net.Listen("tcp", f.listen)
+	if err != nil {
+		return fmt.Errorf("listening on %s: %w (is another capblock running? choose another address with --listen)", f.listen, err)
+	}
+	srv := &http.Server{
+		Handler:           api.New(svc, api.Options{Logger: log}),
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      90 * time.Second, // long polls wait up to 60s
+		IdleTimeout:       2 * time.Minute,
+	}
+	url := "http://" + ln.Addr().String()
+	abs, _ := filepath.Abs(f.db)
+	log.Info("capblock listening", "url", url, "db", abs, "fleet", source, "nodes", len(fl.Nodes),
+		"backend", f.backend, "clock", clockName(f.simClock, clk))
+	log.Info(fmt.Sprintf("try: CAPBLOCK_URL=%s capblock types", url))
+	go func() {
+		if err := svc.Run(ctx); err != nil {
+			log.Error("reconciler stopped", "err", err)
+		}
+	}()
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serving HTTP: %w", err)
+	case <-ctx.Done():
+	}
+	log.Info("shutting down")
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shutdownCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("shutting down: %w", err)
+	}
+	return nil
+}
+
+func clockName(sim bool, c clock.Clock) string {
+	if sim {
+		return "simulated, now " + c.Now().Format(time.RFC3339)
+	}
+	return "wall"
+}
+
+func newLogger(level string) (*slog.Logger, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(strings.ToUpper(level))); err != nil {
+		return nil, usageError(fmt.Errorf("--log-level %q: want debug, info, warn or error", level))
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: l})), nil
 }

@@ -1,0 +1,247 @@
+package main
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/spf13/cobra"
+
+	"capblock/internal/client"
+)
+
+// blockStates are the states `blocks list --state` accepts (API.md).
+var blockStates = []string{"payment-pending", "scheduled", "active", "expired", "payment-failed", "cancelled", "failed"}
+
+func (a *app) blocksCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "blocks",
+		Short: "List, inspect, cancel and extend your capacity blocks",
+		RunE:  groupRunE,
+	}
+	cmd.AddCommand(
+		a.blocksListCmd(),
+		a.blocksShowCmd(),
+		a.blocksStatusCmd(),
+		a.blocksCancelCmd(),
+		a.blocksExtensionOfferingsCmd(),
+		a.blocksExtendCmd(),
+	)
+	return cmd
+}
+
+func (a *app) blocksListCmd() *cobra.Command {
+	var state string
+	cmd := &cobra.Command{
+		Use:     "list",
+		Aliases: []string{"ls"},
+		Short:   "List your blocks",
+		Args:    noArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if state != "" && !slices.Contains(blockStates, state) {
+				return usagef("--state %q: choose one of %v", state, blockStates)
+			}
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			blocks, err := c.Blocks(cmd.Context(), state)
+			if err != nil {
+				return err
+			}
+			if a.jsonOutput() {
+				return a.printJSON(map[string]any{"blocks": blocks})
+			}
+			if len(blocks) == 0 {
+				a.note("no blocks; find one to buy with 'capblock offerings'")
+				return nil
+			}
+			return a.printBlocks(blocks)
+		},
+	}
+	cmd.Flags().StringVar(&state, "state", "", "only blocks in this state (scheduled, active, expired, cancelled, …)")
+	return cmd
+}
+
+func (a *app) blocksShowCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "show BLOCK_ID",
+		Short: "Show one block",
+		Args:  exactlyOne("block id"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			b, err := c.Block(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			return a.showBlock(b)
+		},
+	}
+}
+
+func (a *app) blocksStatusCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "status BLOCK_ID",
+		Short: "Show a block's capacity and where it is placed",
+		Args:  exactlyOne("block id"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			s, err := c.BlockStatus(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			if a.jsonOutput() {
+				return a.printJSON(s)
+			}
+			return a.printStatus(s)
+		},
+	}
+}
+
+func (a *app) printStatus(s client.BlockStatus) error {
+	capacity := fmt.Sprintf("%d total, %d available, %d unavailable", s.TotalCapacity, s.AvailableCapacity, s.UnavailableCapacity)
+	if s.Degraded {
+		capacity += " (degraded: no free node to replace a failed one)"
+	}
+	placement := "final"
+	if !s.PlacementFinal {
+		placement = "tentative until " + fmtTime(s.LockInTime) + " UTC (may still move)"
+	}
+	t := newTable(a.stdout, "capacity:", capacity)
+	t.row("placement:", placement)
+	if err := t.flush(); err != nil {
+		return err
+	}
+	if len(s.Placements) == 0 {
+		return nil
+	}
+	fmt.Fprintln(a.stdout)
+	t = newTable(a.stdout, "NODE", "GPUS")
+	for _, p := range s.Placements {
+		t.row(p.Node, formatGPUs(p.GPUs))
+	}
+	return t.flush()
+}
+
+func (a *app) blocksCancelCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "cancel BLOCK_ID",
+		Short: "Cancel a block, or release it early once started (refund per the operator's policy)",
+		Args:  exactlyOne("block id"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			b, err := c.CancelBlock(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			return a.showBlock(b)
+		},
+	}
+}
+
+func (a *app) blocksExtensionOfferingsCmd() *cobra.Command {
+	var duration string
+	cmd := &cobra.Command{
+		Use:   "extension-offerings BLOCK_ID --duration D",
+		Short: "List offerings that extend a block by a duration",
+		Args:  exactlyOne("block id"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			hours, err := parseHours("--duration", duration)
+			if err != nil {
+				return err
+			}
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			offerings, err := c.ExtensionOfferings(cmd.Context(), args[0], hours)
+			if err != nil {
+				return err
+			}
+			if a.jsonOutput() {
+				return a.printJSON(map[string]any{"offerings": offerings})
+			}
+			if len(offerings) == 0 {
+				a.note("no extension of %s by %dh is available; try a shorter --duration", args[0], hours)
+				return nil
+			}
+			if err := a.printOfferings(offerings); err != nil {
+				return err
+			}
+			a.note("extend with: capblock blocks extend %s --offering OFFERING_ID", args[0])
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&duration, "duration", "", "how much longer, e.g. 24h or 2d")
+	_ = cmd.MarkFlagRequired("duration")
+	return cmd
+}
+
+func (a *app) blocksExtendCmd() *cobra.Command {
+	var duration, offeringID string
+	cmd := &cobra.Command{
+		Use:   "extend BLOCK_ID (--duration D | --offering cbe-…)",
+		Short: "Extend a block: buy the best extension offering for a duration, or a given one",
+		Example: `  capblock blocks extend cb-… --duration 24h
+  capblock blocks extend cb-… --offering cbe-…`,
+		Args: exactlyOne("block id"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id := args[0]
+			switch {
+			case duration == "" && offeringID == "":
+				return usagef("give --duration (e.g. 24h) or --offering (from 'capblock blocks extension-offerings')")
+			case duration != "" && offeringID != "":
+				return usagef("give --duration or --offering, not both")
+			}
+			var hours int
+			if duration != "" {
+				var err error
+				if hours, err = parseHours("--duration", duration); err != nil {
+					return err
+				}
+			}
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			if offeringID == "" {
+				offerings, err := c.ExtensionOfferings(cmd.Context(), id, hours)
+				if err != nil {
+					return err
+				}
+				if len(offerings) == 0 {
+					return fmt.Errorf("no extension of block %s by %dh is available (the capacity after its end is taken, or it ends too soon); try a shorter --duration", id, hours)
+				}
+				o := offerings[0]
+				offeringID = o.OfferingID
+				if !a.jsonOutput() {
+					a.note("buying extension to %s UTC for %s", fmtTime(o.EndTime), o.UpfrontFee)
+				}
+			}
+			b, err := c.ExtendBlock(cmd.Context(), id, offeringID)
+			if err != nil {
+				return err
+			}
+			return a.showBlock(b)
+		},
+	}
+	cmd.Flags().StringVar(&duration, "duration", "", "how much longer, e.g. 24h or 2d")
+	cmd.Flags().StringVar(&offeringID, "offering", "", "buy this extension offering (cbe-…) instead of searching")
+	return cmd
+}
+
+// showBlock prints a block as JSON or as key: value lines.
+func (a *app) showBlock(b client.Block) error {
+	if a.jsonOutput() {
+		return a.printJSON(b)
+	}
+	return a.printBlock(b)
+}

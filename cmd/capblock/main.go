@@ -1,0 +1,192 @@
+// Command capblock is capblock's one binary: `capblock serve` runs the
+// server, and the other commands are a client of its HTTP API (types,
+// nodes, offerings, buy, blocks, events, admin).
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"capblock/internal/client"
+)
+
+// defaultURL is where `capblock serve` listens by default.
+const defaultURL = "http://127.0.0.1:8080"
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// run executes the command line args and returns the exit status: 0 on
+// success, 1 when the command failed, 2 for a usage error. Ctrl-C cancels
+// the command's context.
+func run(args []string, stdout, stderr io.Writer) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	a := &app{stdout: stdout, stderr: stderr, getenv: os.Getenv, now: time.Now}
+	return a.execute(ctx, args)
+}
+
+// app holds what every command shares: where to write, the environment,
+// the clock, and the global flags.
+type app struct {
+	stdout, stderr io.Writer
+	getenv         func(string) string
+	now            func() time.Time
+
+	url     string
+	token   string
+	timeout time.Duration
+	output  string
+
+	// running is set once a command's own code runs: an error before that
+	// came from cobra's parsing and is a usage error.
+	running bool
+}
+
+// usageErr is a mistake on the command line (exit status 2).
+type usageErr struct{ err error }
+
+func (e *usageErr) Error() string { return e.err.Error() }
+func (e *usageErr) Unwrap() error { return e.err }
+
+// usageError marks err as a mistake on the command line (exit status 2).
+func usageError(err error) error { return &usageErr{err} }
+
+func usagef(format string, args ...any) error {
+	return usageError(fmt.Errorf(format, args...))
+}
+
+// execute runs args and prints any error as one line on stderr.
+func (a *app) execute(ctx context.Context, args []string) int {
+	root := a.rootCmd()
+	root.SetArgs(args)
+	root.SetOut(a.stdout)
+	root.SetErr(a.stderr)
+	markRunning(root, &a.running)
+	cmd, err := root.ExecuteContextC(ctx)
+	if err == nil {
+		return 0
+	}
+	var ue *usageErr
+	usage := errors.As(err, &ue) || !a.running
+	// Cobra's suggestions come on lines of their own; keep them in one line.
+	msg := oneLine(strings.Replace(err.Error(), "\n\nDid you mean this?\n", "; did you mean:", 1))
+	if errors.Is(err, context.Canceled) {
+		msg = "interrupted"
+	}
+	if usage {
+		msg += fmt.Sprintf(" (see '%s --help')", cmd.CommandPath())
+	} else {
+		msg += hint(cmd, err)
+	}
+	fmt.Fprintf(a.stderr, "capblock: %s\n", msg)
+	if usage {
+		return 2
+	}
+	return 1
+}
+
+// markRunning wraps every command's RunE so that *running tells a
+// runtime failure from a parse failure.
+func markRunning(cmd *cobra.Command, running *bool) {
+	if inner := cmd.RunE; inner != nil {
+		cmd.RunE = func(c *cobra.Command, args []string) error {
+			*running = true
+			return inner(c, args)
+		}
+	}
+	for _, sub := range cmd.Commands() {
+		markRunning(sub, running)
+	}
+}
+
+func (a *app) rootCmd() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "capblock",
+		Short: "Buy and use guaranteed windows of GPU capacity",
+		Long: `capblock sells capacity blocks: N GPU instances of one type, guaranteed yours
+from a start to an end. Search offerings, buy one, and watch your blocks.
+
+The client commands talk to a capblock server at --url (or CAPBLOCK_URL,
+default ` + defaultURL + `); start one on this machine with "capblock serve".`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
+			if a.output != "table" && a.output != "json" {
+				return usagef("-o %q: choose table or json", a.output)
+			}
+			return nil
+		},
+	}
+	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error { return usageError(err) })
+	pf := root.PersistentFlags()
+	pf.StringVar(&a.url, "url", "", "server address (default $CAPBLOCK_URL or "+defaultURL+")")
+	pf.StringVar(&a.token, "token", "", "API token (default $CAPBLOCK_TOKEN)")
+	pf.DurationVar(&a.timeout, "timeout", client.DefaultTimeout, "how long to wait for each answer")
+	pf.StringVarP(&a.output, "output", "o", "table", "output format: table or json")
+
+	root.AddCommand(
+		newServeCmd(),
+		a.typesCmd(),
+		a.nodesCmd(),
+		a.offeringsCmd(),
+		a.buyCmd(),
+		a.blocksCmd(),
+		a.eventsCmd(),
+		a.adminCmd(),
+	)
+	return root
+}
+
+// client returns an API client for the server chosen by --url,
+// CAPBLOCK_URL or the default.
+func (a *app) client() (*client.Client, error) {
+	url := a.url
+	if url == "" {
+		url = a.getenv("CAPBLOCK_URL")
+	}
+	if url == "" {
+		url = defaultURL
+	}
+	token := a.token
+	if token == "" {
+		token = a.getenv("CAPBLOCK_TOKEN")
+	}
+	c, err := client.New(url, client.WithToken(token), client.WithTimeout(a.timeout))
+	if err != nil {
+		return nil, usageError(fmt.Errorf("--url: %w", err))
+	}
+	return c, nil
+}
+
+// hint adds how to fix a failure that the server explained.
+func hint(cmd *cobra.Command, err error) string {
+	switch client.ProblemCode(err) {
+	case client.CodeUnauthenticated:
+		return "; pass a valid --token or set CAPBLOCK_TOKEN"
+	case client.CodeOfferingInvalid:
+		return "; copy the whole offering id from 'capblock offerings'"
+	case client.CodeNoCapacity:
+		return "; search again for other times, zones or counts"
+	case client.CodeIdempotencyMismatch:
+		return "; that --client-token was used for another purchase: pass a new one"
+	case client.CodeNotFound:
+		if strings.HasPrefix(cmd.CommandPath(), "capblock admin clock") {
+			return "; the server has no simulated clock: start it with 'capblock serve --sim-clock'"
+		}
+	}
+	return ""
+}
+
+// oneLine folds whitespace so that a message prints as one line.
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }

@@ -1,0 +1,455 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// testNow is the wall clock the CLI sees in tests.
+var testNow = time.Date(2026, 11, 20, 9, 30, 0, 0, time.UTC)
+
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+// runApp runs the CLI with args against url, with a fixed clock and env.
+func runApp(ctx context.Context, env map[string]string, args ...string) result {
+	var out, errOut bytes.Buffer
+	a := &app{stdout: &out, stderr: &errOut, getenv: func(k string) string { return env[k] }, now: func() time.Time { return testNow }}
+	code := a.execute(ctx, args)
+	return result{code: code, stdout: out.String(), stderr: errOut.String()}
+}
+
+func lines(s ...string) string { return strings.Join(s, "\n") + "\n" }
+
+func TestCommands(t *testing.T) {
+	tests := map[string]struct {
+		args         []string
+		want         result
+		wantRequests []string
+	}{
+		"types": {
+			args: []string{"types"},
+			want: result{stdout: lines(
+				"NAME     GPU MODEL  GPUS  ON-DEMAND/H  ZONES",
+				"h100.8x  H100       8     98.32 USD    zone-a,zone-b",
+				"l4.1x    L4         1     1.00 USD     zone-b",
+			)},
+			wantRequests: []string{"GET /v1/instance-types"},
+		},
+		"nodes": {
+			args: []string{"nodes"},
+			want: result{stdout: lines(
+				"NAME       ZONE    RACK  GPU MODEL  GPUS  HEALTH     LABELS",
+				"a-h100-01  zone-a  a-r1  H100       8     healthy    fabric=ib",
+				"b-l4-01    zone-b  b-r7  L4         4     unhealthy  -",
+			)},
+		},
+		"offerings": {
+			args: []string{"offerings", "--type", "h100.8x", "--count", "2", "--duration", "2d", "--start-after", "tomorrow", "--end-before", "+14d"},
+			want: result{
+				stdout: lines(
+					"#  TYPE     COUNT  ZONE    START (UTC)       END (UTC)         HOURS  FEE          ON-DEMAND    SAVINGS  OFFERING ID",
+					"1  h100.8x  2      zone-a  2026-12-01 00:00  2026-12-03 00:00  48     7078.08 USD  9438.72 USD  25%      cbo-first",
+					"2  h100.8x  2      zone-b  2026-12-02 00:00  2026-12-04 01:00  49     9438.72 USD  9635.36 USD  2%       cbo-second",
+				),
+				stderr: "buy one with: capblock buy OFFERING_ID (quotes expire at 2026-11-20 10:10 UTC)\n",
+			},
+			wantRequests: []string{"GET /v1/offerings?durationHours=48&endBefore=2026-12-04T09%3A30%3A00Z&instanceCount=2&instanceType=h100.8x&startAfter=2026-11-21T00%3A00%3A00Z"},
+		},
+		"offerings: default window is 14 days of starts": {
+			args:         []string{"offerings", "--type", "h100.8x", "--duration", "48h"},
+			want:         result{stdout: "*", stderr: "*"},
+			wantRequests: []string{"GET /v1/offerings?durationHours=48&endBefore=2026-12-06T09%3A30%3A00Z&instanceCount=1&instanceType=h100.8x&startAfter=2026-11-20T09%3A30%3A00Z"},
+		},
+		"offerings: duration range, several types, zone": {
+			args: []string{"offerings", "--type", "l4.1x,h100.8x", "--type", "a100.8x", "--min-duration", "4h", "--max-duration", "1d",
+				"--start-after", "2026-12-01", "--end-before", "2026-12-02T12:00:00+02:00", "--zone", "zone-b", "--max-results", "3"},
+			want: result{stdout: "*", stderr: "*"},
+			wantRequests: []string{"GET /v1/offerings?endBefore=2026-12-02T10%3A00%3A00Z&instanceCount=1&instanceType=l4.1x&instanceType=h100.8x&instanceType=a100.8x" +
+				"&maxDurationHours=24&maxResults=3&minDurationHours=4&startAfter=2026-12-01T00%3A00%3A00Z&zone=zone-b"},
+		},
+		"offerings: nothing fits": {
+			args: []string{"offerings", "--type", "b200.8x", "--duration", "1w"},
+			want: result{stderr: "no offering fits: try a wider window (--start-after/--end-before), a smaller --count, another --zone or a shorter --duration\n"},
+		},
+		"offerings: no type": {
+			args: []string{"offerings", "--duration", "48h"},
+			want: result{code: 2, stderr: "capblock: required flag(s) \"type\" not set (see 'capblock offerings --help')\n"},
+		},
+		"offerings: no duration": {
+			args: []string{"offerings", "--type", "h100.8x"},
+			want: result{code: 2, stderr: "capblock: give --duration (e.g. 48h) or a range with --min-duration and --max-duration (see 'capblock offerings --help')\n"},
+		},
+		"offerings: duration and range": {
+			args: []string{"offerings", "--type", "h100.8x", "--duration", "48h", "--max-duration", "72h"},
+			want: result{code: 2, stderr: "capblock: give --duration or --min-duration/--max-duration, not both (see 'capblock offerings --help')\n"},
+		},
+		"offerings: not whole hours": {
+			args: []string{"offerings", "--type", "h100.8x", "--duration", "90m"},
+			want: result{code: 2, stderr: "capblock: --duration 90m is not a whole number of hours; capacity is sold by the hour (e.g. 1h, 48h, 3d) (see 'capblock offerings --help')\n"},
+		},
+		"offerings: bad duration": {
+			args: []string{"offerings", "--type", "h100.8x", "--duration", "two days"},
+			want: result{code: 2, stderr: "capblock: --duration: \"two days\" is not a duration; write it like 48h, 3d, 2w, 90m or 1d12h (see 'capblock offerings --help')\n"},
+		},
+		"offerings: bad date": {
+			args: []string{"offerings", "--type", "h100.8x", "--duration", "48h", "--end-before", "soon"},
+			want: result{code: 2, stderr: "capblock: --end-before: \"soon\" is not a date; write now, today, tomorrow, +14d, +6h, 2026-12-01 or an RFC 3339 time like 2026-12-01T10:00:00Z (see 'capblock offerings --help')\n"},
+		},
+		"offerings: bad count": {
+			args: []string{"offerings", "--type", "h100.8x", "--duration", "48h", "--count", "two"},
+			want: result{code: 2, stderr: "capblock: invalid argument \"two\" for \"--count\" flag: strconv.ParseInt: parsing \"two\": invalid syntax (see 'capblock offerings --help')\n"},
+		},
+		"buy": {
+			args: []string{"buy", "cbo-first", "--name", "load-test", "--tag", "env=prod", "--tag", "owner=a=b", "--client-token", "tok-1"},
+			want: result{
+				stdout: lines(
+					"id:          cb-1",
+					"name:        load-test",
+					"team:        ml",
+					"state:       scheduled",
+					"instances:   2 × h100.8x (H100)",
+					"zone:        zone-a",
+					"start:       2026-12-01 00:00 UTC",
+					"end:         2026-12-03 00:00 UTC",
+					"hours:       48",
+					"upfront fee: 7078.08 USD",
+					"created:     2026-11-20 10:00 UTC",
+					"tags:        env=prod",
+				),
+				stderr: "client token: tok-1 (to retry this purchase safely, pass --client-token tok-1)\n",
+			},
+			wantRequests: []string{`POST /v1/blocks {"offeringId":"cbo-first","clientToken":"tok-1","name":"load-test","tags":{"env":"prod","owner":"a=b"}}`},
+		},
+		"buy: no capacity": {
+			args:         []string{"buy", "cbo-gone", "--client-token", "tok-2"},
+			want:         result{code: 1, stderr: "capblock: buying offering: no_capacity: only 1 of 2 h100.8x free from 2026-12-01T00:00:00Z; search again for other times, zones or counts\n"},
+			wantRequests: []string{`POST /v1/blocks {"offeringId":"cbo-gone","clientToken":"tok-2"}`},
+		},
+		"buy: no offering": {
+			args: []string{"buy"},
+			want: result{code: 2, stderr: "capblock: capblock buy needs the offering id (from 'capblock offerings') (see 'capblock buy --help')\n"},
+		},
+		"buy: bad tag": {
+			args: []string{"buy", "cbo-first", "--tag", "=x"},
+			want: result{code: 2, stderr: "capblock: --tag \"=x\": write it as KEY=VALUE (see 'capblock buy --help')\n"},
+		},
+		"blocks list": {
+			args: []string{"blocks", "list", "--state", "scheduled"},
+			want: result{stdout: lines(
+				"ID    NAME       STATE      TYPE     COUNT  ZONE    START (UTC)       END (UTC)         HOURS  FEE",
+				"cb-1  load-test  scheduled  h100.8x  2      zone-a  2026-12-01 00:00  2026-12-03 00:00  48     7078.08 USD",
+				"cb-2  -          active     l4.1x    1      zone-b  2026-11-20 12:00  2026-11-20 16:00  4      3.00 USD",
+			)},
+			wantRequests: []string{"GET /v1/blocks?state=scheduled"},
+		},
+		"blocks list: bad state": {
+			args: []string{"blocks", "list", "--state", "running"},
+			want: result{code: 2, stderr: "capblock: --state \"running\": choose one of [payment-pending scheduled active expired payment-failed cancelled failed] (see 'capblock blocks list --help')\n"},
+		},
+		"blocks show: not found": {
+			args: []string{"blocks", "show", "cb-9"},
+			want: result{code: 1, stderr: "capblock: getting block cb-9: not_found: block cb-9 not found\n"},
+		},
+		"blocks status": {
+			args: []string{"blocks", "status", "cb-1"},
+			want: result{stdout: lines(
+				"capacity:   2 total, 1 available, 1 unavailable (degraded: no free node to replace a failed one)",
+				"placement:  tentative until 2026-11-30 23:00 UTC (may still move)",
+				"",
+				"NODE       GPUS",
+				"a-h100-01  0-7",
+				"a-h100-02  0-3,5",
+			)},
+			wantRequests: []string{"GET /v1/blocks/cb-1/status"},
+		},
+		"blocks cancel": {
+			args:         []string{"blocks", "cancel", "cb-1"},
+			want:         result{stdout: "*"},
+			wantRequests: []string{"POST /v1/blocks/cb-1/cancel"},
+		},
+		"blocks extension-offerings": {
+			args: []string{"blocks", "extension-offerings", "cb-1", "--duration", "1d"},
+			want: result{
+				stdout: lines(
+					"#  TYPE     COUNT  ZONE    START (UTC)       END (UTC)         HOURS  FEE          ON-DEMAND    SAVINGS  OFFERING ID",
+					"1  h100.8x  2      zone-a  2026-12-03 00:00  2026-12-04 00:00  24     3539.04 USD  4719.36 USD  25%      cbe-ext",
+				),
+				stderr: "extend with: capblock blocks extend cb-1 --offering OFFERING_ID\n",
+			},
+			wantRequests: []string{"GET /v1/blocks/cb-1/extension-offerings?durationHours=24"},
+		},
+		"blocks extend by a duration buys the first offering": {
+			args: []string{"blocks", "extend", "cb-1", "--duration", "24h"},
+			want: result{stdout: "*", stderr: "buying extension to 2026-12-04 00:00 UTC for 3539.04 USD\n"},
+			wantRequests: []string{
+				"GET /v1/blocks/cb-1/extension-offerings?durationHours=24",
+				`POST /v1/blocks/cb-1/extensions {"offeringId":"cbe-ext"}`,
+			},
+		},
+		"blocks extend with an offering": {
+			args:         []string{"blocks", "extend", "cb-1", "--offering", "cbe-chosen"},
+			want:         result{stdout: "*"},
+			wantRequests: []string{`POST /v1/blocks/cb-1/extensions {"offeringId":"cbe-chosen"}`},
+		},
+		"blocks extend: nothing available": {
+			args:         []string{"blocks", "extend", "cb-1", "--duration", "999h"},
+			want:         result{code: 1, stderr: "capblock: no extension of block cb-1 by 999h is available (the capacity after its end is taken, or it ends too soon); try a shorter --duration\n"},
+			wantRequests: []string{"GET /v1/blocks/cb-1/extension-offerings?durationHours=999"},
+		},
+		"blocks extend: neither flag": {
+			args: []string{"blocks", "extend", "cb-1"},
+			want: result{code: 2, stderr: "capblock: give --duration (e.g. 24h) or --offering (from 'capblock blocks extension-offerings') (see 'capblock blocks extend --help')\n"},
+		},
+		"blocks: unknown subcommand": {
+			args: []string{"blocks", "delete", "cb-1"},
+			want: result{code: 2, stderr: "capblock: unknown command \"delete\" for \"capblock blocks\" (see 'capblock blocks --help')\n"},
+		},
+		"events": {
+			args: []string{"events"},
+			want: result{
+				stdout: lines(
+					`2026-12-01T00:00:00Z  block.active               cb-1  {"zone":"zone-a"}`,
+					`2026-12-02T23:20:00Z  block.expiration-warning   cb-1`,
+				),
+				stderr: "next: capblock events --after c2\n",
+			},
+			wantRequests: []string{"GET /v1/events"},
+		},
+		"admin clock": {
+			args:         []string{"admin", "clock"},
+			want:         result{stdout: "2026-12-01T00:00:00Z\n"},
+			wantRequests: []string{"GET /v1/admin/clock"},
+		},
+		"admin clock --advance": {
+			args:         []string{"admin", "clock", "--advance", "6h"},
+			want:         result{stdout: "2026-12-01T06:00:00Z\n"},
+			wantRequests: []string{`POST /v1/admin/clock {"advance":"6h0m0s"}`},
+		},
+		"admin clock --now": {
+			args:         []string{"admin", "clock", "--now", "2026-12-01"},
+			want:         result{stdout: "2026-12-01T06:00:00Z\n"},
+			wantRequests: []string{`POST /v1/admin/clock {"now":"2026-12-01T00:00:00Z"}`},
+		},
+		"admin clock: both": {
+			args: []string{"admin", "clock", "--advance", "1h", "--now", "now"},
+			want: result{code: 2, stderr: "capblock: give --advance or --now, not both (see 'capblock admin clock --help')\n"},
+		},
+		"unknown command": {
+			args: []string{"reserve"},
+			want: result{code: 2, stderr: "capblock: unknown command \"reserve\" for \"capblock\"; did you mean: serve (see 'capblock --help')\n"},
+		},
+		"bad output format": {
+			args: []string{"-o", "yaml", "types"},
+			want: result{code: 2, stderr: "capblock: -o \"yaml\": choose table or json (see 'capblock types --help')\n"},
+		},
+		"extra argument": {
+			args: []string{"types", "h100.8x"},
+			want: result{code: 2, stderr: "capblock: capblock types takes no arguments, got \"h100.8x\" (see 'capblock types --help')\n"},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			api := newFakeAPI(t)
+			got := runApp(t.Context(), nil, append([]string{"--url", api.URL}, tc.args...)...)
+			want := tc.want
+			if want.stdout == "*" {
+				want.stdout = got.stdout
+				if got.stdout == "" {
+					t.Errorf("stdout is empty")
+				}
+			}
+			if want.stderr == "*" {
+				want.stderr = got.stderr
+			}
+			if diff := cmp.Diff(want, got, cmp.AllowUnexported(result{})); diff != "" {
+				t.Errorf("result mismatch (-want +got):\n%s", diff)
+			}
+			if tc.wantRequests != nil {
+				if diff := cmp.Diff(tc.wantRequests, api.seen()); diff != "" {
+					t.Errorf("requests mismatch (-want +got):\n%s", diff)
+				}
+			}
+		})
+	}
+}
+
+// TestJSONOutput checks that -o json prints the API's JSON, pretty.
+func TestJSONOutput(t *testing.T) {
+	tests := map[string]struct {
+		args []string
+		want string // the JSON, compared after decoding
+	}{
+		"types": {
+			args: []string{"types"},
+			want: `{"instanceTypes": [
+				{"name": "h100.8x", "gpuModel": "H100", "gpusPerInstance": 8, "onDemandPrice": {"amount": "98.32", "currency": "USD"}, "zones": ["zone-a", "zone-b"]},
+				{"name": "l4.1x", "gpuModel": "L4", "gpusPerInstance": 1, "onDemandPrice": {"amount": "1.00", "currency": "USD"}, "zones": ["zone-b"]}]}`,
+		},
+		"offerings": {
+			args: []string{"offerings", "--type", "h100.8x", "--duration", "48h"},
+			want: `{"offerings": [` + offering1 + `, ` + offering2 + `]}`,
+		},
+		"empty offerings are an empty list": {
+			args: []string{"offerings", "--type", "b200.8x", "--duration", "48h"},
+			want: `{"offerings": []}`,
+		},
+		"blocks show": {
+			args: []string{"blocks", "show", "cb-1"},
+			want: block1,
+		},
+		"blocks list": {
+			args: []string{"blocks", "list"},
+			want: `{"blocks": [` + block1 + `, ` + block2 + `]}`,
+		},
+		"buy adds the client token": {
+			args: []string{"buy", "cbo-first", "--client-token", "tok-9"},
+			want: strings.Replace(block1, `"id": "cb-1",`, `"id": "cb-1", "clientToken": "tok-9",`, 1),
+		},
+		"events": {
+			args: []string{"events"},
+			want: `{"events": [
+				{"id": "evt-1", "time": "2026-12-01T00:00:00Z", "type": "block.active", "subject": "cb-1", "team": "ml", "data": {"zone": "zone-a"}},
+				{"id": "evt-2", "time": "2026-12-02T23:20:00Z", "type": "block.expiration-warning", "subject": "cb-1", "team": "ml", "data": {}}],
+				"next": "c2"}`,
+		},
+		"clock": {
+			args: []string{"admin", "clock"},
+			want: `{"now": "2026-12-01T00:00:00Z"}`,
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			api := newFakeAPI(t)
+			got := runApp(t.Context(), nil, append([]string{"--url", api.URL, "-o", "json"}, tc.args...)...)
+			if got.code != 0 || got.stderr != "" {
+				t.Fatalf("exit %d, stderr %q", got.code, got.stderr)
+			}
+			if !strings.Contains(got.stdout, "\n  ") {
+				t.Errorf("stdout is not indented:\n%s", got.stdout)
+			}
+			var gotJSON, wantJSON any
+			if err := json.Unmarshal([]byte(got.stdout), &gotJSON); err != nil {
+				t.Fatalf("stdout is not JSON: %v\n%s", err, got.stdout)
+			}
+			if err := json.Unmarshal([]byte(tc.want), &wantJSON); err != nil {
+				t.Fatalf("bad test JSON: %v", err)
+			}
+			if diff := cmp.Diff(wantJSON, gotJSON); diff != "" {
+				t.Errorf("JSON mismatch (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestBuyMakesARandomClientToken(t *testing.T) {
+	api := newFakeAPI(t)
+	tokens := map[string]bool{}
+	for range 2 {
+		got := runApp(t.Context(), nil, "--url", api.URL, "-o", "json", "buy", "cbo-first")
+		var out struct{ ClientToken string }
+		if err := json.Unmarshal([]byte(got.stdout), &out); err != nil || got.code != 0 {
+			t.Fatalf("exit %d, stdout %q: %v", got.code, got.stdout, err)
+		}
+		if !strings.HasPrefix(out.ClientToken, "cli-") || len(out.ClientToken) < 20 {
+			t.Errorf("client token %q, want cli- and random hex", out.ClientToken)
+		}
+		tokens[out.ClientToken] = true
+	}
+	if len(tokens) != 2 {
+		t.Errorf("two purchases used the same client token: %v", tokens)
+	}
+}
+
+func TestEventsFollowStopsCleanly(t *testing.T) {
+	api := newFakeAPI(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan result)
+	go func() { done <- runApp(ctx, nil, "--url", api.URL, "-o", "json", "events", "-f") }()
+	<-api.polled // the second long poll is waiting: both events are printed
+	cancel()     // what Ctrl-C does
+	got := <-done
+	want := result{stdout: lines(
+		`{"id":"evt-1","time":"2026-12-01T00:00:00Z","type":"block.active","subject":"cb-1","team":"ml","data":{"zone":"zone-a"}}`,
+		`{"id":"evt-2","time":"2026-12-02T23:20:00Z","type":"block.expiration-warning","subject":"cb-1","team":"ml","data":{}}`,
+	)}
+	if diff := cmp.Diff(want, got, cmp.AllowUnexported(result{})); diff != "" {
+		t.Errorf("result mismatch (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"GET /v1/events?wait=30s", "GET /v1/events?after=c2&wait=30s"}, api.seen()); diff != "" {
+		t.Errorf("requests mismatch (-want +got):\n%s", diff)
+	}
+}
+
+func TestServerAddressAndToken(t *testing.T) {
+	var auth []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		auth = append(auth, r.Header.Get("Authorization"))
+		w.Write([]byte(`{"nodes": []}`))
+	}))
+	t.Cleanup(srv.Close)
+
+	env := map[string]string{"CAPBLOCK_URL": srv.URL, "CAPBLOCK_TOKEN": "from-env"}
+	if got := runApp(t.Context(), env, "nodes"); got.code != 0 {
+		t.Fatalf("with CAPBLOCK_URL: exit %d, stderr %q", got.code, got.stderr)
+	}
+	if got := runApp(t.Context(), map[string]string{"CAPBLOCK_URL": "http://127.0.0.1:1"}, "--url", srv.URL, "--token", "from-flag", "nodes"); got.code != 0 {
+		t.Fatalf("--url over CAPBLOCK_URL: exit %d, stderr %q", got.code, got.stderr)
+	}
+	if diff := cmp.Diff([]string{"Bearer from-env", "Bearer from-flag"}, auth); diff != "" {
+		t.Errorf("Authorization headers (-want +got):\n%s", diff)
+	}
+}
+
+func TestServerNotRunning(t *testing.T) {
+	srv := httptest.NewServer(http.NotFoundHandler())
+	url := srv.URL
+	srv.Close()
+	got := runApp(t.Context(), map[string]string{"CAPBLOCK_URL": url}, "blocks", "list")
+	want := result{code: 1, stderr: "capblock: listing blocks: the capblock server is not reachable at " + url +
+		" (connection refused); start it with `capblock serve` or set --url or CAPBLOCK_URL to its address\n"}
+	if diff := cmp.Diff(want, got, cmp.AllowUnexported(result{})); diff != "" {
+		t.Errorf("result mismatch (-want +got):\n%s", diff)
+	}
+}
+
+func TestClockWithoutSimClock(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		problem(w, http.StatusNotFound, "not_found", "no route")
+	}))
+	t.Cleanup(srv.Close)
+	got := runApp(t.Context(), nil, "--url", srv.URL, "admin", "clock", "--advance", "1d")
+	want := result{code: 1, stderr: "capblock: advancing the clock: not_found: no route; the server has no simulated clock: start it with 'capblock serve --sim-clock'\n"}
+	if diff := cmp.Diff(want, got, cmp.AllowUnexported(result{})); diff != "" {
+		t.Errorf("result mismatch (-want +got):\n%s", diff)
+	}
+}
+
+// TestRun checks main's entry point: the real environment, help on stdout.
+func TestRun(t *testing.T) {
+	api := newFakeAPI(t)
+	var out, errOut bytes.Buffer
+	if code := run([]string{"--url", api.URL, "types"}, &out, &errOut); code != 0 || !strings.Contains(out.String(), "h100.8x") {
+		t.Errorf("run types: exit %d, stdout %q, stderr %q", code, out.String(), errOut.String())
+	}
+	out.Reset()
+	errOut.Reset()
+	if code := run([]string{"--help"}, &out, &errOut); code != 0 || !strings.Contains(out.String(), "capblock serve") || errOut.Len() != 0 {
+		t.Errorf("run --help: exit %d, stdout %q, stderr %q", code, out.String(), errOut.String())
+	}
+	out.Reset()
+	errOut.Reset()
+	if code := run([]string{"--url", api.URL, "blocks", "show", "cb-404"}, &out, &errOut); code != 1 || strings.Count(errOut.String(), "\n") != 1 || out.Len() != 0 {
+		t.Errorf("run failing command: exit %d, stdout %q, stderr %q; want 1 and one line on stderr", code, out.String(), errOut.String())
+	}
+}

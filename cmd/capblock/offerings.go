@@ -1,0 +1,211 @@
+package main
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"capblock/internal/client"
+	"capblock/internal/humantime"
+)
+
+// defaultStartWindow is how far after --start-after a block may start when
+// --end-before is not given.
+const defaultStartWindow = 14 * 24 * time.Hour
+
+func (a *app) offeringsCmd() *cobra.Command {
+	var (
+		types                              []string
+		count, maxResults                  int
+		duration, minDuration, maxDuration string
+		startAfter, endBefore, zone        string
+	)
+	cmd := &cobra.Command{
+		Use:   "offerings --type TYPE --count N --duration D [flags]",
+		Short: "Search priced offerings for a capacity block",
+		Long: `Search priced offerings: COUNT instances of TYPE for DURATION, starting after
+--start-after and ending before --end-before. The best come first; buy one
+with "capblock buy OFFERING_ID" before it expires.
+
+Durations: 48h, 3d, 2w, 90m, 1d12h (capacity is sold by the hour).
+Dates: now, today, tomorrow (midnight UTC), +14d, +6h, 2026-12-01, RFC 3339.`,
+		Example: `  capblock offerings --type h100.8x --count 2 --duration 48h --start-after tomorrow --end-before +14d
+  capblock offerings --type l4.1x --type l4.4x --min-duration 4h --max-duration 8h --zone zone-a`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			now := a.now()
+			q := client.OfferingsQuery{InstanceTypes: types, InstanceCount: count, Zone: zone, MaxResults: maxResults}
+			var err error
+			switch {
+			case duration != "" && (minDuration != "" || maxDuration != ""):
+				return usagef("give --duration or --min-duration/--max-duration, not both")
+			case duration != "":
+				if q.DurationHours, err = parseHours("--duration", duration); err != nil {
+					return err
+				}
+			case minDuration == "" && maxDuration == "":
+				return usagef("give --duration (e.g. 48h) or a range with --min-duration and --max-duration")
+			}
+			if minDuration != "" {
+				if q.MinDurationHours, err = parseHours("--min-duration", minDuration); err != nil {
+					return err
+				}
+			}
+			if maxDuration != "" {
+				if q.MaxDurationHours, err = parseHours("--max-duration", maxDuration); err != nil {
+					return err
+				}
+			}
+			if q.StartAfter, err = parseDate("--start-after", startAfter, now); err != nil {
+				return err
+			}
+			if q.EndBefore, err = parseDate("--end-before", endBefore, now); err != nil {
+				return err
+			}
+			if endBefore == "" {
+				// Any start within defaultStartWindow, for the longest length asked.
+				longest := max(q.DurationHours, q.MaxDurationHours, q.MinDurationHours)
+				q.EndBefore = q.StartAfter.Add(defaultStartWindow + time.Duration(longest)*time.Hour)
+			}
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			offerings, err := c.Offerings(cmd.Context(), q)
+			if err != nil {
+				return err
+			}
+			if a.jsonOutput() {
+				return a.printJSON(map[string]any{"offerings": offerings})
+			}
+			if len(offerings) == 0 {
+				a.note("no offering fits: try a wider window (--start-after/--end-before), a smaller --count, another --zone or a shorter --duration")
+				return nil
+			}
+			if err := a.printOfferings(offerings); err != nil {
+				return err
+			}
+			a.note("buy one with: capblock buy OFFERING_ID (quotes expire at %s UTC)", fmtTime(offerings[0].ExpiresAt))
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringSliceVar(&types, "type", nil, "instance type, e.g. h100.8x (repeat or comma-separate for several)")
+	f.IntVar(&count, "count", 1, "number of instances")
+	f.StringVar(&duration, "duration", "", "block length, e.g. 48h or 3d")
+	f.StringVar(&minDuration, "min-duration", "", "shortest acceptable length (instead of --duration)")
+	f.StringVar(&maxDuration, "max-duration", "", "longest acceptable length (instead of --duration)")
+	f.StringVar(&startAfter, "start-after", "now", "earliest start, e.g. tomorrow, +6h or 2026-12-01")
+	f.StringVar(&endBefore, "end-before", "", "latest end, e.g. +14d (default: any start within 14 days of --start-after)")
+	f.StringVar(&zone, "zone", "", "only this zone (default: all zones)")
+	f.IntVar(&maxResults, "max-results", 0, "at most this many offerings (default: the server's, 6)")
+	_ = cmd.MarkFlagRequired("type")
+	return cmd
+}
+
+func (a *app) buyCmd() *cobra.Command {
+	var (
+		name, clientToken string
+		tags              []string
+	)
+	cmd := &cobra.Command{
+		Use:   "buy OFFERING_ID",
+		Short: "Buy an offering, making it a capacity block",
+		Long: `Buy an offering found with "capblock offerings". The purchase carries a client
+token (a random one unless --client-token is given): retrying with the same
+token returns the same block instead of buying twice.`,
+		Example: `  capblock buy cbo-… --name load-test --tag team=search --tag env=staging`,
+		Args:    exactlyOne("offering id (from 'capblock offerings')"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			tagMap, err := parseTags(tags)
+			if err != nil {
+				return err
+			}
+			if clientToken == "" {
+				if clientToken, err = newClientToken(); err != nil {
+					return err
+				}
+			}
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			b, err := c.Buy(cmd.Context(), client.BuyRequest{OfferingID: args[0], ClientToken: clientToken, Name: name, Tags: tagMap})
+			if err != nil {
+				return err
+			}
+			if a.jsonOutput() {
+				return a.printJSON(struct {
+					client.Block
+					ClientToken string `json:"clientToken"`
+				}{b, clientToken})
+			}
+			if err := a.printBlock(b); err != nil {
+				return err
+			}
+			a.note("client token: %s (to retry this purchase safely, pass --client-token %s)", clientToken, clientToken)
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&name, "name", "", "a name for the block")
+	f.StringArrayVar(&tags, "tag", nil, "a tag KEY=VALUE (repeat for several)")
+	f.StringVar(&clientToken, "client-token", "", "idempotency token (default: a new random one)")
+	return cmd
+}
+
+// parseHours parses a duration flag into whole hours.
+func parseHours(flag, s string) (int, error) {
+	d, err := humantime.ParseDuration(s)
+	if err != nil {
+		return 0, usageError(fmt.Errorf("%s: %w", flag, err))
+	}
+	if d <= 0 || d%time.Hour != 0 {
+		return 0, usagef("%s %s is not a whole number of hours; capacity is sold by the hour (e.g. 1h, 48h, 3d)", flag, s)
+	}
+	return int(d / time.Hour), nil
+}
+
+// parseDate parses a date flag; empty stays the zero time.
+func parseDate(flag, s string, now time.Time) (time.Time, error) {
+	if s == "" {
+		return time.Time{}, nil
+	}
+	t, err := humantime.ParseTime(s, now)
+	if err != nil {
+		return time.Time{}, usageError(fmt.Errorf("%s: %w", flag, err))
+	}
+	return t, nil
+}
+
+// parseTags turns KEY=VALUE flags into a map.
+func parseTags(tags []string) (map[string]string, error) {
+	if len(tags) == 0 {
+		return nil, nil
+	}
+	m := make(map[string]string, len(tags))
+	for _, t := range tags {
+		k, v, ok := strings.Cut(t, "=")
+		if !ok || k == "" {
+			return nil, usagef("--tag %q: write it as KEY=VALUE", t)
+		}
+		if _, dup := m[k]; dup {
+			return nil, usagef("--tag %q: key %q given twice", t, k)
+		}
+		m[k] = v
+	}
+	return m, nil
+}
+
+// newClientToken returns a random idempotency token for one purchase.
+func newClientToken() (string, error) {
+	b := make([]byte, 12)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("making a client token: %w", err)
+	}
+	return "cli-" + hex.EncodeToString(b), nil
+}

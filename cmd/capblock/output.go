@@ -1,0 +1,164 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"capblock/internal/client"
+	"capblock/internal/fleet"
+)
+
+// timeLayout is how tables show times; headers say they are UTC.
+const timeLayout = "2006-01-02 15:04"
+
+func (a *app) jsonOutput() bool { return a.output == "json" }
+
+// printJSON writes v as indented JSON, as the API would.
+func (a *app) printJSON(v any) error {
+	enc := json.NewEncoder(a.stdout)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		return fmt.Errorf("writing JSON: %w", err)
+	}
+	return nil
+}
+
+// note writes a hint for people on stderr, keeping stdout for data.
+func (a *app) note(format string, args ...any) {
+	fmt.Fprintf(a.stderr, format+"\n", args...)
+}
+
+// table writes aligned columns; call flush when done.
+type table struct{ w *tabwriter.Writer }
+
+func newTable(out io.Writer, headers ...string) *table {
+	t := &table{w: tabwriter.NewWriter(out, 0, 8, 2, ' ', 0)}
+	t.row(headers...)
+	return t
+}
+
+func (t *table) row(cells ...string) { fmt.Fprintln(t.w, strings.Join(cells, "\t")) }
+
+func (t *table) flush() error {
+	if err := t.w.Flush(); err != nil {
+		return fmt.Errorf("writing table: %w", err)
+	}
+	return nil
+}
+
+func fmtTime(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.UTC().Format(timeLayout)
+}
+
+// savings is how much less than on-demand a fee is, in whole percent.
+func savings(fee, onDemand client.Money) string {
+	f, err1 := fleet.ParseMoney(fee.Amount, fee.Currency)
+	od, err2 := fleet.ParseMoney(onDemand.Amount, onDemand.Currency)
+	if err1 != nil || err2 != nil || od.Minor <= 0 || f.Currency != od.Currency {
+		return "-"
+	}
+	diff := od.Minor - f.Minor
+	pct := (diff*100 + od.Minor/2) / od.Minor
+	if diff < 0 {
+		pct = -((-diff*100 + od.Minor/2) / od.Minor)
+	}
+	return strconv.FormatInt(pct, 10) + "%"
+}
+
+// printOfferings writes offerings best first, the full id last so it can
+// be copied.
+func (a *app) printOfferings(offerings []client.Offering) error {
+	t := newTable(a.stdout, "#", "TYPE", "COUNT", "ZONE", "START (UTC)", "END (UTC)", "HOURS", "FEE", "ON-DEMAND", "SAVINGS", "OFFERING ID")
+	for i, o := range offerings {
+		t.row(strconv.Itoa(i+1), o.InstanceType, strconv.Itoa(o.InstanceCount), o.Zone,
+			fmtTime(o.StartTime), fmtTime(o.EndTime), strconv.Itoa(o.DurationHours),
+			o.UpfrontFee.String(), o.OnDemandFee.String(), savings(o.UpfrontFee, o.OnDemandFee), o.OfferingID)
+	}
+	return t.flush()
+}
+
+// printBlock writes one block as "key: value" lines.
+func (a *app) printBlock(b client.Block) error {
+	t := &table{w: tabwriter.NewWriter(a.stdout, 0, 8, 1, ' ', 0)}
+	t.row("id:", b.ID)
+	if b.Name != "" {
+		t.row("name:", b.Name)
+	}
+	if b.Team != "" {
+		t.row("team:", b.Team)
+	}
+	t.row("state:", b.State)
+	t.row("instances:", fmt.Sprintf("%d × %s (%s)", b.InstanceCount, b.InstanceType, b.GPUModel))
+	t.row("zone:", b.Zone)
+	t.row("start:", fmtTime(b.StartTime)+" UTC")
+	t.row("end:", fmtTime(b.EndTime)+" UTC")
+	t.row("hours:", strconv.Itoa(b.DurationHours))
+	t.row("upfront fee:", b.UpfrontFee.String())
+	t.row("created:", fmtTime(b.CreatedAt)+" UTC")
+	if len(b.Tags) > 0 {
+		t.row("tags:", formatLabels(b.Tags))
+	}
+	return t.flush()
+}
+
+func (a *app) printBlocks(blocks []client.Block) error {
+	t := newTable(a.stdout, "ID", "NAME", "STATE", "TYPE", "COUNT", "ZONE", "START (UTC)", "END (UTC)", "HOURS", "FEE")
+	for _, b := range blocks {
+		name := b.Name
+		if name == "" {
+			name = "-"
+		}
+		t.row(b.ID, name, b.State, b.InstanceType, strconv.Itoa(b.InstanceCount), b.Zone,
+			fmtTime(b.StartTime), fmtTime(b.EndTime), strconv.Itoa(b.DurationHours), b.UpfrontFee.String())
+	}
+	return t.flush()
+}
+
+// formatLabels writes k=v pairs sorted by key.
+func formatLabels(m map[string]string) string {
+	if len(m) == 0 {
+		return "-"
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = k + "=" + m[k]
+	}
+	return strings.Join(parts, ",")
+}
+
+// formatGPUs writes GPU indexes compactly: [0 1 2 3 5] → "0-3,5".
+func formatGPUs(gpus []int) string {
+	if len(gpus) == 0 {
+		return "-"
+	}
+	s := append([]int(nil), gpus...)
+	sort.Ints(s)
+	var parts []string
+	for i := 0; i < len(s); {
+		j := i
+		for j+1 < len(s) && s[j+1] == s[j]+1 {
+			j++
+		}
+		if j > i {
+			parts = append(parts, fmt.Sprintf("%d-%d", s[i], s[j]))
+		} else {
+			parts = append(parts, strconv.Itoa(s[i]))
+		}
+		i = j + 1
+	}
+	return strings.Join(parts, ",")
+}

@@ -1,0 +1,143 @@
+// Package api is capblock's REST/JSON v1 HTTP layer (API.md). It maps
+// requests onto the Service interface and service errors onto RFC 9457
+// problems with stable codes, and does nothing else: every decision is the
+// service's. Operations are declared with huma, so the OpenAPI 3.1 document
+// served at /openapi.json is generated from the same code that serves them.
+package api
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"reflect"
+	"strings"
+
+	"github.com/danielgtaylor/huma/v2"
+	"github.com/danielgtaylor/huma/v2/adapters/humago"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Options configure the HTTP layer. The zero value is usable.
+type Options struct {
+	// Logger receives one line per request; nil means slog.Default().
+	Logger *slog.Logger
+	// Registry receives the HTTP metrics and is served at /metrics; nil means
+	// a fresh registry with the Go and process collectors.
+	Registry *prometheus.Registry
+	// MaxBodyBytes bounds request bodies; 0 means 1 MiB.
+	MaxBodyBytes int64
+	// DefaultTeam is the team every request acts for until authentication
+	// exists; "" means "default".
+	DefaultTeam string
+}
+
+// DefaultMaxBodyBytes is the request body limit when Options leave it unset.
+const DefaultMaxBodyBytes = 1 << 20
+
+func (o Options) withDefaults() Options {
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Registry == nil {
+		o.Registry = prometheus.NewRegistry()
+		o.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	}
+	if o.MaxBodyBytes <= 0 {
+		o.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if o.DefaultTeam == "" {
+		o.DefaultTeam = "default"
+	}
+	return o
+}
+
+// server holds what the handlers need.
+type server struct {
+	svc          Service
+	team         string
+	maxBodyBytes int64
+}
+
+// teamOf is the team a request acts for. Authentication will derive it
+// from the bearer token; until then it is the configured default team.
+func (s *server) teamOf(context.Context) string { return s.team }
+
+// New returns the HTTP handler of the v1 API on svc.
+func New(svc Service, opts Options) http.Handler {
+	opts = opts.withDefaults()
+	useProblemErrors()
+
+	mux := http.NewServeMux()
+	hapi := humago.New(mux, humaConfig())
+	s := &server{svc: svc, team: opts.DefaultTeam, maxBodyBytes: opts.MaxBodyBytes}
+
+	s.registerFleet(hapi)
+	s.registerBlocks(hapi)
+	s.registerEvents(hapi)
+	s.registerOperations(hapi)
+	if clock := svc.SimClock(); clock != nil {
+		s.registerClock(hapi, clock)
+	}
+	mux.Handle("GET /metrics", promhttp.HandlerFor(opts.Registry, promhttp.HandlerOpts{Registry: opts.Registry}))
+
+	return &middleware{
+		next:    mux,
+		log:     opts.Logger,
+		metrics: newHTTPMetrics(opts.Registry),
+	}
+}
+
+// humaConfig is huma's default configuration without the docs UI, the
+// /schemas routes and the $schema links they add to every response body.
+func humaConfig() huma.Config {
+	registry := huma.NewMapRegistry("#/components/schemas/", schemaName)
+	return huma.Config{
+		OpenAPI: &huma.OpenAPI{
+			OpenAPI: "3.1.0",
+			Info: &huma.Info{
+				Title:       "capblock",
+				Version:     "v1",
+				Description: "Guaranteed windows of GPU capacity (capacity blocks). Errors are application/problem+json with a stable code.",
+			},
+			Components: &huma.Components{Schemas: registry},
+		},
+		OpenAPIPath: "/openapi",
+		Formats: map[string]huma.Format{
+			"application/json": huma.DefaultJSONFormat,
+			"json":             huma.DefaultJSONFormat,
+		},
+		DefaultFormat: "application/json",
+	}
+}
+
+// schemaName names wire types in the OpenAPI document: blockJSON is "Block".
+func schemaName(t reflect.Type, hint string) string {
+	name := huma.DefaultSchemaNamer(t, hint)
+	if trimmed := strings.TrimSuffix(name, "JSON"); trimmed != "" {
+		return trimmed
+	}
+	return name
+}
+
+// operation fills what every operation shares: the body limit and the tag.
+func (s *server) operation(id, method, path, tag, summary string) huma.Operation {
+	return huma.Operation{
+		OperationID: id,
+		Method:      method,
+		Path:        path,
+		Summary:     summary,
+		Tags:        []string{tag},
+		// huma rejects a body that reaches the limit, so allow one byte
+		// more to accept bodies of exactly MaxBodyBytes.
+		MaxBodyBytes: s.maxBodyBytes + 1,
+	}
+}
+
+// out wraps a response body for huma.
+type out[T any] struct {
+	Body T
+}
+
+func reply[T any](body T) (*out[T], error) { return &out[T]{Body: body}, nil }

@@ -1,0 +1,240 @@
+package api
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"unicode/utf8"
+
+	"github.com/danielgtaylor/huma/v2"
+
+	"capblock/internal/core"
+)
+
+// Tag limits of a block.
+const (
+	maxTags        = 50
+	maxTagKeyLen   = 128
+	maxTagValueLen = 256
+)
+
+// registerBlocks declares "Capacity blocks": search, purchase, and what can
+// be done with a block afterwards.
+func (s *server) registerBlocks(api huma.API) {
+	huma.Register(api, s.operation("searchOfferings", http.MethodGet, "/v1/offerings", "blocks",
+		"Search priced offerings for a capacity block, best first"), s.searchOfferings)
+
+	purchase := s.operation("purchaseBlock", http.MethodPost, "/v1/blocks", "blocks",
+		"Buy an offering; the same clientToken again returns the same block")
+	purchase.DefaultStatus = http.StatusCreated
+	purchase.Description = "Answers 201 with the new block, or 200 with the earlier block when the clientToken was seen before with the same parameters."
+	huma.Register(api, purchase, s.purchase)
+	if op := api.OpenAPI().Paths["/v1/blocks"].Post; op != nil {
+		// huma documents only the default status; the replay answers 200.
+		created := *op.Responses["201"]
+		created.Description = "The block bought earlier under the same clientToken."
+		op.Responses["200"] = &created
+	}
+
+	huma.Register(api, s.operation("listBlocks", http.MethodGet, "/v1/blocks", "blocks",
+		"List the team's blocks"), s.listBlocks)
+	huma.Register(api, s.operation("getBlock", http.MethodGet, "/v1/blocks/{id}", "blocks",
+		"Get a block"), s.getBlock)
+	huma.Register(api, s.operation("cancelBlock", http.MethodPost, "/v1/blocks/{id}/cancel", "blocks",
+		"Cancel a block, or release it early; refunded per the operator's policy"), s.cancelBlock)
+	huma.Register(api, s.operation("listExtensionOfferings", http.MethodGet, "/v1/blocks/{id}/extension-offerings", "blocks",
+		"Search offerings that extend a block"), s.extensionOfferings)
+	huma.Register(api, s.operation("extendBlock", http.MethodPost, "/v1/blocks/{id}/extensions", "blocks",
+		"Buy an extension offering; the block keeps its id and ends later"), s.extend)
+	huma.Register(api, s.operation("getBlockStatus", http.MethodGet, "/v1/blocks/{id}/status", "blocks",
+		"Capacity and placement of a block"), s.blockStatus)
+}
+
+type offeringsInput struct {
+	InstanceType     []string `query:"instanceType,explode" required:"true" minItems:"1" doc:"One or more instance types; repeat the parameter."`
+	InstanceCount    int      `query:"instanceCount" required:"true" minimum:"1" maximum:"1000000"`
+	DurationHours    int      `query:"durationHours" minimum:"1" maximum:"1000000" doc:"Exact duration; or give minDurationHours and maxDurationHours."`
+	MinDurationHours int      `query:"minDurationHours" minimum:"1" maximum:"1000000"`
+	MaxDurationHours int      `query:"maxDurationHours" minimum:"1" maximum:"1000000"`
+	StartAfter       string   `query:"startAfter" required:"true" format:"date-time" doc:"Earliest start (RFC 3339)."`
+	EndBefore        string   `query:"endBefore" required:"true" format:"date-time" doc:"Latest end (RFC 3339)."`
+	Zone             string   `query:"zone" doc:"One zone; all zones when empty."`
+	MaxResults       int      `query:"maxResults" minimum:"1" maximum:"50" default:"6"`
+}
+
+// Resolve checks the parameters that go together. A parameter that is
+// absent is zero, since huma rejects an explicit 0 (minimum 1).
+func (in *offeringsInput) Resolve(huma.Context) []error {
+	var errs []error
+	add := func(loc, format string, args ...any) {
+		errs = append(errs, &huma.ErrorDetail{Location: loc, Message: fmt.Sprintf(format, args...)})
+	}
+	for i, t := range in.InstanceType {
+		if t == "" {
+			add(fmt.Sprintf("query.instanceType[%d]", i), "expected a non-empty instance type")
+		}
+	}
+	fixed := in.DurationHours != 0
+	ranged := in.MinDurationHours != 0 || in.MaxDurationHours != 0
+	switch {
+	case fixed && ranged:
+		add("query.durationHours", "give either durationHours or minDurationHours and maxDurationHours, not both")
+	case !fixed && !ranged:
+		add("query.durationHours", "durationHours (or minDurationHours and maxDurationHours) is required")
+	case ranged && in.MinDurationHours == 0:
+		add("query.minDurationHours", "minDurationHours is required with maxDurationHours")
+	case ranged && in.MaxDurationHours == 0:
+		add("query.maxDurationHours", "maxDurationHours is required with minDurationHours")
+	case ranged && in.MinDurationHours > in.MaxDurationHours:
+		add("query.maxDurationHours", "maxDurationHours must be at least minDurationHours")
+	}
+	return append(errs, checkRange("query.endBefore", "endBefore", in.StartAfter, in.EndBefore, "startAfter")...)
+}
+
+func (s *server) searchOfferings(ctx context.Context, in *offeringsInput) (*out[offeringsJSON], error) {
+	req := core.SearchRequest{
+		Types:       in.InstanceType,
+		Count:       in.InstanceCount,
+		Duration:    hours(in.DurationHours),
+		MinDuration: hours(in.MinDurationHours),
+		MaxDuration: hours(in.MaxDurationHours),
+		StartAfter:  parseTime(in.StartAfter),
+		EndBefore:   parseTime(in.EndBefore),
+		Zone:        in.Zone,
+		MaxResults:  in.MaxResults,
+	}
+	offerings, err := s.svc.Offerings(ctx, req)
+	if err != nil {
+		return nil, serviceProblem(ctx, err)
+	}
+	return reply(toOfferings(offerings))
+}
+
+type purchaseRequestJSON struct {
+	OfferingID  string            `json:"offeringId" minLength:"1" maxLength:"4096" doc:"An offering id (cbo-…) from GET /v1/offerings."`
+	ClientToken string            `json:"clientToken" minLength:"1" maxLength:"64" doc:"Idempotency key: the same token returns the same block."`
+	Name        string            `json:"name,omitempty" maxLength:"128"`
+	Tags        map[string]string `json:"tags,omitempty" maxProperties:"50" doc:"Up to 50 tags; keys up to 128 characters, values up to 256."`
+}
+
+type purchaseInput struct {
+	Body purchaseRequestJSON
+}
+
+// Resolve checks the tags, which the schema bounds only in number.
+func (in *purchaseInput) Resolve(huma.Context) []error {
+	if len(in.Body.Tags) > maxTags {
+		return nil // reported by huma (maxProperties)
+	}
+	var errs []error
+	for k, v := range in.Body.Tags {
+		loc := "body.tags." + k
+		switch n := utf8.RuneCountInString(k); {
+		case n == 0:
+			errs = append(errs, &huma.ErrorDetail{Location: "body.tags", Message: "expected non-empty tag keys"})
+		case n > maxTagKeyLen:
+			errs = append(errs, &huma.ErrorDetail{Location: loc, Message: fmt.Sprintf("expected a tag key of at most %d characters", maxTagKeyLen)})
+		}
+		if utf8.RuneCountInString(v) > maxTagValueLen {
+			errs = append(errs, &huma.ErrorDetail{Location: loc, Message: fmt.Sprintf("expected a tag value of at most %d characters", maxTagValueLen)})
+		}
+	}
+	return errs
+}
+
+type purchaseOutput struct {
+	Status int
+	Body   blockJSON
+}
+
+func (s *server) purchase(ctx context.Context, in *purchaseInput) (*purchaseOutput, error) {
+	b, created, err := s.svc.Purchase(ctx, PurchaseRequest{
+		Team:        s.teamOf(ctx),
+		OfferingID:  in.Body.OfferingID,
+		ClientToken: in.Body.ClientToken,
+		Name:        in.Body.Name,
+		Tags:        in.Body.Tags,
+	})
+	if err != nil {
+		return nil, serviceProblem(ctx, err)
+	}
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
+	}
+	return &purchaseOutput{Status: status, Body: toBlock(b)}, nil
+}
+
+type listBlocksInput struct {
+	State string `query:"state" enum:"payment-pending,scheduled,active,expired,payment-failed,cancelled,failed" doc:"Only blocks in this state; all when empty."`
+}
+
+func (s *server) listBlocks(ctx context.Context, in *listBlocksInput) (*out[blocksJSON], error) {
+	blocks, err := s.svc.ListBlocks(ctx, s.teamOf(ctx), core.BlockState(in.State))
+	if err != nil {
+		return nil, serviceProblem(ctx, err)
+	}
+	resp := blocksJSON{Blocks: make([]blockJSON, 0, len(blocks))}
+	for _, b := range blocks {
+		resp.Blocks = append(resp.Blocks, toBlock(b))
+	}
+	return reply(resp)
+}
+
+type blockIDInput struct {
+	ID string `path:"id" example:"cb-01HZX" doc:"Block id."`
+}
+
+func (s *server) getBlock(ctx context.Context, in *blockIDInput) (*out[blockJSON], error) {
+	b, err := s.svc.GetBlock(ctx, s.teamOf(ctx), in.ID)
+	if err != nil {
+		return nil, serviceProblem(ctx, err)
+	}
+	return reply(toBlock(b))
+}
+
+func (s *server) cancelBlock(ctx context.Context, in *blockIDInput) (*out[blockJSON], error) {
+	b, err := s.svc.CancelBlock(ctx, s.teamOf(ctx), in.ID)
+	if err != nil {
+		return nil, serviceProblem(ctx, err)
+	}
+	return reply(toBlock(b))
+}
+
+type extensionOfferingsInput struct {
+	ID            string `path:"id" doc:"Block id."`
+	DurationHours int    `query:"durationHours" required:"true" minimum:"1" maximum:"1000000" doc:"Hours to add to the block."`
+}
+
+func (s *server) extensionOfferings(ctx context.Context, in *extensionOfferingsInput) (*out[offeringsJSON], error) {
+	offerings, err := s.svc.ExtensionOfferings(ctx, s.teamOf(ctx), in.ID, hours(in.DurationHours))
+	if err != nil {
+		return nil, serviceProblem(ctx, err)
+	}
+	return reply(toOfferings(offerings))
+}
+
+type extendRequestJSON struct {
+	OfferingID string `json:"offeringId" minLength:"1" maxLength:"4096" doc:"An extension offering id (cbe-…)."`
+}
+
+type extendInput struct {
+	ID   string `path:"id" doc:"Block id."`
+	Body extendRequestJSON
+}
+
+func (s *server) extend(ctx context.Context, in *extendInput) (*out[blockJSON], error) {
+	b, err := s.svc.Extend(ctx, s.teamOf(ctx), in.ID, in.Body.OfferingID)
+	if err != nil {
+		return nil, serviceProblem(ctx, err)
+	}
+	return reply(toBlock(b))
+}
+
+func (s *server) blockStatus(ctx context.Context, in *blockIDInput) (*out[blockStatusJSON], error) {
+	st, err := s.svc.BlockStatus(ctx, s.teamOf(ctx), in.ID)
+	if err != nil {
+		return nil, serviceProblem(ctx, err)
+	}
+	return reply(toBlockStatus(st))
+}

@@ -1,0 +1,203 @@
+package api
+
+import (
+	"time"
+
+	"capblock/internal/core"
+)
+
+// The *JSON types are the wire shapes of API.md. They are separate from
+// core's types so that the contract changes only on purpose; the schema
+// namer drops the suffix, so the OpenAPI document calls them Block, Money, ...
+
+// moneyJSON is an amount of integer minor units rendered as a decimal string.
+type moneyJSON struct {
+	Amount   string `json:"amount" example:"1234.56" doc:"Decimal amount; never a float."`
+	Currency string `json:"currency" example:"USD"`
+}
+
+func toMoney(m core.Money) moneyJSON {
+	return moneyJSON{Amount: m.String(), Currency: m.Currency}
+}
+
+type blockJSON struct {
+	ID            string            `json:"id" example:"cb-01HZX"`
+	Name          string            `json:"name"`
+	Team          string            `json:"team"`
+	InstanceType  string            `json:"instanceType" example:"h100.8x"`
+	GPUModel      string            `json:"gpuModel" example:"H100"`
+	InstanceCount int               `json:"instanceCount" example:"2"`
+	Zone          string            `json:"zone" example:"zone-a"`
+	StartTime     time.Time         `json:"startTime"`
+	EndTime       time.Time         `json:"endTime"`
+	DurationHours int               `json:"durationHours" example:"48"`
+	State         string            `json:"state" enum:"payment-pending,scheduled,active,expired,payment-failed,cancelled,failed"`
+	UpfrontFee    moneyJSON         `json:"upfrontFee"`
+	CreatedAt     time.Time         `json:"createdAt"`
+	Tags          map[string]string `json:"tags"`
+}
+
+func toBlock(b core.Block) blockJSON {
+	return blockJSON{
+		ID:            b.ID,
+		Name:          b.Name,
+		Team:          b.Team,
+		InstanceType:  b.InstanceType,
+		GPUModel:      b.GPUModel,
+		InstanceCount: b.Count,
+		Zone:          b.Zone,
+		StartTime:     b.Start.UTC(),
+		EndTime:       b.End.UTC(),
+		DurationHours: b.DurationHours(),
+		State:         string(b.State),
+		UpfrontFee:    toMoney(b.Fee),
+		CreatedAt:     b.CreatedAt.UTC(),
+		Tags:          orEmpty(b.Tags),
+	}
+}
+
+type blocksJSON struct {
+	Blocks []blockJSON `json:"blocks" nullable:"false"`
+}
+
+type offeringJSON struct {
+	OfferingID    string    `json:"offeringId" example:"cbo-eyJrIjoiY2JvIn0.c2ln"`
+	InstanceType  string    `json:"instanceType" example:"h100.8x"`
+	InstanceCount int       `json:"instanceCount" example:"2"`
+	Zone          string    `json:"zone" example:"zone-a"`
+	StartTime     time.Time `json:"startTime"`
+	EndTime       time.Time `json:"endTime"`
+	DurationHours int       `json:"durationHours" example:"48"`
+	UpfrontFee    moneyJSON `json:"upfrontFee"`
+	OnDemandFee   moneyJSON `json:"onDemandFee" doc:"What the same instance-hours cost on demand."`
+	ExpiresAt     time.Time `json:"expiresAt" doc:"The quote cannot be bought after this time."`
+}
+
+type offeringsJSON struct {
+	Offerings []offeringJSON `json:"offerings" doc:"Best first; empty when nothing fits." nullable:"false"`
+}
+
+func toOfferings(os []core.Offering) offeringsJSON {
+	out := offeringsJSON{Offerings: make([]offeringJSON, 0, len(os))}
+	for _, o := range os {
+		out.Offerings = append(out.Offerings, offeringJSON{
+			OfferingID:    o.ID,
+			InstanceType:  o.InstanceType,
+			InstanceCount: o.Count,
+			Zone:          o.Zone,
+			StartTime:     o.Start.UTC(),
+			EndTime:       o.End.UTC(),
+			DurationHours: o.DurationHours(),
+			UpfrontFee:    toMoney(o.Fee),
+			OnDemandFee:   toMoney(o.OnDemandFee),
+			ExpiresAt:     o.ExpiresAt.UTC(),
+		})
+	}
+	return out
+}
+
+type placementJSON struct {
+	Node string `json:"node"`
+	GPUs []int  `json:"gpus" doc:"GPU indexes on the node." nullable:"false"`
+}
+
+type blockStatusJSON struct {
+	TotalCapacity       int             `json:"totalCapacity"`
+	AvailableCapacity   int             `json:"availableCapacity"`
+	UnavailableCapacity int             `json:"unavailableCapacity" doc:"Instances on nodes that failed health checks."`
+	Degraded            bool            `json:"degraded" doc:"A failed node could not be replaced."`
+	PlacementFinal      bool            `json:"placementFinal" doc:"False while a scheduled block may still move (before lockInTime)."`
+	LockInTime          time.Time       `json:"lockInTime"`
+	Placements          []placementJSON `json:"placements" nullable:"false"`
+}
+
+func toBlockStatus(s BlockStatus) blockStatusJSON {
+	out := blockStatusJSON{
+		TotalCapacity:       s.Total,
+		AvailableCapacity:   s.Available,
+		UnavailableCapacity: s.Unavailable,
+		Degraded:            s.Degraded,
+		PlacementFinal:      s.PlacementFinal,
+		LockInTime:          s.LockInTime.UTC(),
+		Placements:          make([]placementJSON, 0, len(s.Placements)),
+	}
+	for _, p := range s.Placements {
+		gpus := p.GPUs
+		if gpus == nil {
+			gpus = []int{}
+		}
+		out.Placements = append(out.Placements, placementJSON{Node: p.Node, GPUs: gpus})
+	}
+	return out
+}
+
+type instanceTypeJSON struct {
+	Name            string    `json:"name" example:"h100.8x"`
+	GPUModel        string    `json:"gpuModel" example:"H100"`
+	GPUsPerInstance int       `json:"gpusPerInstance" example:"8"`
+	OnDemandPrice   moneyJSON `json:"onDemandPrice" doc:"Per instance-hour."`
+	Zones           []string  `json:"zones" nullable:"false"`
+}
+
+type instanceTypesJSON struct {
+	InstanceTypes []instanceTypeJSON `json:"instanceTypes" nullable:"false"`
+}
+
+type nodeJSON struct {
+	Name     string            `json:"name"`
+	Zone     string            `json:"zone"`
+	Rack     string            `json:"rack"`
+	GPUModel string            `json:"gpuModel"`
+	GPUs     int               `json:"gpus"`
+	Health   string            `json:"health" enum:"healthy,unhealthy"`
+	Labels   map[string]string `json:"labels"`
+}
+
+type nodesJSON struct {
+	Nodes []nodeJSON `json:"nodes" nullable:"false"`
+}
+
+type slotJSON struct {
+	Start time.Time `json:"start"`
+	Free  int       `json:"free" doc:"Free instances of the type during this hour."`
+}
+
+type slotsJSON struct {
+	Slots []slotJSON `json:"slots" nullable:"false"`
+}
+
+type eventJSON struct {
+	ID      string         `json:"id" example:"evt-1"`
+	Time    time.Time      `json:"time"`
+	Type    string         `json:"type" example:"block.active"`
+	Subject string         `json:"subject" example:"cb-01HZX"`
+	Team    string         `json:"team"`
+	Data    map[string]any `json:"data"`
+}
+
+type eventsJSON struct {
+	Events []eventJSON `json:"events" nullable:"false"`
+	Next   string      `json:"next" doc:"Cursor to pass as after next time."`
+}
+
+func toEvents(events []core.Event, next string) eventsJSON {
+	out := eventsJSON{Events: make([]eventJSON, 0, len(events)), Next: next}
+	for _, e := range events {
+		data := e.Data
+		if data == nil {
+			data = map[string]any{}
+		}
+		out.Events = append(out.Events, eventJSON{
+			ID: e.ID, Time: e.Time.UTC(), Type: e.Type, Subject: e.Subject, Team: e.Team, Data: data,
+		})
+	}
+	return out
+}
+
+// orEmpty renders a nil map as {} rather than null.
+func orEmpty(m map[string]string) map[string]string {
+	if m == nil {
+		return map[string]string{}
+	}
+	return m
+}

@@ -1,0 +1,202 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+)
+
+// InstanceTypes lists what is sold: GET /v1/instance-types.
+func (c *Client) InstanceTypes(ctx context.Context) ([]InstanceType, error) {
+	var out struct {
+		InstanceTypes []InstanceType `json:"instanceTypes"`
+	}
+	if err := c.do(ctx, request{method: http.MethodGet, path: "/v1/instance-types"}, &out); err != nil {
+		return nil, fmt.Errorf("listing instance types: %w", err)
+	}
+	return out.InstanceTypes, nil
+}
+
+// Nodes lists the fleet's nodes: GET /v1/nodes.
+func (c *Client) Nodes(ctx context.Context) ([]Node, error) {
+	var out struct {
+		Nodes []Node `json:"nodes"`
+	}
+	if err := c.do(ctx, request{method: http.MethodGet, path: "/v1/nodes"}, &out); err != nil {
+		return nil, fmt.Errorf("listing nodes: %w", err)
+	}
+	return out.Nodes, nil
+}
+
+// Offerings searches block offerings, best first: GET /v1/offerings. An
+// empty list means nothing fits.
+func (c *Client) Offerings(ctx context.Context, q OfferingsQuery) ([]Offering, error) {
+	v := url.Values{}
+	for _, t := range q.InstanceTypes {
+		v.Add("instanceType", t)
+	}
+	setInt(v, "instanceCount", q.InstanceCount)
+	setInt(v, "durationHours", q.DurationHours)
+	setInt(v, "minDurationHours", q.MinDurationHours)
+	setInt(v, "maxDurationHours", q.MaxDurationHours)
+	setTime(v, "startAfter", q.StartAfter)
+	setTime(v, "endBefore", q.EndBefore)
+	if q.Zone != "" {
+		v.Set("zone", q.Zone)
+	}
+	setInt(v, "maxResults", q.MaxResults)
+	var out struct {
+		Offerings []Offering `json:"offerings"`
+	}
+	if err := c.do(ctx, request{method: http.MethodGet, path: "/v1/offerings", query: v}, &out); err != nil {
+		return nil, fmt.Errorf("searching offerings: %w", err)
+	}
+	return out.Offerings, nil
+}
+
+// Buy purchases an offering: POST /v1/blocks. Retrying with the same
+// ClientToken returns the same block.
+func (c *Client) Buy(ctx context.Context, req BuyRequest) (Block, error) {
+	var b Block
+	if err := c.do(ctx, request{method: http.MethodPost, path: "/v1/blocks", body: req}, &b); err != nil {
+		return Block{}, fmt.Errorf("buying offering: %w", err)
+	}
+	return b, nil
+}
+
+// Blocks lists the caller's blocks, of one state when state is not empty:
+// GET /v1/blocks.
+func (c *Client) Blocks(ctx context.Context, state string) ([]Block, error) {
+	v := url.Values{}
+	if state != "" {
+		v.Set("state", state)
+	}
+	var out struct {
+		Blocks []Block `json:"blocks"`
+	}
+	if err := c.do(ctx, request{method: http.MethodGet, path: "/v1/blocks", query: v}, &out); err != nil {
+		return nil, fmt.Errorf("listing blocks: %w", err)
+	}
+	return out.Blocks, nil
+}
+
+// Block fetches one block: GET /v1/blocks/{id}.
+func (c *Client) Block(ctx context.Context, id string) (Block, error) {
+	var b Block
+	if err := c.do(ctx, request{method: http.MethodGet, path: blockPath(id, "")}, &b); err != nil {
+		return Block{}, fmt.Errorf("getting block %s: %w", id, err)
+	}
+	return b, nil
+}
+
+// BlockStatus fetches a block's capacity and placement:
+// GET /v1/blocks/{id}/status.
+func (c *Client) BlockStatus(ctx context.Context, id string) (BlockStatus, error) {
+	var s BlockStatus
+	if err := c.do(ctx, request{method: http.MethodGet, path: blockPath(id, "/status")}, &s); err != nil {
+		return BlockStatus{}, fmt.Errorf("getting the status of block %s: %w", id, err)
+	}
+	return s, nil
+}
+
+// CancelBlock cancels or releases a block: POST /v1/blocks/{id}/cancel.
+func (c *Client) CancelBlock(ctx context.Context, id string) (Block, error) {
+	var b Block
+	if err := c.do(ctx, request{method: http.MethodPost, path: blockPath(id, "/cancel")}, &b); err != nil {
+		return Block{}, fmt.Errorf("cancelling block %s: %w", id, err)
+	}
+	return b, nil
+}
+
+// ExtensionOfferings lists offerings that extend a block by durationHours:
+// GET /v1/blocks/{id}/extension-offerings.
+func (c *Client) ExtensionOfferings(ctx context.Context, id string, durationHours int) ([]Offering, error) {
+	v := url.Values{}
+	setInt(v, "durationHours", durationHours)
+	var out struct {
+		Offerings []Offering `json:"offerings"`
+	}
+	if err := c.do(ctx, request{method: http.MethodGet, path: blockPath(id, "/extension-offerings"), query: v}, &out); err != nil {
+		return nil, fmt.Errorf("searching extensions of block %s: %w", id, err)
+	}
+	return out.Offerings, nil
+}
+
+// ExtendBlock buys an extension offering: POST /v1/blocks/{id}/extensions.
+// The block keeps its id and gets a later end.
+func (c *Client) ExtendBlock(ctx context.Context, id, offeringID string) (Block, error) {
+	body := map[string]string{"offeringId": offeringID}
+	var b Block
+	if err := c.do(ctx, request{method: http.MethodPost, path: blockPath(id, "/extensions"), body: body}, &b); err != nil {
+		return Block{}, fmt.Errorf("extending block %s: %w", id, err)
+	}
+	return b, nil
+}
+
+// Events returns the events after the cursor ("" = from the start),
+// waiting up to wait for one (a long poll): GET /v1/events.
+func (c *Client) Events(ctx context.Context, after string, wait time.Duration) (EventPage, error) {
+	v := url.Values{}
+	if after != "" {
+		v.Set("after", after)
+	}
+	if wait > 0 {
+		v.Set("wait", wait.String())
+	}
+	var page EventPage
+	if err := c.do(ctx, request{method: http.MethodGet, path: "/v1/events", query: v, wait: wait}, &page); err != nil {
+		return EventPage{}, fmt.Errorf("reading events: %w", err)
+	}
+	return page, nil
+}
+
+// Clock reads the server's simulated clock. It asks GET /v1/admin/clock
+// and, where only POST exists, advances the clock by nothing.
+func (c *Client) Clock(ctx context.Context) (Clock, error) {
+	var clk Clock
+	err := c.do(ctx, request{method: http.MethodGet, path: "/v1/admin/clock"}, &clk)
+	var p *Problem
+	if errors.As(err, &p) && p.Status == http.StatusMethodNotAllowed {
+		return c.postClock(ctx, map[string]string{"advance": "0s"}, "reading")
+	}
+	if err != nil {
+		return Clock{}, fmt.Errorf("reading the clock: %w", err)
+	}
+	return clk, nil
+}
+
+// AdvanceClock moves the simulated clock forward by d.
+func (c *Client) AdvanceClock(ctx context.Context, d time.Duration) (Clock, error) {
+	return c.postClock(ctx, map[string]string{"advance": d.String()}, "advancing")
+}
+
+// SetClock sets the simulated clock to t.
+func (c *Client) SetClock(ctx context.Context, t time.Time) (Clock, error) {
+	return c.postClock(ctx, map[string]string{"now": t.UTC().Format(time.RFC3339Nano)}, "setting")
+}
+
+func (c *Client) postClock(ctx context.Context, body map[string]string, verb string) (Clock, error) {
+	var clk Clock
+	if err := c.do(ctx, request{method: http.MethodPost, path: "/v1/admin/clock", body: body}, &clk); err != nil {
+		return Clock{}, fmt.Errorf("%s the clock: %w", verb, err)
+	}
+	return clk, nil
+}
+
+func blockPath(id, suffix string) string { return "/v1/blocks/" + url.PathEscape(id) + suffix }
+
+func setInt(v url.Values, key string, n int) {
+	if n != 0 {
+		v.Set(key, strconv.Itoa(n))
+	}
+}
+
+func setTime(v url.Values, key string, t time.Time) {
+	if !t.IsZero() {
+		v.Set(key, t.UTC().Format(time.RFC3339Nano))
+	}
+}

@@ -1,0 +1,196 @@
+// Package e2e tests capblock end to end: the real HTTP handler, service,
+// SQLite store and sim backend, or the built binary as a separate process.
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"capblock/internal/api"
+	"capblock/internal/backend"
+	"capblock/internal/clock"
+	"capblock/internal/fleet"
+	"capblock/internal/service"
+	"capblock/internal/store/sqlite"
+)
+
+var t0 = time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+
+// testFleet is one zone with a rack of 8 H100 nodes and 2 L4 nodes.
+const testFleet = `
+currency: USD
+instanceTypes:
+  - {name: h100.8x, gpuModel: H100, gpusPerInstance: 8, onDemandPrice: "98.32"}
+  - {name: l4.1x, gpuModel: L4, gpusPerInstance: 1, onDemandPrice: "1.00"}
+zones:
+  - name: zone-a
+    racks:
+      - name: r1
+        nodeGroups:
+          - {prefix: h100-, count: 8, gpuModel: H100, gpus: 8}
+      - name: r2
+        nodeGroups:
+          - {prefix: l4-, count: 2, gpuModel: L4, gpus: 4}
+`
+
+type env struct {
+	t     *testing.T
+	url   string
+	db    string
+	store *sqlite.Store
+	svc   *service.Service
+	sim   *clock.Sim
+}
+
+// start runs the real stack on a fresh SQLite file with a simulated clock
+// at t0.
+func start(t *testing.T) *env {
+	t.Helper()
+	ctx := context.Background()
+	f, err := fleet.Parse([]byte(testFleet))
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := filepath.Join(t.TempDir(), "capblock.db")
+	st, err := sqlite.Open(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	sim := clock.NewSim(t0)
+	svc, err := service.New(ctx, service.Config{Fleet: f, Store: st, Backend: backend.NewSim(discard()), Clock: sim, Log: discard()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(api.New(svc, api.Options{Logger: discard()}))
+	t.Cleanup(srv.Close)
+	return &env{t: t, url: srv.URL, db: db, store: st, svc: svc, sim: sim}
+}
+
+// call sends a JSON request and decodes the JSON answer into out (when not
+// nil); it returns the status code.
+func call(t *testing.T, base, method, path string, body, out any) int {
+	t.Helper()
+	var r io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		r = bytes.NewReader(b)
+	}
+	req, err := http.NewRequest(method, base+path, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	if out != nil {
+		if err := json.Unmarshal(data, out); err != nil {
+			t.Fatalf("%s %s: decoding %q: %v", method, path, data, err)
+		}
+	}
+	return resp.StatusCode
+}
+
+type money struct {
+	Amount   string `json:"amount"`
+	Currency string `json:"currency"`
+}
+
+type offering struct {
+	OfferingID    string    `json:"offeringId"`
+	InstanceType  string    `json:"instanceType"`
+	InstanceCount int       `json:"instanceCount"`
+	Zone          string    `json:"zone"`
+	StartTime     time.Time `json:"startTime"`
+	EndTime       time.Time `json:"endTime"`
+	DurationHours int       `json:"durationHours"`
+	UpfrontFee    money     `json:"upfrontFee"`
+}
+
+type block struct {
+	ID            string    `json:"id"`
+	State         string    `json:"state"`
+	InstanceCount int       `json:"instanceCount"`
+	StartTime     time.Time `json:"startTime"`
+	EndTime       time.Time `json:"endTime"`
+	UpfrontFee    money     `json:"upfrontFee"`
+}
+
+type problem struct {
+	Status int    `json:"status"`
+	Code   string `json:"code"`
+	Detail string `json:"detail"`
+}
+
+type event struct {
+	ID      string `json:"id"`
+	Type    string `json:"type"`
+	Subject string `json:"subject"`
+}
+
+// offerings searches and returns the offerings, failing the test on error.
+func (e *env) offerings(query string) []offering {
+	e.t.Helper()
+	var out struct {
+		Offerings []offering `json:"offerings"`
+	}
+	if code := call(e.t, e.url, "GET", "/v1/offerings?"+query, nil, &out); code != 200 {
+		e.t.Fatalf("search %s: status %d", query, code)
+	}
+	return out.Offerings
+}
+
+// exact returns the offering of the given duration starting at start.
+func (e *env) exact(query string, hours int, start time.Time) offering {
+	e.t.Helper()
+	for _, o := range e.offerings(query) {
+		if o.DurationHours == hours && o.StartTime.Equal(start) {
+			return o
+		}
+	}
+	e.t.Fatalf("no %dh offering starting %s for %s", hours, start, query)
+	return offering{}
+}
+
+func (e *env) buy(offeringID, token string) (block, int) {
+	e.t.Helper()
+	var b block
+	code := call(e.t, e.url, "POST", "/v1/blocks", map[string]any{"offeringId": offeringID, "clientToken": token}, &b)
+	return b, code
+}
+
+func (e *env) advance(d time.Duration) {
+	e.t.Helper()
+	if code := call(e.t, e.url, "POST", "/v1/admin/clock", map[string]any{"advance": d.String()}, nil); code != 200 {
+		e.t.Fatalf("advancing the clock: status %d", code)
+	}
+}
+
+func (e *env) events() []event {
+	e.t.Helper()
+	var out struct {
+		Events []event `json:"events"`
+	}
+	if code := call(e.t, e.url, "GET", "/v1/events", nil, &out); code != 200 {
+		e.t.Fatalf("events: status %d", code)
+	}
+	return out.Events
+}
+
+func ts(t time.Time) string { return t.UTC().Format(time.RFC3339) }
+
+func searchQuery(typ string, count, hours int, after, before time.Time) string {
+	return fmt.Sprintf("instanceType=%s&instanceCount=%d&durationHours=%d&startAfter=%s&endBefore=%s", typ, count, hours, ts(after), ts(before))
+}
