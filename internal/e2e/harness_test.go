@@ -194,3 +194,19 @@ func ts(t time.Time) string { return t.UTC().Format(time.RFC3339) }
 func searchQuery(typ string, count, hours int, after, before time.Time) string {
 	return fmt.Sprintf("instanceType=%s&instanceCount=%d&durationHours=%d&startAfter=%s&endBefore=%s", typ, count, hours, ts(after), ts(before))
 }
+
+// postBlock buys an offering and returns the block id and status, or an
+// error when the server cannot be reached.
+func postBlock(base, offeringID, token string) (string, int, error) {
+	body, _ := json.Marshal(map[string]any{"offeringId": offeringID, "clientToken": token})
+	resp, err := http.Post(base+"/v1/blocks", "application/json", bytes.NewReader(body))
+	if err != nil {
+		return "", 0, err
+	}
+	defer resp.Body.Close()
+	var b block
+	if err := json.NewDecoder(resp.Body).Decode(&b); err != nil {
+		return "", 0, err // cut off mid-answer: not acknowledged
+	}
+	return b.ID, resp.StatusCode, nil
+}

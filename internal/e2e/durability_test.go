@@ -1,0 +1,166 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestDurabilityKill9 runs the server as a separate process, buys blocks
+// from several clients, kills the server with SIGKILL in the middle of the
+// stream, restarts it on the same file and finds every block whose
+// purchase was acknowledged.
+func TestDurabilityKill9(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the server binary")
+	}
+	bin := buildBinary(t)
+	db := filepath.Join(t.TempDir(), "capblock.db")
+	const simStart = "2026-12-01T00:00:00Z"
+
+	srv := startProcess(t, bin, db, simStart)
+	s := t0.Add(time.Hour)
+	var offers []offering
+	for day := range 20 { // many distinct offerings, so purchases keep succeeding
+		from := s.Add(time.Duration(day) * 24 * time.Hour)
+		offers = append(offers, (&env{t: t, url: srv.url}).offerings(searchQuery("l4.1x", 1, 1, from, from.Add(6*time.Hour)))...)
+	}
+	if len(offers) < 20 {
+		t.Fatalf("only %d offerings to buy from", len(offers))
+	}
+
+	var (
+		mu    sync.Mutex
+		acked []string
+		n     atomic.Int64
+		wg    sync.WaitGroup
+	)
+	stop := make(chan struct{})
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				o := offers[(w*7+i)%len(offers)]
+				b, code, err := postBlock(srv.url, o.OfferingID, fmt.Sprintf("w%d-%d", w, i))
+				if err != nil {
+					return // the server is gone
+				}
+				if code == 201 {
+					mu.Lock()
+					acked = append(acked, b)
+					mu.Unlock()
+					n.Add(1)
+				}
+			}
+		}()
+	}
+	// Kill while purchases are in flight, after a good number were acked.
+	deadline := time.Now().Add(30 * time.Second)
+	for n.Load() < 150 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := srv.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = srv.cmd.Wait()
+	close(stop)
+	wg.Wait()
+	if len(acked) < 150 {
+		t.Fatalf("only %d purchases acknowledged before the kill", len(acked))
+	}
+
+	srv2 := startProcess(t, bin, db, simStart)
+	for _, id := range acked {
+		var b block
+		if code := call(t, srv2.url, "GET", "/v1/blocks/"+id, nil, &b); code != 200 || b.State != "scheduled" {
+			t.Fatalf("acknowledged block %s after the restart: status %d, state %q", id, code, b.State)
+		}
+	}
+	t.Logf("%d acknowledged blocks all found after kill -9", len(acked))
+	assertNoOverlap(t, db)
+}
+
+type process struct {
+	cmd *exec.Cmd
+	url string
+}
+
+var listenLine = regexp.MustCompile(`url=(http://127\.0\.0\.1:\d+)`)
+
+// startProcess starts `capblock serve` on db with a simulated clock and
+// waits for the line that says where it listens.
+func startProcess(t *testing.T, bin, db, simStart string) *process {
+	t.Helper()
+	cmd := exec.Command(bin, "serve", "--db", db, "--listen", "127.0.0.1:0", "--sim-clock", "--sim-start", simStart)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	found := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			if m := listenLine.FindStringSubmatch(sc.Text()); m != nil {
+				select {
+				case found <- m[1]:
+				default:
+				}
+			}
+		}
+	}()
+	select {
+	case url := <-found:
+		return &process{cmd: cmd, url: url}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the server did not say where it listens within 30s")
+		return nil
+	}
+}
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+// buildBinary builds cmd/capblock once per test run.
+func buildBinary(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "capblock-e2e-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "capblock")
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		out, err := exec.CommandContext(ctx, "go", "build", "-o", binPath, "capblock/cmd/capblock").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binPath
+}
