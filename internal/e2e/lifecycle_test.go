@@ -22,7 +22,7 @@ func TestLifecycle(t *testing.T) {
 		advance time.Duration
 		state   string
 	}{
-		{2 * time.Hour, "active"},               // start
+		{2 * time.Hour, "active"},                // start
 		{3*time.Hour + 20*time.Minute, "active"}, // end − 40 min: warning
 		{10 * time.Minute, "active"},             // end − 30 min: terminating
 		{30 * time.Minute, "expired"},            // end
