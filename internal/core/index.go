@@ -72,6 +72,9 @@ func NewIndex(f *Fleet, blocks []Block, now time.Time) (*Index, error) {
 		ix.nodeIdx[n.Name] = i
 		ix.nodes = append(ix.nodes, nodeState{node: n, pool: p})
 	}
+	for _, p := range ix.pools {
+		sort.Slice(p.nodes, func(i, j int) bool { return ix.nodes[p.nodes[i]].node.Name < ix.nodes[p.nodes[j]].node.Name })
+	}
 	sort.Slice(ix.pools, func(i, j int) bool {
 		a, b := ix.pools[i], ix.pools[j]
 		if a.model != b.model {
@@ -188,7 +191,12 @@ func (ix *Index) Remove(id string) {
 func (ix *Index) insertAlloc(ni int, a alloc) {
 	ns := &ix.nodes[ni]
 	ix.applyAlloc(ni, a, +1)
-	pos := sort.Search(len(ns.allocs), func(i int) bool { return ns.allocs[i].start > a.start })
+	// Sorted by start, then block id, so the order never depends on the
+	// order blocks were added in.
+	pos := sort.Search(len(ns.allocs), func(i int) bool {
+		b := ns.allocs[i]
+		return b.start > a.start || (b.start == a.start && b.block > a.block)
+	})
 	ns.allocs = append(ns.allocs, alloc{})
 	copy(ns.allocs[pos+1:], ns.allocs[pos:])
 	ns.allocs[pos] = a

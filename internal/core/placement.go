@@ -149,8 +149,12 @@ func overlapsAny(allocs []alloc, s, e int) bool {
 
 // pickNodes chooses count of the candidate nodes on as few racks as
 // possible: the smallest rack that holds them all, or else the fullest
-// racks first. Ties break by rack name, then node name.
+// racks first. Ties break by rack name; within a rack nodes keep the
+// pool's order, which is by name.
 func (ix *Index) pickNodes(cands []int, count int) []int {
+	if count == 0 {
+		return nil
+	}
 	byRack := map[string][]int{}
 	var racks []string
 	for _, ni := range cands {
@@ -159,11 +163,6 @@ func (ix *Index) pickNodes(cands []int, count int) []int {
 			racks = append(racks, r)
 		}
 		byRack[r] = append(byRack[r], ni)
-	}
-	for _, r := range racks {
-		sort.Slice(byRack[r], func(i, j int) bool {
-			return ix.nodes[byRack[r][i]].node.Name < ix.nodes[byRack[r][j]].node.Name
-		})
 	}
 	sort.Slice(racks, func(i, j int) bool {
 		a, b := len(byRack[racks[i]]), len(byRack[racks[j]])
@@ -182,7 +181,7 @@ func (ix *Index) pickNodes(cands []int, count int) []int {
 	if fit >= 0 {
 		return byRack[racks[fit]][:count]
 	}
-	var out []int
+	out := make([]int, 0, count)
 	for _, r := range racks {
 		for _, ni := range byRack[r] {
 			if len(out) == count {

@@ -1,0 +1,67 @@
+package service
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"capblock/internal/api"
+	"capblock/internal/clock"
+	"capblock/internal/core"
+	"capblock/internal/store/sqlite"
+)
+
+// BenchmarkPurchase measures durable purchases per second on SQLite: the
+// whole use case (idempotency look-up, offering check, placement, one
+// BEGIN IMMEDIATE transaction with the block, its allocation rows, the
+// charge and the events, fsync on commit), without HTTP.
+func BenchmarkPurchase(b *testing.B) {
+	for _, par := range []int{1, 8} {
+		b.Run(fmt.Sprintf("clients=%d", par), func(b *testing.B) {
+			ctx := context.Background()
+			now := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+			f := core.Fleet{Currency: "USD", Limits: core.DefaultLimits(), Pricing: core.DefaultPricing(),
+				Types: []core.InstanceType{{Name: "h100.8x", GPUModel: "H100", GPUsPerInstance: 8, OnDemand: core.Money{Minor: 9832, Currency: "USD"}}}}
+			for i := range 1000 {
+				f.Nodes = append(f.Nodes, core.Node{Name: fmt.Sprintf("n%04d", i), Zone: "z", Rack: fmt.Sprintf("r%02d", i/32), GPUModel: "H100", GPUs: 8, Health: core.Healthy})
+			}
+			st, err := sqlite.Open(ctx, filepath.Join(b.TempDir(), "bench.db"))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer st.Close()
+			svc, err := New(ctx, Config{Fleet: f, Store: st, Clock: clock.NewSim(now), Log: slog.New(slog.DiscardHandler)})
+			if err != nil {
+				b.Fatal(err)
+			}
+			// One offering per start hour over 8 weeks: 1,000 nodes each.
+			var offers []string
+			for h := 1; h < 8*7*24-2; h += 2 {
+				s := now.Add(time.Duration(h) * time.Hour)
+				os, err := svc.Offerings(ctx, core.SearchRequest{Types: []string{"h100.8x"}, Count: 1, Duration: time.Hour, StartAfter: s, EndBefore: s.Add(time.Hour), MaxResults: 1})
+				if err != nil || len(os) == 0 {
+					b.Fatalf("offering at +%dh: %v", h, err)
+				}
+				offers = append(offers, os[0].ID)
+			}
+			b.SetParallelism(par)
+			b.ResetTimer()
+			start := time.Now()
+			var seq atomicCounter
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					i := seq.next()
+					_, _, err := svc.Purchase(ctx, api.PurchaseRequest{Team: "t", OfferingID: offers[i%len(offers)], ClientToken: fmt.Sprintf("tok-%d", i)})
+					if err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "purchases/s")
+		})
+	}
+}
