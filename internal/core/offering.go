@@ -1,11 +1,10 @@
 package core
 
 import (
-	"bytes"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
-	"encoding/json"
+	"encoding/binary"
 	"strings"
 	"time"
 )
@@ -35,31 +34,27 @@ type Offering struct {
 // DurationHours is the offering's length in whole hours.
 func (o *Offering) DurationHours() int { return int(o.End.Sub(o.Start) / time.Hour) }
 
-// offeringTerms is the signed payload. Short keys keep ids compact.
-type offeringTerms struct {
-	Kind     string `json:"k"`
-	Block    string `json:"b,omitempty"`
-	Type     string `json:"t"`
-	Count    int    `json:"n"`
-	Zone     string `json:"z"`
-	Start    int64  `json:"s"`
-	End      int64  `json:"e"`
-	Fee      int64  `json:"f"`
-	OnDemand int64  `json:"o"`
-	Currency string `json:"c"`
-	Expires  int64  `json:"x"`
+// macSize is the length of the truncated HMAC-SHA256 in an id: 128 bits.
+const macSize = 16
+
+// Sign fills o.ID with the signed encoding of o's terms:
+// <kind>-<base64url(terms)><base64url(mac)>, the terms a compact binary
+// record (strings length-prefixed, numbers as varints), so an id stays
+// short enough to copy from a terminal.
+func (o *Offering) Sign(secret []byte) {
+	payload := o.appendTerms(nil)
+	o.ID = o.Kind + "-" + base64.RawURLEncoding.EncodeToString(append(payload, mac(secret, o.Kind, payload)...))
 }
 
-// Sign fills o.ID with the signed encoding of o's terms.
-func (o *Offering) Sign(secret []byte) {
-	terms := offeringTerms{
-		Kind: o.Kind, Block: o.BlockID, Type: o.InstanceType, Count: o.Count, Zone: o.Zone,
-		Start: o.Start.Unix(), End: o.End.Unix(), Fee: o.Fee.Minor, OnDemand: o.OnDemandFee.Minor,
-		Currency: o.Fee.Currency, Expires: o.ExpiresAt.Unix(),
+func (o *Offering) appendTerms(b []byte) []byte {
+	for _, s := range []string{o.BlockID, o.InstanceType, o.Zone, o.Fee.Currency} {
+		b = binary.AppendUvarint(b, uint64(len(s)))
+		b = append(b, s...)
 	}
-	payload, _ := json.Marshal(terms) // a struct of strings and ints always marshals
-	enc := base64.RawURLEncoding
-	o.ID = o.Kind + "-" + enc.EncodeToString(payload) + "." + enc.EncodeToString(mac(secret, payload))
+	for _, n := range []int64{int64(o.Count), o.Start.Unix(), o.End.Unix(), o.Fee.Minor, o.OnDemandFee.Minor, o.ExpiresAt.Unix()} {
+		b = binary.AppendVarint(b, n)
+	}
+	return b
 }
 
 // VerifyOffering decodes and checks an offering id: ErrOfferingInvalid when
@@ -70,37 +65,50 @@ func VerifyOffering(secret []byte, id, kind string, now time.Time) (Offering, er
 	if !ok {
 		return Offering{}, ErrOfferingInvalid
 	}
-	p, sig, ok := strings.Cut(rest, ".")
-	if !ok {
+	raw, err := base64.RawURLEncoding.Strict().DecodeString(rest) // canonical only: one id per offering
+	if err != nil || len(raw) <= macSize {
 		return Offering{}, ErrOfferingInvalid
 	}
-	enc := base64.RawURLEncoding
-	payload, err1 := enc.DecodeString(p)
-	gotMAC, err2 := enc.DecodeString(sig)
-	if err1 != nil || err2 != nil || !hmac.Equal(gotMAC, mac(secret, payload)) {
+	payload, sig := raw[:len(raw)-macSize], raw[len(raw)-macSize:]
+	if !hmac.Equal(sig, mac(secret, kind, payload)) {
 		return Offering{}, ErrOfferingInvalid
 	}
-	var t offeringTerms
-	dec := json.NewDecoder(bytes.NewReader(payload))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&t); err != nil || t.Kind != kind {
+	o := Offering{ID: id, Kind: kind}
+	var strs [4]string
+	for i := range strs {
+		n, k := binary.Uvarint(payload)
+		if k <= 0 || uint64(len(payload)-k) < n {
+			return Offering{}, ErrOfferingInvalid
+		}
+		strs[i], payload = string(payload[k:k+int(n)]), payload[k+int(n):]
+	}
+	var nums [6]int64
+	for i := range nums {
+		v, k := binary.Varint(payload)
+		if k <= 0 {
+			return Offering{}, ErrOfferingInvalid
+		}
+		nums[i], payload = v, payload[k:]
+	}
+	if len(payload) != 0 {
 		return Offering{}, ErrOfferingInvalid
 	}
-	o := Offering{
-		ID: id, Kind: t.Kind, BlockID: t.Block, InstanceType: t.Type, Count: t.Count, Zone: t.Zone,
-		Start: time.Unix(t.Start, 0).UTC(), End: time.Unix(t.End, 0).UTC(),
-		Fee:         Money{Minor: t.Fee, Currency: t.Currency},
-		OnDemandFee: Money{Minor: t.OnDemand, Currency: t.Currency},
-		ExpiresAt:   time.Unix(t.Expires, 0).UTC(),
-	}
+	o.BlockID, o.InstanceType, o.Zone = strs[0], strs[1], strs[2]
+	o.Count = int(nums[0])
+	o.Start, o.End = time.Unix(nums[1], 0).UTC(), time.Unix(nums[2], 0).UTC()
+	o.Fee = Money{Minor: nums[3], Currency: strs[3]}
+	o.OnDemandFee = Money{Minor: nums[4], Currency: strs[3]}
+	o.ExpiresAt = time.Unix(nums[5], 0).UTC()
 	if !now.Before(o.ExpiresAt) {
 		return o, ErrOfferingExpired
 	}
 	return o, nil
 }
 
-func mac(secret, payload []byte) []byte {
+// mac signs the kind too, so an id of one kind never verifies as another.
+func mac(secret []byte, kind string, payload []byte) []byte {
 	h := hmac.New(sha256.New, secret)
+	h.Write([]byte(kind + "\x00"))
 	h.Write(payload)
-	return h.Sum(nil)
+	return h.Sum(nil)[:macSize]
 }
