@@ -39,7 +39,7 @@ func (c *Client) Offerings(ctx context.Context, q OfferingsQuery) ([]Offering, e
 	for _, t := range q.InstanceTypes {
 		v.Add("instanceType", t)
 	}
-	setInt(v, "instanceCount", q.InstanceCount)
+	v.Set("instanceCount", strconv.Itoa(q.InstanceCount)) // always: a zero count is the server's to refuse, with its reason
 	setInt(v, "durationHours", q.DurationHours)
 	setInt(v, "minDurationHours", q.MinDurationHours)
 	setInt(v, "maxDurationHours", q.MaxDurationHours)
