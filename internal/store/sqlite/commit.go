@@ -1,0 +1,361 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"capblock/internal/core"
+	"capblock/internal/store"
+)
+
+// Commit applies c in one BEGIN IMMEDIATE transaction after re-checking it
+// (see store.Store). The overlap check runs on the state the change leaves
+// behind and enforces exactly "no two live allocations share a GPU at the
+// same time": it also rejects overlaps between two blocks of the same
+// change and a block that becomes live again on GPUs taken meanwhile, and
+// it does not check the allocations of blocks that are not live, which
+// hold nothing.
+//
+// On success Commit also writes the new Version into c.Insert[i] and
+// c.Update[i].Block, and the Seq into c.Events[i]: the slices are shared
+// with the caller. Nothing is written into them when it fails.
+func (s *Store) Commit(ctx context.Context, c store.Change) error {
+	if err := validateChange(c); err != nil {
+		return fmt.Errorf("checking change: %w", err)
+	}
+	data, err := encodeEvents(c.Events)
+	if err != nil {
+		return fmt.Errorf("checking change: %w", err)
+	}
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("beginning commit: %w", err)
+	}
+	defer tx.Rollback()
+	// The statements run without ctx's cancellation: with it, the driver
+	// starts a watcher goroutine per statement, a sizeable part of the CPU
+	// of a commit.
+	// BeginTx holds ctx, so a cancellation still rolls the transaction
+	// back, and apply checks ctx between its steps.
+	w := &commitTx{ctx: context.WithoutCancel(ctx), done: ctx, tx: tx, ws: s.ws}
+	seqs, err := w.apply(c, data)
+	if err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("committing change: %w", err)
+	}
+	for i := range c.Insert {
+		c.Insert[i].Version = 1
+	}
+	for i := range c.Update {
+		c.Update[i].Block.Version = c.Update[i].ExpectedVersion + 1
+	}
+	for i := range c.Events {
+		c.Events[i].Seq = seqs[i]
+	}
+	return nil
+}
+
+// commitTx is one Commit's transaction.
+type commitTx struct {
+	ctx  context.Context // for statements, never cancelled
+	done context.Context // the caller's context
+	tx   *sql.Tx
+	ws   *writeStmts
+}
+
+// canceled returns the caller's context error, if any.
+func (w *commitTx) canceled() error {
+	if err := w.done.Err(); err != nil {
+		return fmt.Errorf("committing change: %w", err)
+	}
+	return nil
+}
+
+// stmt binds a prepared statement to the transaction; database/sql reuses
+// the statement already prepared on the writer connection.
+func (w *commitTx) stmt(st *sql.Stmt) *sql.Stmt { return w.tx.StmtContext(w.ctx, st) }
+
+// apply writes the change and re-checks it; it returns the events' Seq.
+func (w *commitTx) apply(c store.Change, eventData []string) ([]int64, error) {
+	// 1. Idempotency keys: the cheapest check, and the one a retried
+	//    purchase fails.
+	for _, r := range c.Idempotency {
+		if err := w.insertIdempotency(r); err != nil {
+			return nil, err
+		}
+	}
+	if err := w.canceled(); err != nil {
+		return nil, err
+	}
+	// 2. Updates, each checked against its expected version; recheck
+	//    collects the blocks whose allocations moved or came back to life.
+	var recheck []string
+	for _, u := range c.Update {
+		moved, err := w.updateBlock(u)
+		if err != nil {
+			return nil, err
+		}
+		if moved {
+			recheck = append(recheck, u.Block.ID)
+		}
+	}
+	if err := w.canceled(); err != nil {
+		return nil, err
+	}
+	// 3. Inserts.
+	for _, b := range c.Insert {
+		if err := w.insertBlock(b); err != nil {
+			return nil, err
+		}
+		if b.State.Live() {
+			recheck = append(recheck, b.ID)
+		}
+	}
+	if err := w.canceled(); err != nil {
+		return nil, err
+	}
+	// 4. The overlap re-check, on the state the change leaves behind.
+	for _, id := range recheck {
+		if err := w.checkOverlap(id); err != nil {
+			return nil, err
+		}
+	}
+	if err := w.canceled(); err != nil {
+		return nil, err
+	}
+	// 5. Ledger and events.
+	for _, e := range c.Ledger {
+		if err := w.insertLedger(e); err != nil {
+			return nil, err
+		}
+	}
+	seqs := make([]int64, len(c.Events))
+	for i, e := range c.Events {
+		seq, err := w.insertEvent(e, eventData[i])
+		if err != nil {
+			return nil, err
+		}
+		seqs[i] = seq
+	}
+	return seqs, nil
+}
+
+func (w *commitTx) insertIdempotency(r store.IdempotencyRecord) error {
+	res, err := w.stmt(w.ws.insertIdempotency).ExecContext(w.ctx,
+		r.Team, r.ClientToken, r.RequestHash, r.Subject, unixSeconds(r.CreatedAt))
+	if err != nil {
+		return fmt.Errorf("storing idempotency key of team %s: %w", r.Team, err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return fmt.Errorf("storing idempotency key of team %s: %w", r.Team, err)
+	} else if n == 0 {
+		return fmt.Errorf("client token %q of team %s is already used: %w", r.ClientToken, r.Team, store.ErrConflict)
+	}
+	return nil
+}
+
+func (w *commitTx) insertBlock(b core.Block) error {
+	_, err := w.stmt(w.ws.insertBlock).ExecContext(w.ctx,
+		b.ID, b.Name, b.Team, b.InstanceType, b.GPUModel, b.Count, b.Zone,
+		unixSeconds(b.Start), unixSeconds(b.End), string(b.State),
+		b.Fee.Minor, b.Fee.Currency, unixSeconds(b.CreatedAt), encodeTags(b.Tags),
+		encodePlacements(b.Placements), boolInt(b.Warned), boolInt(b.Terminating))
+	if isConstraint(err) {
+		return fmt.Errorf("inserting block %s: it already exists: %w", b.ID, store.ErrConflict)
+	}
+	if err != nil {
+		return fmt.Errorf("inserting block %s: %w", b.ID, err)
+	}
+	return w.insertAllocations(b.ID, b.Start.Unix(), b.End.Unix(), b.State.Live(), b.Placements)
+}
+
+// updateBlock applies u after checking its version. It reports whether the
+// block's allocations must be re-checked for overlaps.
+func (w *commitTx) updateBlock(u store.BlockUpdate) (recheck bool, err error) {
+	b := u.Block
+	var (
+		start, end, version int64
+		state               string
+	)
+	err = w.stmt(w.ws.selectForUpdate).QueryRowContext(w.ctx, b.ID).Scan(&start, &end, &state, &version)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, fmt.Errorf("updating block %s: it does not exist: %w", b.ID, store.ErrConflict)
+	}
+	if err != nil {
+		return false, fmt.Errorf("reading block %s: %w", b.ID, err)
+	}
+	if version != u.ExpectedVersion {
+		return false, fmt.Errorf("updating block %s: version is %d, expected %d: %w",
+			b.ID, version, u.ExpectedVersion, store.ErrConflict)
+	}
+	if b.Start.Unix() != start {
+		return false, fmt.Errorf("updating block %s: %w", b.ID,
+			core.Invalidf("start %s differs from the stored %s; a block's start does not change",
+				b.Start.UTC(), fromUnix(start)))
+	}
+	var placements any // NULL keeps the stored placements
+	if u.Replace {
+		placements = encodePlacements(b.Placements)
+	}
+	newEnd := b.End.Unix()
+	if _, err := w.stmt(w.ws.updateBlock).ExecContext(w.ctx,
+		b.Name, string(b.State), newEnd, encodeTags(b.Tags),
+		boolInt(b.Warned), boolInt(b.Terminating), b.Fee.Minor, b.Fee.Currency,
+		placements, b.ID, version); err != nil {
+		return false, fmt.Errorf("updating block %s: %w", b.ID, err)
+	}
+
+	live, wasLive := b.State.Live(), core.BlockState(state).Live()
+	switch {
+	case u.Replace:
+		if _, err := w.stmt(w.ws.deleteAllocations).ExecContext(w.ctx, b.ID); err != nil {
+			return false, fmt.Errorf("deleting allocations of block %s: %w", b.ID, err)
+		}
+		if err := w.insertAllocations(b.ID, start, newEnd, live, b.Placements); err != nil {
+			return false, err
+		}
+	case newEnd != end || live != wasLive:
+		if _, err := w.stmt(w.ws.updateAllocations).ExecContext(w.ctx, newEnd, boolInt(live), b.ID); err != nil {
+			return false, fmt.Errorf("updating allocations of block %s: %w", b.ID, err)
+		}
+	default:
+		return false, nil
+	}
+	// Allocations of a block that is not live hold nothing and need no
+	// check; a live block's need one when they moved, their range changed
+	// or they came back to life.
+	return live, nil
+}
+
+// insertAllocations stores one row per GPU of placements over [start, end).
+func (w *commitTx) insertAllocations(id string, start, end int64, live bool, placements []core.Placement) error {
+	type gpu struct {
+		node string
+		idx  int
+	}
+	var rows []gpu
+	for _, p := range placements {
+		for _, g := range p.GPUs {
+			rows = append(rows, gpu{p.Node, g})
+		}
+	}
+	for len(rows) > 0 {
+		n := allocationChunk(len(rows))
+		st := w.ws.insertAllocs[n]
+		args := make([]any, 0, 4+2*n)
+		args = append(args, id, start, end, boolInt(live))
+		for _, r := range rows[:n] {
+			args = append(args, r.node, r.idx)
+		}
+		if _, err := w.stmt(st).ExecContext(w.ctx, args...); err != nil {
+			return fmt.Errorf("inserting allocations of block %s: %w", id, err)
+		}
+		rows = rows[n:]
+	}
+	return nil
+}
+
+// checkOverlap fails with a conflict when an allocation of block id
+// overlaps a live allocation of another block.
+func (w *commitTx) checkOverlap(id string) error {
+	var (
+		other, node string
+		gpu         int
+	)
+	err := w.stmt(w.ws.findOverlap).QueryRowContext(w.ctx, id).Scan(&other, &node, &gpu)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("checking allocations of block %s: %w", id, err)
+	}
+	return fmt.Errorf("block %s: GPU %d of node %s is taken by block %s: %w", id, gpu, node, other, store.ErrConflict)
+}
+
+func (w *commitTx) insertLedger(e core.LedgerEntry) error {
+	_, err := w.stmt(w.ws.insertLedger).ExecContext(w.ctx,
+		e.ID, e.Team, unixSeconds(e.Time), e.Kind, e.Amount.Minor, e.Amount.Currency, e.Subject)
+	if isConstraint(err) {
+		return fmt.Errorf("inserting ledger entry %s: it already exists: %w", e.ID, store.ErrConflict)
+	}
+	if err != nil {
+		return fmt.Errorf("inserting ledger entry %s: %w", e.ID, err)
+	}
+	return nil
+}
+
+func (w *commitTx) insertEvent(e core.Event, data string) (int64, error) {
+	res, err := w.stmt(w.ws.insertEvent).ExecContext(w.ctx,
+		e.ID, unixSeconds(e.Time), e.Type, e.Subject, e.Team, data)
+	if err != nil {
+		return 0, fmt.Errorf("inserting event %s: %w", e.ID, err)
+	}
+	seq, err := res.LastInsertId()
+	if err != nil {
+		return 0, fmt.Errorf("reading seq of event %s: %w", e.ID, err)
+	}
+	return seq, nil
+}
+
+// validateChange rejects a change that no stored state could accept.
+func validateChange(c store.Change) error {
+	for _, b := range c.Insert {
+		if err := validateBlock(b, true); err != nil {
+			return err
+		}
+	}
+	for _, u := range c.Update {
+		if err := validateBlock(u.Block, u.Replace); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func validateBlock(b core.Block, checkPlacements bool) error {
+	switch {
+	case b.ID == "":
+		return core.Invalidf("a block needs an id")
+	case !b.State.Valid():
+		return fmt.Errorf("block %s: %w", b.ID, core.Invalidf("unknown state %q", b.State))
+	case !b.End.After(b.Start):
+		return fmt.Errorf("block %s: %w", b.ID, core.Invalidf("end %s is not after start %s", b.End, b.Start))
+	}
+	if !checkPlacements {
+		return nil
+	}
+	type gpu struct {
+		node string
+		idx  int
+	}
+	seen := map[gpu]bool{}
+	for _, p := range b.Placements {
+		for _, g := range p.GPUs {
+			if g < 0 {
+				return fmt.Errorf("block %s: %w", b.ID, core.Invalidf("negative GPU index %d on node %s", g, p.Node))
+			}
+			if seen[gpu{p.Node, g}] {
+				return fmt.Errorf("block %s: %w", b.ID, core.Invalidf("GPU %d of node %s placed twice", g, p.Node))
+			}
+			seen[gpu{p.Node, g}] = true
+		}
+	}
+	return nil
+}
+
+// encodeEvents marshals the events' data before the transaction starts.
+func encodeEvents(events []core.Event) ([]string, error) {
+	out := make([]string, len(events))
+	for i, e := range events {
+		d, err := encodeData(e.Data)
+		if err != nil {
+			return nil, fmt.Errorf("event %s: %w", e.ID, err)
+		}
+		out[i] = d
+	}
+	return out, nil
+}

@@ -1,0 +1,193 @@
+// Package sqlite is the embedded driver of capblock's store: one SQLite file
+// in WAL mode, written by a single connection in BEGIN IMMEDIATE
+// transactions and read through a separate pool that never waits for the
+// writer. Commits are durable (synchronous=FULL): an acknowledged Commit
+// survives a crash of the process or the machine.
+package sqlite
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"errors"
+	"fmt"
+	"runtime"
+	"strings"
+	"sync"
+
+	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
+
+	"capblock/internal/store"
+)
+
+// busyTimeoutMillis is how long a connection waits for a lock held by
+// another process (another capblock on the same file, a backup) before it
+// gives up.
+const busyTimeoutMillis = 5000
+
+// Store is a store.Store on one SQLite file.
+type Store struct {
+	path string
+	// w is the single writer connection: every Commit and every other write
+	// goes through it, so writes never contend for SQLite's write lock
+	// inside this process.
+	w *sql.DB
+	// r is the read pool; in WAL mode readers see the last committed state
+	// without waiting for the writer.
+	r *sql.DB
+
+	ws *writeStmts
+	rs *readStmts
+
+	secretMu sync.Mutex
+	secret   []byte
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+var _ store.Store = (*Store)(nil)
+
+// Open opens (creating if needed) the database at path and applies the
+// migrations it does not have yet.
+func Open(ctx context.Context, path string) (*Store, error) {
+	if path == "" || strings.ContainsAny(path, "?#") || strings.HasPrefix(path, "file:") || path == ":memory:" {
+		return nil, fmt.Errorf("opening sqlite store: unsupported path %q (a plain file name without '?' or '#' is needed)", path)
+	}
+	s := &Store{path: path}
+	var err error
+	// 1. The writer: its first connection turns the file to WAL and runs the
+	//    migrations before any reader opens it.
+	s.w, err = sql.Open("sqlite", path+"?"+dsnParams(true))
+	if err != nil {
+		return nil, fmt.Errorf("opening sqlite writer on %s: %w", path, err)
+	}
+	s.w.SetMaxOpenConns(1)
+	s.w.SetMaxIdleConns(1)
+	s.w.SetConnMaxLifetime(0)
+	s.w.SetConnMaxIdleTime(0)
+	if err := s.w.PingContext(ctx); err != nil {
+		s.w.Close()
+		return nil, fmt.Errorf("connecting to sqlite database %s: %w", path, err)
+	}
+	if err := migrate(ctx, s.w); err != nil {
+		s.w.Close()
+		return nil, fmt.Errorf("migrating sqlite database %s: %w", path, err)
+	}
+	// 2. The read pool.
+	s.r, err = sql.Open("sqlite", path+"?"+dsnParams(false))
+	if err != nil {
+		s.w.Close()
+		return nil, fmt.Errorf("opening sqlite readers on %s: %w", path, err)
+	}
+	readers := max(4, runtime.NumCPU())
+	s.r.SetMaxOpenConns(readers)
+	s.r.SetMaxIdleConns(readers)
+	s.r.SetConnMaxLifetime(0)
+	s.r.SetConnMaxIdleTime(0)
+	// 3. Statements that every call uses, prepared once.
+	if s.ws, err = prepareWriteStmts(ctx, s.w); err == nil {
+		s.rs, err = prepareReadStmts(ctx, s.r)
+	}
+	if err != nil {
+		s.Close()
+		return nil, fmt.Errorf("preparing statements on %s: %w", path, err)
+	}
+	return s, nil
+}
+
+// dsnParams returns the connection parameters of the writer or of a reader.
+func dsnParams(writer bool) string {
+	p := []string{
+		fmt.Sprintf("_pragma=busy_timeout(%d)", busyTimeoutMillis),
+		"_pragma=foreign_keys(1)",
+	}
+	if writer {
+		p = append(p,
+			"_pragma=journal_mode(WAL)",
+			// FULL syncs the WAL on every commit: NORMAL would lose the
+			// last commits on a power cut.
+			"_pragma=synchronous(FULL)",
+			"_txlock=immediate",
+		)
+	} else {
+		p = append(p, "_pragma=query_only(1)")
+	}
+	return strings.Join(p, "&")
+}
+
+// Path returns the database file's name.
+func (s *Store) Path() string { return s.path }
+
+// Ping checks that the database answers.
+func (s *Store) Ping(ctx context.Context) error {
+	var one int
+	if err := s.r.QueryRowContext(ctx, "SELECT 1").Scan(&one); err != nil {
+		return fmt.Errorf("pinging sqlite database %s: %w", s.path, err)
+	}
+	return nil
+}
+
+// Close closes the database. Calling it again does nothing.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		var errs []error
+		if s.ws != nil {
+			errs = append(errs, s.ws.close())
+		}
+		if s.rs != nil {
+			errs = append(errs, s.rs.close())
+		}
+		if s.r != nil {
+			errs = append(errs, s.r.Close())
+		}
+		if s.w != nil {
+			errs = append(errs, s.w.Close())
+		}
+		if err := errors.Join(errs...); err != nil {
+			s.closeErr = fmt.Errorf("closing sqlite database %s: %w", s.path, err)
+		}
+	})
+	return s.closeErr
+}
+
+// Secret returns the signing secret, creating it on first use.
+func (s *Store) Secret(ctx context.Context) ([]byte, error) {
+	s.secretMu.Lock()
+	defer s.secretMu.Unlock()
+	if s.secret == nil {
+		secret, err := s.loadSecret(ctx)
+		if err != nil {
+			return nil, err
+		}
+		s.secret = secret
+	}
+	return append([]byte(nil), s.secret...), nil
+}
+
+// loadSecret stores a new random secret unless one exists, and returns the
+// stored one; the insert and the read share one write transaction, so two
+// processes opening a new file agree on the same secret.
+func (s *Store) loadSecret(ctx context.Context) ([]byte, error) {
+	fresh := make([]byte, 32)
+	if _, err := rand.Read(fresh); err != nil {
+		return nil, fmt.Errorf("generating secret: %w", err)
+	}
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("beginning secret transaction: %w", err)
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx,
+		`INSERT INTO meta (key, value) VALUES ('secret', ?) ON CONFLICT (key) DO NOTHING`, fresh); err != nil {
+		return nil, fmt.Errorf("storing secret: %w", err)
+	}
+	var secret []byte
+	if err := tx.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = 'secret'`).Scan(&secret); err != nil {
+		return nil, fmt.Errorf("reading secret: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, fmt.Errorf("committing secret: %w", err)
+	}
+	return secret, nil
+}

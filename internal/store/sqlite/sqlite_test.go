@@ -1,0 +1,173 @@
+package sqlite
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"capblock/internal/store"
+	"capblock/internal/store/storetest"
+)
+
+// harness opens each store on a new file in the test's temporary folder.
+func harness() storetest.Harness {
+	return storetest.Harness{
+		Open: func(t *testing.T) store.Store {
+			return openTemp(t, filepath.Join(t.TempDir(), "capblock.db"))
+		},
+		Reopen: func(t *testing.T, s store.Store) store.Store {
+			path := s.(*Store).Path()
+			if err := s.Close(); err != nil {
+				t.Fatalf("Close: %v", err)
+			}
+			return openTemp(t, path)
+		},
+	}
+}
+
+func openTemp(t testing.TB, path string) *Store {
+	t.Helper()
+	s, err := Open(context.Background(), path)
+	if err != nil {
+		t.Fatalf("Open(%s): %v", path, err)
+	}
+	t.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return s
+}
+
+func TestConformance(t *testing.T) {
+	storetest.Exercise(t, harness())
+}
+
+func TestMigrationsAppliedOnce(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "capblock.db")
+	want, err := migrations()
+	if err != nil {
+		t.Fatalf("migrations: %v", err)
+	}
+	// Two stores opening the same new file at once, then a third later.
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Go(func() { openTemp(t, path) })
+	}
+	wg.Wait()
+	s := openTemp(t, path)
+	rows, err := s.r.QueryContext(t.Context(), `SELECT version, name FROM schema_migrations ORDER BY version`)
+	if err != nil {
+		t.Fatalf("reading schema_migrations: %v", err)
+	}
+	defer rows.Close()
+	var got []migration
+	for rows.Next() {
+		var m migration
+		if err := rows.Scan(&m.version, &m.name); err != nil {
+			t.Fatalf("reading schema_migrations: %v", err)
+		}
+		got = append(got, m)
+	}
+	if len(got) != len(want) {
+		t.Fatalf("schema_migrations has %d rows, want %d", len(got), len(want))
+	}
+	for i := range want {
+		if got[i].version != want[i].version || got[i].name != want[i].name {
+			t.Errorf("migration %d: got %d %s, want %d %s", i, got[i].version, got[i].name, want[i].version, want[i].name)
+		}
+	}
+	if want[0].name != "0001_init" {
+		t.Errorf("first migration is %s, want 0001_init", want[0].name)
+	}
+}
+
+func TestPragmas(t *testing.T) {
+	s := openTemp(t, filepath.Join(t.TempDir(), "capblock.db"))
+	tests := map[string]string{
+		"journal_mode": "wal",
+		"synchronous":  "2", // FULL
+		"foreign_keys": "1",
+		"busy_timeout": "5000",
+	}
+	for pragma, want := range tests {
+		var got string
+		if err := s.w.QueryRowContext(t.Context(), "PRAGMA "+pragma).Scan(&got); err != nil {
+			t.Fatalf("PRAGMA %s: %v", pragma, err)
+		}
+		if got != want {
+			t.Errorf("PRAGMA %s = %s, want %s", pragma, got, want)
+		}
+	}
+	// Readers cannot write.
+	if _, err := s.r.ExecContext(t.Context(), `INSERT INTO meta (key, value) VALUES ('x', 'y')`); err == nil {
+		t.Errorf("a reader connection could write")
+	}
+}
+
+// TestOverlapQueryUsesIndexes guards the commit's speed: the overlap
+// re-check must seek both sides through an index, never scan allocations.
+func TestOverlapQueryUsesIndexes(t *testing.T) {
+	s := openTemp(t, filepath.Join(t.TempDir(), "capblock.db"))
+	rows, err := s.r.QueryContext(t.Context(), "EXPLAIN QUERY PLAN "+findOverlapSQL, "b1")
+	if err != nil {
+		t.Fatalf("EXPLAIN: %v", err)
+	}
+	defer rows.Close()
+	var plan []string
+	for rows.Next() {
+		var id, parent, unused int
+		var detail string
+		if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+			t.Fatalf("EXPLAIN: %v", err)
+		}
+		plan = append(plan, detail)
+	}
+	text := strings.Join(plan, "\n")
+	for _, want := range []string{"SEARCH a USING PRIMARY KEY (block_id=?)", "USING INDEX allocations_taken"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("overlap query plan lacks %q:\n%s", want, text)
+		}
+	}
+	if strings.Contains(text, "SCAN") {
+		t.Errorf("overlap query plan scans a table:\n%s", text)
+	}
+}
+
+func TestOpenRefusesURIs(t *testing.T) {
+	for _, path := range []string{"", ":memory:", "file:x.db", "x.db?mode=ro", "x#y.db"} {
+		if s, err := Open(t.Context(), path); err == nil {
+			s.Close()
+			t.Errorf("Open(%q) succeeded, want an error", path)
+		}
+	}
+}
+
+// TestReadsDoNotWaitForWriter reads while a write transaction is open: WAL
+// readers see the last committed state at once.
+func TestReadsDoNotWaitForWriter(t *testing.T) {
+	s := openTemp(t, filepath.Join(t.TempDir(), "capblock.db"))
+	if err := s.Commit(t.Context(), purchase(0)); err != nil {
+		t.Fatalf("Commit: %v", err)
+	}
+	tx, err := s.w.BeginTx(t.Context(), nil)
+	if err != nil {
+		t.Fatalf("BeginTx: %v", err)
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(t.Context(), `UPDATE blocks SET name = 'uncommitted'`); err != nil {
+		t.Fatalf("UPDATE: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+	defer cancel()
+	blocks, err := s.ListBlocks(ctx, store.BlockFilter{})
+	if err != nil {
+		t.Fatalf("ListBlocks during a write: %v", err)
+	}
+	if len(blocks) != 1 || blocks[0].Name != "bench" {
+		t.Fatalf("ListBlocks during a write = %+v, want the committed block", blocks)
+	}
+}

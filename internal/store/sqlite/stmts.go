@@ -1,0 +1,169 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// allocChunk is the most allocation rows one INSERT statement writes.
+// Inserts of allocChunk, allocChunk/2, …, 1 rows are prepared, so a block
+// of r rows takes r/allocChunk statements plus one per bit set in
+// r%allocChunk: a purchase of two whole 8-GPU nodes takes one.
+const allocChunk = 64
+
+// writeStmts are the statements of Commit, prepared once on the writer.
+type writeStmts struct {
+	insertIdempotency *sql.Stmt
+	insertBlock       *sql.Stmt
+	selectForUpdate   *sql.Stmt
+	updateBlock       *sql.Stmt
+	deleteAllocations *sql.Stmt
+	updateAllocations *sql.Stmt
+	findOverlap       *sql.Stmt
+	insertLedger      *sql.Stmt
+	insertEvent       *sql.Stmt
+
+	// insertAllocs[n] inserts n allocation rows of one block, for n a
+	// power of two up to allocChunk.
+	insertAllocs map[int]*sql.Stmt
+}
+
+// findOverlapSQL finds one live allocation of another block that shares a
+// GPU and intersects the time range of an allocation of block ?1. It runs
+// after the change is written, so it sees the change's own new rows (two
+// blocks of one change may not overlap either) and none of the rows the
+// change replaced.
+const findOverlapSQL = `SELECT o.block_id, a.node, a.gpu
+	FROM allocations a
+	JOIN allocations o
+	  ON o.node = a.node AND o.gpu = a.gpu AND o.live = 1
+	 AND o.end_time > a.start_time AND o.start_time < a.end_time
+	 AND o.block_id <> a.block_id
+	WHERE a.block_id = ?1
+	LIMIT 1`
+
+func prepareWriteStmts(ctx context.Context, db *sql.DB) (*writeStmts, error) {
+	ws := &writeStmts{insertAllocs: map[int]*sql.Stmt{}}
+	p := preparer{ctx: ctx, db: db}
+	for n := allocChunk; n >= 1; n /= 2 {
+		ws.insertAllocs[n] = p.prepare(allocationInsertSQL(n))
+	}
+	ws.insertIdempotency = p.prepare(`INSERT INTO idempotency
+		(team, client_token, request_hash, subject, created_at) VALUES (?, ?, ?, ?, ?)
+		ON CONFLICT (team, client_token) DO NOTHING`)
+	ws.insertBlock = p.prepare(`INSERT INTO blocks (` + blockColumns + `)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1)`)
+	ws.selectForUpdate = p.prepare(`SELECT start_time, end_time, state, version FROM blocks WHERE id = ?`)
+	ws.updateBlock = p.prepare(`UPDATE blocks SET name = ?, state = ?, end_time = ?, tags = ?,
+		warned = ?, terminating = ?, fee_minor = ?, fee_currency = ?,
+		placements = coalesce(?, placements), version = version + 1
+		WHERE id = ? AND version = ?`)
+	ws.deleteAllocations = p.prepare(`DELETE FROM allocations WHERE block_id = ?`)
+	ws.updateAllocations = p.prepare(`UPDATE allocations SET end_time = ?, live = ? WHERE block_id = ?`)
+	ws.findOverlap = p.prepare(findOverlapSQL)
+	ws.insertLedger = p.prepare(`INSERT INTO ledger (id, team, time, kind, amount_minor, currency, subject)
+		VALUES (?, ?, ?, ?, ?, ?, ?)`)
+	ws.insertEvent = p.prepare(`INSERT INTO events (id, time, type, subject, team, data)
+		VALUES (?, ?, ?, ?, ?, ?)`)
+	if p.err != nil {
+		ws.close()
+		return nil, p.err
+	}
+	return ws, nil
+}
+
+// allocationInsertSQL inserts n allocation rows: parameters block id,
+// start, end, live, then node and GPU of each row.
+func allocationInsertSQL(n int) string {
+	var q strings.Builder
+	q.WriteString(`INSERT INTO allocations (block_id, start_time, end_time, live, node, gpu) VALUES `)
+	for i := range n {
+		if i > 0 {
+			q.WriteByte(',')
+		}
+		fmt.Fprintf(&q, "(?1, ?2, ?3, ?4, ?%d, ?%d)", 5+2*i, 6+2*i)
+	}
+	return q.String()
+}
+
+// allocationChunk returns the size of the next INSERT for rows remaining
+// allocation rows: the largest prepared size that fits.
+func allocationChunk(rows int) int {
+	n := allocChunk
+	for n > rows {
+		n /= 2
+	}
+	return n
+}
+
+func (ws *writeStmts) close() error {
+	errs := []error{closeAll(ws.insertIdempotency, ws.insertBlock, ws.selectForUpdate,
+		ws.updateBlock, ws.deleteAllocations, ws.updateAllocations, ws.findOverlap,
+		ws.insertLedger, ws.insertEvent)}
+	for _, st := range ws.insertAllocs {
+		errs = append(errs, closeAll(st))
+	}
+	return errors.Join(errs...)
+}
+
+// readStmts are the fixed queries of the read methods, prepared on the
+// read pool.
+type readStmts struct {
+	getBlock    *sql.Stmt
+	idempotency *sql.Stmt
+	events      *sql.Stmt
+	ledger      *sql.Stmt
+}
+
+func prepareReadStmts(ctx context.Context, db *sql.DB) (*readStmts, error) {
+	p := preparer{ctx: ctx, db: db}
+	rs := &readStmts{
+		getBlock: p.prepare(`SELECT ` + blockColumns + ` FROM blocks WHERE id = ?`),
+		idempotency: p.prepare(`SELECT request_hash, subject, created_at FROM idempotency
+			WHERE team = ? AND client_token = ?`),
+		events: p.prepare(`SELECT seq, id, time, type, subject, team, data FROM events
+			WHERE seq > ? ORDER BY seq LIMIT ?`),
+		ledger: p.prepare(`SELECT id, team, time, kind, amount_minor, currency, subject FROM ledger
+			WHERE team = ? ORDER BY time, id`),
+	}
+	if p.err != nil {
+		rs.close()
+		return nil, p.err
+	}
+	return rs, nil
+}
+
+func (rs *readStmts) close() error {
+	return closeAll(rs.getBlock, rs.idempotency, rs.events, rs.ledger)
+}
+
+// preparer prepares statements until the first error, which it keeps.
+type preparer struct {
+	ctx context.Context
+	db  *sql.DB
+	err error
+}
+
+func (p *preparer) prepare(query string) *sql.Stmt {
+	if p.err != nil {
+		return nil
+	}
+	st, err := p.db.PrepareContext(p.ctx, query)
+	if err != nil {
+		p.err = fmt.Errorf("preparing %q: %w", strings.Join(strings.Fields(query), " "), err)
+	}
+	return st
+}
+
+func closeAll(stmts ...*sql.Stmt) error {
+	var errs []error
+	for _, st := range stmts {
+		if st != nil {
+			errs = append(errs, st.Close())
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,235 @@
+package storetest
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"capblock/internal/core"
+	"capblock/internal/store"
+)
+
+func testIdempotency(t *testing.T, h Harness) {
+	s := h.Open(t)
+	if _, err := s.Idempotency(t.Context(), "team-a", "tok"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("Idempotency of an unknown token: got error %v, want ErrNotFound", err)
+	}
+	rec := store.IdempotencyRecord{Team: "team-a", ClientToken: "tok", RequestHash: "sha256:abc", Subject: "b1", CreatedAt: hour(-2)}
+	mustCommit(t, s, store.Change{Idempotency: []store.IdempotencyRecord{rec}})
+	got, err := s.Idempotency(t.Context(), "team-a", "tok")
+	if err != nil {
+		t.Fatalf("Idempotency: %v", err)
+	}
+	if diff := cmp.Diff(rec, got); diff != "" {
+		t.Errorf("Idempotency mismatch (-want +got):\n%s", diff)
+	}
+	// Tokens are per team.
+	if _, err := s.Idempotency(t.Context(), "team-b", "tok"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("Idempotency of another team: got error %v, want ErrNotFound", err)
+	}
+	other := rec
+	other.Team, other.Subject = "team-b", "b2"
+	mustCommit(t, s, store.Change{Idempotency: []store.IdempotencyRecord{other}})
+	// The same key twice in one change is a conflict too.
+	dup := store.IdempotencyRecord{Team: "team-a", ClientToken: "tok2", RequestHash: "h", Subject: "b3", CreatedAt: hour(0)}
+	wantConflict(t, s, store.Change{Idempotency: []store.IdempotencyRecord{dup, dup}})
+	if _, err := s.Idempotency(t.Context(), "team-a", "tok2"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("Idempotency of a refused change: got error %v, want ErrNotFound", err)
+	}
+}
+
+func testIdempotencyAtomic(t *testing.T, h Harness) {
+	s := h.Open(t)
+	first := makeBlock("b1").on("n1", 0).obj()
+	rec := store.IdempotencyRecord{Team: "team-a", ClientToken: "tok", RequestHash: "h1", Subject: "b1", CreatedAt: hour(-1)}
+	mustCommit(t, s, store.Change{Insert: []core.Block{first}, Idempotency: []store.IdempotencyRecord{rec}})
+
+	// A retry with the same token, planned as a new purchase on free GPUs,
+	// stores none of its parts.
+	retry := makeBlock("b2").on("n2", 0).obj()
+	wantConflict(t, s, store.Change{
+		Insert:      []core.Block{retry},
+		Idempotency: []store.IdempotencyRecord{{Team: "team-a", ClientToken: "tok", RequestHash: "h2", Subject: "b2", CreatedAt: hour(0)}},
+		Ledger:      []core.LedgerEntry{{ID: "l2", Team: "team-a", Time: hour(0), Kind: core.LedgerCharge, Amount: retry.Fee, Subject: "b2"}},
+		Events:      []core.Event{{ID: "e2", Time: hour(0), Type: "block.created", Subject: "b2", Team: "team-a"}},
+	})
+	wantNoBlock(t, s, "b2")
+	wantNoLedger(t, s, "team-a")
+	wantNoEvents(t, s)
+	got, err := s.Idempotency(t.Context(), "team-a", "tok")
+	if err != nil {
+		t.Fatalf("Idempotency: %v", err)
+	}
+	if diff := cmp.Diff(rec, got); diff != "" {
+		t.Errorf("Idempotency changed by a refused change (-want +got):\n%s", diff)
+	}
+	// Its GPUs stayed free.
+	mustCommit(t, s, insert(makeBlock("b3").on("n2", 0).obj()))
+}
+
+func testListBlocks(t *testing.T, h Harness) {
+	s := h.Open(t)
+	blocks := map[string]core.Block{
+		"a1": makeBlock("a1").on("n1", 0).hours(2, 4).obj(),
+		"a2": makeBlock("a2").on("n1", 1).hours(0, 2).state(core.StateCancelled).obj(),
+		"a3": makeBlock("a3").on("n1", 2).hours(2, 6).state(core.StateActive).obj(),
+		"b1": makeBlock("b1").team("team-b").on("n2", 0).hours(1, 3).state(core.StateExpired).obj(),
+		"b2": makeBlock("b2").team("team-b").on("n2", 1).hours(5, 9).obj(),
+	}
+	// Inserted out of order, over two commits.
+	mustCommit(t, s, insert(blocks["b2"], blocks["a3"]))
+	mustCommit(t, s, insert(blocks["a1"], blocks["b1"], blocks["a2"]))
+
+	all, err := s.ListBlocks(t.Context(), store.BlockFilter{})
+	if err != nil {
+		t.Fatalf("ListBlocks: %v", err)
+	}
+	var want []core.Block
+	for _, id := range []string{"a2", "b1", "a1", "a3", "b2"} {
+		want = append(want, withVersion(blocks[id], 1))
+	}
+	if diff := cmp.Diff(want, all, cmpOpts...); diff != "" {
+		t.Errorf("ListBlocks of all (-want +got):\n%s", diff)
+	}
+
+	tests := map[string]struct {
+		filter store.BlockFilter
+		want   []string
+	}{
+		"team": {
+			filter: store.BlockFilter{Team: "team-a"},
+			want:   []string{"a2", "a1", "a3"},
+		},
+		"states": {
+			filter: store.BlockFilter{States: []core.BlockState{core.StateScheduled, core.StateActive}},
+			want:   []string{"a1", "a3", "b2"},
+		},
+		"one state": {
+			filter: store.BlockFilter{States: []core.BlockState{core.StateExpired}},
+			want:   []string{"b1"},
+		},
+		"end after, strictly": {
+			filter: store.BlockFilter{EndAfter: hour(4)},
+			want:   []string{"a3", "b2"},
+		},
+		"end after, between hours": {
+			filter: store.BlockFilter{EndAfter: hour(3).Add(-time.Second)},
+			want:   []string{"b1", "a1", "a3", "b2"},
+		},
+		"all filters": {
+			filter: store.BlockFilter{Team: "team-a", States: []core.BlockState{core.StateScheduled, core.StateCancelled}, EndAfter: hour(1)},
+			want:   []string{"a2", "a1"},
+		},
+		"no match": {
+			filter: store.BlockFilter{Team: "team-c"},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			got, err := s.ListBlocks(t.Context(), tc.filter)
+			if err != nil {
+				t.Fatalf("ListBlocks: %v", err)
+			}
+			var want []core.Block
+			for _, id := range tc.want {
+				want = append(want, withVersion(blocks[id], 1))
+			}
+			if diff := cmp.Diff(want, got, cmpOpts...); diff != "" {
+				t.Errorf("ListBlocks(%+v) (-want +got):\n%s", tc.filter, diff)
+			}
+		})
+	}
+}
+
+func testEvents(t *testing.T, h Harness) {
+	s := h.Open(t)
+	events := []core.Event{
+		{ID: "e1", Time: hour(0), Type: "block.created", Subject: "b1", Team: "team-a",
+			Data: map[string]any{"fee": "123.45", "count": 2.0, "warned": false,
+				"placements": []any{map[string]any{"node": "n1", "gpus": []any{0.0, 1.0}}}}},
+		{ID: "e2", Time: hour(0), Type: "ledger.charge", Subject: "b1", Team: "team-a"},
+		{ID: "e3", Time: hour(-1), Type: "block.cancelled", Subject: "b0", Team: "team-b", Data: map[string]any{}},
+		{ID: "e4", Time: hour(2), Type: "job.started", Subject: "j1", Team: "team-a", Data: map[string]any{"exit": nil}},
+	}
+	mustCommit(t, s, store.Change{Events: events[:2]})
+	mustCommit(t, s, store.Change{Events: events[2:3]})
+	mustCommit(t, s, store.Change{Events: events[3:]})
+
+	all, err := s.Events(t.Context(), 0, 100)
+	if err != nil {
+		t.Fatalf("Events: %v", err)
+	}
+	ignoreSeq := cmpopts.IgnoreFields(core.Event{}, "Seq")
+	if diff := cmp.Diff(events, all, ignoreSeq, cmpopts.EquateEmpty()); diff != "" {
+		t.Fatalf("Events (-want +got):\n%s", diff)
+	}
+	for i := 1; i < len(all); i++ {
+		if all[i].Seq <= all[i-1].Seq {
+			t.Fatalf("Seq does not increase: %d then %d", all[i-1].Seq, all[i].Seq)
+		}
+	}
+	if all[0].Seq <= 0 {
+		t.Fatalf("first Seq is %d, want > 0", all[0].Seq)
+	}
+
+	tests := map[string]struct {
+		after int64
+		limit int
+		want  []core.Event
+	}{
+		"after the first":     {after: all[0].Seq, limit: 10, want: all[1:]},
+		"limit":               {after: 0, limit: 2, want: all[:2]},
+		"after and limit":     {after: all[1].Seq, limit: 1, want: all[2:3]},
+		"no limit":            {after: all[0].Seq, limit: 0, want: all[1:]},
+		"after the last":      {after: all[3].Seq, limit: 10},
+		"after a future seq":  {after: all[3].Seq + 1000, limit: 10},
+		"between two commits": {after: all[2].Seq, limit: 10, want: all[3:]},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			got, err := s.Events(t.Context(), tc.after, tc.limit)
+			if err != nil {
+				t.Fatalf("Events: %v", err)
+			}
+			if diff := cmp.Diff(tc.want, got, cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("Events(%d, %d) (-want +got):\n%s", tc.after, tc.limit, diff)
+			}
+		})
+	}
+}
+
+func testLedger(t *testing.T, h Harness) {
+	s := h.Open(t)
+	usd := func(minor int64) core.Money { return core.Money{Minor: minor, Currency: "USD"} }
+	entries := []core.LedgerEntry{
+		{ID: "l3", Team: "team-a", Time: hour(5), Kind: core.LedgerRefund, Amount: usd(-500), Subject: "b1"},
+		{ID: "l2", Team: "team-a", Time: hour(1), Kind: core.LedgerCharge, Amount: usd(700), Subject: "b2"},
+		{ID: "l1", Team: "team-a", Time: hour(1), Kind: core.LedgerCharge, Amount: usd(1000), Subject: "b1"},
+		{ID: "l4", Team: "team-b", Time: hour(0), Kind: core.LedgerCharge, Amount: usd(1), Subject: "b9"},
+	}
+	mustCommit(t, s, store.Change{Ledger: entries[:1]})
+	mustCommit(t, s, store.Change{Ledger: entries[1:]})
+
+	got, err := s.Ledger(t.Context(), "team-a")
+	if err != nil {
+		t.Fatalf("Ledger: %v", err)
+	}
+	want := []core.LedgerEntry{entries[2], entries[1], entries[0]}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Ledger(team-a) (-want +got):\n%s", diff)
+	}
+	got, err = s.Ledger(t.Context(), "team-b")
+	if err != nil {
+		t.Fatalf("Ledger: %v", err)
+	}
+	if diff := cmp.Diff(entries[3:], got); diff != "" {
+		t.Errorf("Ledger(team-b) (-want +got):\n%s", diff)
+	}
+	wantNoLedger(t, s, "team-c")
+	// An entry id is stored once.
+	wantConflict(t, s, store.Change{Ledger: []core.LedgerEntry{{ID: "l1", Team: "team-c", Time: hour(9), Kind: core.LedgerCharge, Amount: usd(1), Subject: "b"}}})
+	wantNoLedger(t, s, "team-c")
+}

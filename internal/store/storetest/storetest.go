@@ -1,0 +1,283 @@
+// Package storetest is the conformance suite that every store driver must
+// pass: a driver's test calls Exercise with a Harness that opens fresh,
+// empty stores, and the suite checks each method of store.Store against
+// the interface's documentation, errors and invariants included (no double
+// booking, atomic commits, idempotency keys).
+package storetest
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"capblock/internal/core"
+	"capblock/internal/store"
+)
+
+// Harness opens the stores under test.
+type Harness struct {
+	// Open returns a new, empty store. The harness closes it when the test
+	// ends (t.Cleanup); the suite may close it earlier.
+	Open func(t *testing.T) store.Store
+	// Reopen closes s and returns a store on the same data, as a restart of
+	// the server would. When nil, the tests that need it are skipped.
+	Reopen func(t *testing.T, s store.Store) store.Store
+}
+
+// Exercise runs the conformance suite as subtests of t.
+func Exercise(t *testing.T, h Harness) {
+	tests := []struct {
+		name string
+		run  func(*testing.T, Harness)
+	}{
+		{"Ping", testPing},
+		{"Secret", testSecret},
+		{"Reopen", testReopen},
+		{"EmptyChange", testEmptyChange},
+		{"InsertReadback", testInsertReadback},
+		{"GetBlockNotFound", testGetBlockNotFound},
+		{"DuplicateBlockID", testDuplicateBlockID},
+		{"InvalidChange", testInvalidChange},
+		{"Update", testUpdate},
+		{"UpdateStaleVersion", testUpdateStaleVersion},
+		{"UpdateKeepsPlacementsWithoutReplace", testUpdateKeepsPlacements},
+		{"Overlap", testOverlap},
+		{"OverlapWithinChange", testOverlapWithinChange},
+		{"Replace", testReplace},
+		{"ReplaceMakesRoom", testReplaceMakesRoom},
+		{"Extend", testExtend},
+		{"Liveness", testLiveness},
+		{"Idempotency", testIdempotency},
+		{"IdempotencyDuplicateIsAtomic", testIdempotencyAtomic},
+		{"ListBlocks", testListBlocks},
+		{"Events", testEvents},
+		{"Ledger", testLedger},
+		{"ConcurrentCommits", testConcurrentCommits},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) { tc.run(t, h) })
+	}
+}
+
+// t0 is the suite's reference time: a Monday, on the hour, in UTC.
+var t0 = time.Date(2030, 1, 7, 0, 0, 0, 0, time.UTC)
+
+// hour returns t0 plus h hours.
+func hour(h int) time.Time { return t0.Add(time.Duration(h) * time.Hour) }
+
+// blockBuilder builds test blocks: makeBlock("b1").on("n1", 0, 1).hours(0, 4).obj().
+type blockBuilder struct{ b core.Block }
+
+// makeBlock returns a scheduled one-GPU block of team-a over hours [0, 4)
+// without placements.
+func makeBlock(id string) *blockBuilder {
+	return &blockBuilder{core.Block{
+		ID:           id,
+		Name:         "block " + id,
+		Team:         "team-a",
+		InstanceType: "h100.1x",
+		GPUModel:     "H100",
+		Count:        1,
+		Zone:         "zone-1",
+		Start:        hour(0),
+		End:          hour(4),
+		State:        core.StateScheduled,
+		Fee:          core.Money{Minor: 12_345, Currency: "USD"},
+		CreatedAt:    t0.Add(-24 * time.Hour),
+	}}
+}
+
+func (bb *blockBuilder) team(team string) *blockBuilder { bb.b.Team = team; return bb }
+
+func (bb *blockBuilder) hours(from, to int) *blockBuilder {
+	bb.b.Start, bb.b.End = hour(from), hour(to)
+	return bb
+}
+
+// on adds a placement of the given GPUs of node.
+func (bb *blockBuilder) on(node string, gpus ...int) *blockBuilder {
+	bb.b.Placements = append(bb.b.Placements, core.Placement{Node: node, GPUs: gpus})
+	return bb
+}
+
+func (bb *blockBuilder) state(s core.BlockState) *blockBuilder { bb.b.State = s; return bb }
+
+func (bb *blockBuilder) tags(kv ...string) *blockBuilder {
+	bb.b.Tags = map[string]string{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		bb.b.Tags[kv[i]] = kv[i+1]
+	}
+	return bb
+}
+
+// obj returns a copy of the block.
+func (bb *blockBuilder) obj() core.Block {
+	b := bb.b
+	b.Placements = nil
+	for _, p := range bb.b.Placements {
+		b.Placements = append(b.Placements, core.Placement{Node: p.Node, GPUs: append([]int(nil), p.GPUs...)})
+	}
+	return b
+}
+
+// withVersion returns b as the store should return it after v commits.
+func withVersion(b core.Block, v int64) core.Block {
+	b.Version = v
+	return b
+}
+
+// cmpOpts compare stored values: times by instant, nil and empty alike.
+var cmpOpts = []cmp.Option{cmpopts.EquateEmpty()}
+
+func insert(blocks ...core.Block) store.Change { return store.Change{Insert: blocks} }
+
+func update(b core.Block, expected int64) store.Change {
+	return store.Change{Update: []store.BlockUpdate{{Block: b, ExpectedVersion: expected}}}
+}
+
+func replace(b core.Block, expected int64) store.Change {
+	return store.Change{Update: []store.BlockUpdate{{Block: b, ExpectedVersion: expected, Replace: true}}}
+}
+
+// mustCommit fails the test unless c commits.
+func mustCommit(t *testing.T, s store.Store, c store.Change) {
+	t.Helper()
+	if err := s.Commit(t.Context(), c); err != nil {
+		t.Fatalf("Commit: %v", err)
+	}
+}
+
+// wantConflict fails the test unless c is refused with a conflict.
+func wantConflict(t *testing.T, s store.Store, c store.Change) {
+	t.Helper()
+	err := s.Commit(t.Context(), c)
+	if !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("Commit: got error %v, want a conflict", err)
+	}
+	if !store.IsConflict(err) {
+		t.Fatalf("IsConflict(%v) is false", err)
+	}
+}
+
+// wantBlock fails the test unless the stored block equals want.
+func wantBlock(t *testing.T, s store.Store, want core.Block) {
+	t.Helper()
+	got, err := s.GetBlock(t.Context(), want.ID)
+	if err != nil {
+		t.Fatalf("GetBlock(%s): %v", want.ID, err)
+	}
+	if diff := cmp.Diff(want, got, cmpOpts...); diff != "" {
+		t.Errorf("GetBlock(%s) mismatch (-want +got):\n%s", want.ID, diff)
+	}
+}
+
+// wantNoBlock fails the test unless block id is absent.
+func wantNoBlock(t *testing.T, s store.Store, id string) {
+	t.Helper()
+	if _, err := s.GetBlock(t.Context(), id); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("GetBlock(%s): got error %v, want ErrNotFound", id, err)
+	}
+}
+
+func testPing(t *testing.T, h Harness) {
+	s := h.Open(t)
+	if err := s.Ping(t.Context()); err != nil {
+		t.Fatalf("Ping: %v", err)
+	}
+}
+
+func testSecret(t *testing.T, h Harness) {
+	s := h.Open(t)
+	// Concurrent first calls must agree on one secret.
+	const callers = 8
+	secrets := make([][]byte, callers)
+	errs := make([]error, callers)
+	done := make(chan int)
+	for i := range callers {
+		go func() {
+			secrets[i], errs[i] = s.Secret(t.Context())
+			done <- i
+		}()
+	}
+	for range callers {
+		<-done
+	}
+	for i := range callers {
+		if errs[i] != nil {
+			t.Fatalf("Secret: %v", errs[i])
+		}
+		if diff := cmp.Diff(secrets[0], secrets[i]); diff != "" {
+			t.Fatalf("Secret differs between calls (-first +later):\n%s", diff)
+		}
+	}
+	if len(secrets[0]) != 32 {
+		t.Fatalf("Secret is %d bytes, want 32", len(secrets[0]))
+	}
+	again, err := s.Secret(t.Context())
+	if err != nil {
+		t.Fatalf("Secret: %v", err)
+	}
+	if diff := cmp.Diff(secrets[0], again); diff != "" {
+		t.Fatalf("Secret changed (-first +later):\n%s", diff)
+	}
+	if h.Reopen == nil {
+		t.Skip("no Reopen in the harness")
+	}
+	s = h.Reopen(t, s)
+	after, err := s.Secret(t.Context())
+	if err != nil {
+		t.Fatalf("Secret after reopen: %v", err)
+	}
+	if diff := cmp.Diff(secrets[0], after); diff != "" {
+		t.Fatalf("Secret changed across reopen (-before +after):\n%s", diff)
+	}
+	other, err := h.Open(t).Secret(t.Context())
+	if err != nil {
+		t.Fatalf("Secret of another store: %v", err)
+	}
+	if cmp.Equal(other, after) {
+		t.Fatalf("two new stores have the same secret %x", other)
+	}
+}
+
+func testEmptyChange(t *testing.T, h Harness) {
+	s := h.Open(t)
+	mustCommit(t, s, store.Change{})
+}
+
+func testGetBlockNotFound(t *testing.T, h Harness) {
+	s := h.Open(t)
+	wantNoBlock(t, s, "nope")
+}
+
+func testDuplicateBlockID(t *testing.T, h Harness) {
+	s := h.Open(t)
+	a := makeBlock("a").on("n1", 0).obj()
+	mustCommit(t, s, insert(a))
+	// The same id elsewhere in time and space is still the same block.
+	wantConflict(t, s, insert(makeBlock("a").on("n2", 0).hours(10, 12).obj()))
+	wantBlock(t, s, withVersion(a, 1))
+}
+
+func testInvalidChange(t *testing.T, h Harness) {
+	tests := map[string]core.Block{
+		"end before start": makeBlock("x").hours(4, 2).on("n1", 0).obj(),
+		"empty range":      makeBlock("x").hours(2, 2).on("n1", 0).obj(),
+		"unknown state":    makeBlock("x").state("paused").on("n1", 0).obj(),
+		"GPU twice":        makeBlock("x").on("n1", 0).on("n1", 0).obj(),
+	}
+	s := h.Open(t)
+	for name, b := range tests {
+		t.Run(name, func(t *testing.T) {
+			// A driver may refuse these as invalid or as conflicts; it
+			// must refuse them and store nothing.
+			if err := s.Commit(t.Context(), insert(b)); err == nil {
+				t.Fatalf("Commit succeeded, want an error")
+			}
+			wantNoBlock(t, s, b.ID)
+		})
+	}
+}
