@@ -24,11 +24,17 @@ type Index struct {
 	nodeIdx map[string]int
 	pools   []*pool
 	blocks  map[string]*Block
+
+	// rackNames names the racks (zone/rack); rackFree is scratch space
+	// for placement, all zero between calls.
+	rackNames []string
+	rackFree  []int
 }
 
 type nodeState struct {
 	node   Node
 	pool   *pool
+	rack   int // index into Index.rackNames
 	allocs []alloc // sorted by start
 }
 
@@ -54,6 +60,7 @@ type pool struct {
 func NewIndex(f *Fleet, blocks []Block, now time.Time) (*Index, error) {
 	ix := &Index{Fleet: f, Origin: now.UTC().Truncate(time.Hour), nodeIdx: map[string]int{}, blocks: map[string]*Block{}}
 	poolOf := map[string]*pool{}
+	rackOf := map[string]int{}
 	for i, n := range f.Nodes {
 		if n.GPUs < 1 || n.GPUs > 64 {
 			return nil, fmt.Errorf("node %s: %d GPUs, want 1 to 64", n.Name, n.GPUs)
@@ -70,8 +77,16 @@ func NewIndex(f *Fleet, blocks []Block, now time.Time) (*Index, error) {
 		}
 		p.nodes = append(p.nodes, i)
 		ix.nodeIdx[n.Name] = i
-		ix.nodes = append(ix.nodes, nodeState{node: n, pool: p})
+		rk := n.Zone + "/" + n.Rack
+		r, ok := rackOf[rk]
+		if !ok {
+			r = len(ix.rackNames)
+			rackOf[rk] = r
+			ix.rackNames = append(ix.rackNames, rk)
+		}
+		ix.nodes = append(ix.nodes, nodeState{node: n, pool: p, rack: r})
 	}
+	ix.rackFree = make([]int, len(ix.rackNames))
 	for _, p := range ix.pools {
 		sort.Slice(p.nodes, func(i, j int) bool { return ix.nodes[p.nodes[i]].node.Name < ix.nodes[p.nodes[j]].node.Name })
 	}

@@ -150,44 +150,65 @@ func overlapsAny(allocs []alloc, s, e int) bool {
 // pickNodes chooses count of the candidate nodes on as few racks as
 // possible: the smallest rack that holds them all, or else the fullest
 // racks first. Ties break by rack name; within a rack nodes keep the
-// pool's order, which is by name.
+// candidates' order, which is the pool's order, by name. It runs in time
+// linear in the candidates, with no allocation but the result.
 func (ix *Index) pickNodes(cands []int, count int) []int {
 	if count == 0 {
 		return nil
 	}
-	byRack := map[string][]int{}
-	var racks []string
+	// 1. Count the candidates of each rack.
+	var racks []int
 	for _, ni := range cands {
-		r := ix.nodes[ni].node.Rack
-		if _, ok := byRack[r]; !ok {
+		r := ix.nodes[ni].rack
+		if ix.rackFree[r] == 0 {
 			racks = append(racks, r)
 		}
-		byRack[r] = append(byRack[r], ni)
+		ix.rackFree[r]++
 	}
-	sort.Slice(racks, func(i, j int) bool {
-		a, b := len(byRack[racks[i]]), len(byRack[racks[j]])
-		if a != b {
-			return a > b
+	defer func() {
+		for _, r := range racks {
+			ix.rackFree[r] = 0
 		}
-		return racks[i] < racks[j]
-	})
-	// Best fit: the smallest rack that holds the whole request.
+	}()
+	// 2. Best fit: the smallest rack that holds the whole request.
 	fit := -1
-	for i, r := range racks {
-		if len(byRack[r]) >= count {
-			fit = i
+	for _, r := range racks {
+		n := ix.rackFree[r]
+		if n >= count && (fit < 0 || n < ix.rackFree[fit] || (n == ix.rackFree[fit] && ix.rackNames[r] < ix.rackNames[fit])) {
+			fit = r
 		}
 	}
 	if fit >= 0 {
-		return byRack[racks[fit]][:count]
+		return ix.takeFromRacks(cands, []int{fit}, count)
 	}
+	// 3. Else the fullest racks first.
+	sort.Slice(racks, func(i, j int) bool {
+		a, b := ix.rackFree[racks[i]], ix.rackFree[racks[j]]
+		if a != b {
+			return a > b
+		}
+		return ix.rackNames[racks[i]] < ix.rackNames[racks[j]]
+	})
+	need, used := count, 0
+	for used < len(racks) && need > 0 {
+		need -= ix.rackFree[racks[used]]
+		used++
+	}
+	return ix.takeFromRacks(cands, racks[:used], count)
+}
+
+// takeFromRacks returns up to count candidates on the given racks, rack by
+// rack in the order given.
+func (ix *Index) takeFromRacks(cands, racks []int, count int) []int {
 	out := make([]int, 0, count)
 	for _, r := range racks {
-		for _, ni := range byRack[r] {
+		for _, ni := range cands {
 			if len(out) == count {
 				return out
 			}
-			out = append(out, ni)
+			if ix.nodes[ni].rack == r {
+				out = append(out, ni)
+			}
 		}
 	}
 	return out

@@ -23,14 +23,16 @@ func (s *Service) Purchase(ctx context.Context, req api.PurchaseRequest) (core.B
 	}
 	hash := purchaseHash(req)
 	for attempt := 1; ; attempt++ {
-		// 1. A retry of an earlier purchase answers with its block.
-		if b, found, err := s.replay(ctx, req.Team, req.ClientToken, hash); found || err != nil {
-			return b, false, err
-		}
-		// 2. Decide and commit.
 		b, err := s.purchaseOnce(ctx, req, hash)
 		if err == nil {
 			return b, true, nil
+		}
+		// A retry of an earlier purchase answers with its block, whatever
+		// stands in the way of buying again (an expired quote, capacity it
+		// took itself, its own idempotency record). Looking only on failure
+		// keeps a read off the path of every first purchase.
+		if b, found, rerr := s.replay(ctx, req.Team, req.ClientToken, hash); found || rerr != nil {
+			return b, false, rerr
 		}
 		if !store.IsConflict(err) || attempt == maxCommitAttempts {
 			return core.Block{}, false, err
