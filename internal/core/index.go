@@ -34,7 +34,7 @@ type Index struct {
 type nodeState struct {
 	node   Node
 	pool   *pool
-	rack   int // index into Index.rackNames
+	rack   int     // index into Index.rackNames
 	allocs []alloc // sorted by start
 }
 
