@@ -3,6 +3,7 @@ package core
 import (
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"sort"
 	"testing"
 	"time"
@@ -110,4 +111,32 @@ func reportPercentiles(b *testing.B, lat []time.Duration) {
 	p := func(q float64) float64 { return float64(lat[int(q*float64(len(lat)-1))].Microseconds()) / 1000 }
 	b.ReportMetric(p(0.50), "p50-ms")
 	b.ReportMetric(p(0.99), "p99-ms")
+}
+
+// BenchmarkNewIndex rebuilds the index of 10,000 nodes from 100,000
+// blocks, as a restart does, and reports the heap the index holds.
+func BenchmarkNewIndex(b *testing.B) {
+	ix := benchIndex(b, 10_000, 20) // pairs of nodes share a block: 100,000 blocks
+	blocks := make([]Block, 0, len(ix.blocks))
+	for _, bl := range ix.blocks {
+		blocks = append(blocks, *bl)
+	}
+	fleet := ix.Fleet
+	ix = nil
+	runtime.GC()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	b.ResetTimer()
+	var keep *Index
+	for range b.N {
+		var err error
+		if keep, err = NewIndex(fleet, blocks, benchNow); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	b.ReportMetric(float64(len(keep.blocks)), "blocks")
+	b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/(1<<20), "index-MB")
 }
