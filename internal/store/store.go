@@ -74,6 +74,12 @@ type Change struct {
 	Idempotency []IdempotencyRecord
 	Ledger      []core.LedgerEntry
 	Events      []core.Event
+	// Budget, when set, makes the commit check that the team's net spend
+	// (charges minus refunds) with time at or after Since, including this
+	// change's own ledger entries of that team, stays within Limit; if
+	// not, Commit stores nothing and returns an error wrapping
+	// core.ErrBudgetExceeded.
+	Budget *core.BudgetGuard
 }
 
 // BlockUpdate replaces a stored block's mutable fields (State, End, Name,

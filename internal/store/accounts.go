@@ -1,0 +1,62 @@
+package store
+
+import (
+	"context"
+	"time"
+
+	"capblock/internal/core"
+)
+
+// Accounts persists who may do what: teams, users, API tokens, quotas,
+// budgets and the audit log. Every method is safe for concurrent use.
+type Accounts interface {
+	// CreateTeam stores a new team; a duplicate id or name is ErrConflict.
+	CreateTeam(ctx context.Context, t core.Team) error
+	// Teams lists every team, ordered by name.
+	Teams(ctx context.Context) ([]core.Team, error)
+	// Team returns one team, or ErrNotFound.
+	Team(ctx context.Context, id string) (core.Team, error)
+
+	// CreateUser stores a new user; a duplicate id or a user name already
+	// used is ErrConflict, an unknown team ErrNotFound.
+	CreateUser(ctx context.Context, u core.User) error
+	// Users lists the users of a team ("" for all), ordered by name.
+	Users(ctx context.Context, team string) ([]core.User, error)
+	// User returns one user, or ErrNotFound.
+	User(ctx context.Context, id string) (core.User, error)
+
+	// CreateToken stores a token (its hash only); a duplicate id or hash
+	// is ErrConflict, an unknown user ErrNotFound.
+	CreateToken(ctx context.Context, t core.Token) error
+	// TokenByHash returns the token with the given hash, or ErrNotFound.
+	TokenByHash(ctx context.Context, hash string) (core.Token, error)
+	// Token returns one token by id, or ErrNotFound.
+	Token(ctx context.Context, id string) (core.Token, error)
+	// Tokens lists the tokens of a user ("" for all), ordered by creation.
+	Tokens(ctx context.Context, user string) ([]core.Token, error)
+	// RevokeToken marks a token revoked at the given time; revoking twice
+	// keeps the first time. An unknown id is ErrNotFound.
+	RevokeToken(ctx context.Context, id string, at time.Time) error
+
+	// PutQuota stores a team's quota for an instance type ("" for all
+	// types), replacing the one stored for that pair.
+	PutQuota(ctx context.Context, q core.Quota) error
+	// Quotas returns a team's quotas, the all-types row first, then by type.
+	Quotas(ctx context.Context, team string) ([]core.Quota, error)
+
+	// PutBudget stores a team's budget, replacing the previous one.
+	PutBudget(ctx context.Context, b core.Budget) error
+	// Budget returns a team's budget, or ErrNotFound when none was set.
+	Budget(ctx context.Context, team string) (core.Budget, error)
+
+	// AppendAudit stores one audit record; Seq is assigned.
+	AppendAudit(ctx context.Context, r core.AuditRecord) error
+	// Audit returns up to limit records with Seq > after, by Seq.
+	Audit(ctx context.Context, after int64, limit int) ([]core.AuditRecord, error)
+}
+
+// Full is a driver with both the block store and the accounts.
+type Full interface {
+	Store
+	Accounts
+}
