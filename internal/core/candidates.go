@@ -7,8 +7,9 @@ import (
 
 // candidates lists offerings of count instances of t for d hours in pool
 // p: the earliest feasible start, then starts at least a day apart, and
-// the cheapest feasible start, up to q.maxResults.
-func (ix *Index) candidates(p *pool, t InstanceType, count, d int, q searchQuery, now time.Time) []Offering {
+// the cheapest feasible start, up to q.maxResults. prefix holds the
+// pool's prefix sums of booked GPUs over at least the hours searched.
+func (ix *Index) candidates(p *pool, t InstanceType, count, d int, q searchQuery, prefix []int64, now time.Time) []Offering {
 	lo, hi := q.first, min(q.lastEnd-d, q.lastStart)
 	if hi < lo {
 		return nil
@@ -22,7 +23,6 @@ func (ix *Index) candidates(p *pool, t InstanceType, count, d int, q searchQuery
 	if len(feasible) == 0 {
 		return nil
 	}
-	prefix := p.usedPrefix(hi + d)
 	capacity := int64(len(p.nodes)) * int64(p.gpus) * int64(d)
 	factor := func(s int) int64 {
 		booked := (prefix[s+d] - prefix[s]) * 10000 / capacity

@@ -35,14 +35,17 @@ func (ix *Index) Search(req SearchRequest, now time.Time) ([]Offering, error) {
 	var exact, shorter, longer []Offering
 	for _, t := range q.types {
 		for _, p := range ix.poolsFor(t, req.Zone) {
+			// Prefix sums of booked GPUs, for pricing, once per pool.
+			longest := max(q.durations[len(q.durations)-1], q.longer)
+			prefix := p.usedPrefix(max(min(q.lastEnd, q.lastStart+longest), 0))
 			for _, d := range q.durations {
-				exact = append(exact, ix.candidates(p, t, req.Count, d, q, now)...)
+				exact = append(exact, ix.candidates(p, t, req.Count, d, q, prefix, now)...)
 			}
 			if q.shorter > 0 {
-				shorter = append(shorter, ix.candidates(p, t, req.Count, q.shorter, q, now)...)
+				shorter = append(shorter, ix.candidates(p, t, req.Count, q.shorter, q, prefix, now)...)
 			}
 			if q.longer > 0 {
-				longer = append(longer, ix.candidates(p, t, req.Count, q.longer, q, now)...)
+				longer = append(longer, ix.candidates(p, t, req.Count, q.longer, q, prefix, now)...)
 			}
 		}
 	}
