@@ -32,6 +32,10 @@ type serveFlags struct {
 	simStart string
 	backend  string
 	logLevel string
+	tlsCert  string
+	tlsKey   string
+	rate     float64
+	burst    int
 }
 
 // newServeCmd is `capblock serve`: with no flags it runs on a SQLite file
@@ -62,6 +66,10 @@ POST /v1/admin/clock (or "capblock admin clock --advance 6h").`,
 	fl.StringVar(&f.simStart, "sim-start", "", "start time of the simulated clock, RFC 3339 (default: now, on the hour)")
 	fl.StringVar(&f.backend, "backend", "sim", "backend that makes blocks real: sim")
 	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	fl.StringVar(&f.tlsCert, "tls-cert", "", "serve HTTPS with this certificate (PEM); needs --tls-key")
+	fl.StringVar(&f.tlsKey, "tls-key", "", "private key (PEM) of --tls-cert")
+	fl.Float64Var(&f.rate, "rate-limit", 50, "requests per second allowed to one API token (0: no limit)")
+	fl.IntVar(&f.burst, "rate-burst", 100, "requests one API token may send at once above --rate-limit")
 	return cmd
 }
 
@@ -103,30 +111,49 @@ func serve(ctx context.Context, f serveFlags) error {
 	if err != nil {
 		return err
 	}
-	// 4. Listen, then serve until interrupted.
+	// 4. The first administrator, on first start.
+	tokenPath := filepath.Join(filepath.Dir(f.db), "admin.token")
+	if made, err := svc.Bootstrap(ctx, tokenPath); err != nil {
+		return err
+	} else if made {
+		log.Info("created the first administrator; its API token is in the file (readable only by you)", "file", tokenPath)
+	}
+	if (f.tlsCert == "") != (f.tlsKey == "") {
+		return usageError(fmt.Errorf("--tls-cert and --tls-key go together: give both or neither"))
+	}
+	// 5. Listen, then serve until interrupted.
 	ln, err := net.Listen("tcp", f.listen)
 	if err != nil {
 		return fmt.Errorf("listening on %s: %w (is another capblock running? choose another address with --listen)", f.listen, err)
 	}
 	srv := &http.Server{
-		Handler:           api.New(svc, api.Options{Logger: log}),
+		Handler:           api.New(svc, api.Options{Logger: log, RateLimit: f.rate, RateBurst: f.burst}),
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      90 * time.Second, // long polls wait up to 60s
 		IdleTimeout:       2 * time.Minute,
 	}
 	url := "http://" + ln.Addr().String()
+	if f.tlsCert != "" {
+		url = "https://" + ln.Addr().String()
+	}
 	abs, _ := filepath.Abs(f.db)
 	log.Info("capblock listening", "url", url, "db", abs, "fleet", source, "nodes", len(fl.Nodes),
 		"backend", f.backend, "clock", clockName(f.simClock, clk))
-	log.Info(fmt.Sprintf("try: CAPBLOCK_URL=%s capblock types", url))
+	log.Info(fmt.Sprintf("try: capblock login --url %s --token-file %s && capblock types", url, tokenPath))
 	go func() {
 		if err := svc.Run(ctx); err != nil {
 			log.Error("reconciler stopped", "err", err)
 		}
 	}()
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	go func() {
+		if f.tlsCert != "" {
+			errc <- srv.ServeTLS(ln, f.tlsCert, f.tlsKey)
+			return
+		}
+		errc <- srv.Serve(ln)
+	}()
 	select {
 	case err := <-errc:
 		return fmt.Errorf("serving HTTP: %w", err)

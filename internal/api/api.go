@@ -6,7 +6,6 @@
 package api
 
 import (
-	"context"
 	"log/slog"
 	"net/http"
 	"reflect"
@@ -28,9 +27,10 @@ type Options struct {
 	Registry *prometheus.Registry
 	// MaxBodyBytes bounds request bodies; 0 means 1 MiB.
 	MaxBodyBytes int64
-	// DefaultTeam is the team every request acts for until authentication
-	// exists; "" means "default".
-	DefaultTeam string
+	// RateLimit is the sustained requests per second allowed to one API
+	// token, RateBurst the burst above it; 0 means no limit.
+	RateLimit float64
+	RateBurst int
 }
 
 // DefaultMaxBodyBytes is the request body limit when Options leave it unset.
@@ -47,8 +47,8 @@ func (o Options) withDefaults() Options {
 	if o.MaxBodyBytes <= 0 {
 		o.MaxBodyBytes = DefaultMaxBodyBytes
 	}
-	if o.DefaultTeam == "" {
-		o.DefaultTeam = "default"
+	if o.RateBurst <= 0 {
+		o.RateBurst = max(1, int(2*o.RateLimit))
 	}
 	return o
 }
@@ -56,13 +56,9 @@ func (o Options) withDefaults() Options {
 // server holds what the handlers need.
 type server struct {
 	svc          Service
-	team         string
 	maxBodyBytes int64
 }
 
-// teamOf is the team a request acts for. Authentication will derive it
-// from the bearer token; until then it is the configured default team.
-func (s *server) teamOf(context.Context) string { return s.team }
 
 // New returns the HTTP handler of the v1 API on svc.
 func New(svc Service, opts Options) http.Handler {
@@ -71,7 +67,9 @@ func New(svc Service, opts Options) http.Handler {
 
 	mux := http.NewServeMux()
 	hapi := humago.New(mux, humaConfig())
-	s := &server{svc: svc, team: opts.DefaultTeam, maxBodyBytes: opts.MaxBodyBytes}
+	s := &server{svc: svc, maxBodyBytes: opts.MaxBodyBytes}
+	g := &guard{api: hapi, svc: svc, limiter: newLimiter(opts.RateLimit, opts.RateBurst)}
+	hapi.UseMiddleware(g.middleware)
 
 	s.registerFleet(hapi)
 	s.registerBlocks(hapi)
@@ -80,6 +78,9 @@ func New(svc Service, opts Options) http.Handler {
 	if clock := svc.SimClock(); clock != nil {
 		s.registerClock(hapi, clock)
 	}
+	s.registerTeams(hapi)
+	s.registerAudit(hapi)
+	mustHaveAccessRules(hapi)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(opts.Registry, promhttp.HandlerOpts{Registry: opts.Registry}))
 
 	return &middleware{
@@ -101,7 +102,12 @@ func humaConfig() huma.Config {
 				Version:     "v1",
 				Description: "Guaranteed windows of GPU capacity (capacity blocks). Errors are application/problem+json with a stable code.",
 			},
-			Components: &huma.Components{Schemas: registry},
+			Components: &huma.Components{
+				Schemas: registry,
+				SecuritySchemes: map[string]*huma.SecurityScheme{
+					"bearer": {Type: "http", Scheme: "bearer", Description: "An API token (cbt_…): the first administrator's is written to admin.token beside the database at first start; POST /v1/users/{id}/tokens makes more."},
+				},
+			},
 		},
 		OpenAPIPath: "/openapi",
 		Formats: map[string]huma.Format{
@@ -123,7 +129,12 @@ func schemaName(t reflect.Type, hint string) string {
 
 // operation fills what every operation shares: the body limit and the tag.
 func (s *server) operation(id, method, path, tag, summary string) huma.Operation {
+	var security []map[string][]string
+	if access[id] != public {
+		security = []map[string][]string{{"bearer": {}}}
+	}
 	return huma.Operation{
+		Security:    security,
 		OperationID: id,
 		Method:      method,
 		Path:        path,

@@ -17,6 +17,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"capblock/internal/auth"
 	"capblock/internal/core"
 )
 
@@ -27,6 +28,10 @@ var t0 = time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)
 // that can be bought, and blocks kept in a map. It records what the API
 // passed to it, and fails every call with err when err is set.
 type fakeService struct {
+	// Service makes the fake satisfy the interface; the teams, users,
+	// tokens and ledger methods it leaves out are exercised end to end.
+	Service
+
 	mu        sync.Mutex
 	fleet     core.Fleet
 	slots     []core.Slot
@@ -292,6 +297,21 @@ type testAPI struct {
 	registry *prometheus.Registry
 }
 
+// memberToken is a member of team "default"; adminToken an admin.
+var (
+	memberToken, _ = auth.New()
+	adminToken, _  = auth.New()
+)
+
+func (f *fakeService) Authenticate(_ context.Context, token string) (core.Principal, error) {
+	if token == adminToken {
+		return core.Principal{User: core.User{ID: "usr-admin", Name: "admin", Team: "team-ops", Role: core.RoleAdmin}, TokenID: "tok-admin"}, nil
+	}
+	return core.Principal{User: core.User{ID: "usr-ada", Name: "ada", Team: "default", Role: core.RoleMember}, TokenID: "tok-ada"}, nil
+}
+
+func (f *fakeService) RecordAudit(context.Context, core.AuditRecord) {}
+
 func newTestAPI(t *testing.T, fake *fakeService, opts Options) *testAPI {
 	t.Helper()
 	logs := &bytes.Buffer{}
@@ -324,6 +344,12 @@ func (a *testAPI) doWith(t *testing.T, method, target, body, contentType string)
 		r = strings.NewReader(body)
 	}
 	req := httptest.NewRequest(method, target, r)
+	// The admin routes are called as an admin, everything else as a member.
+	token := memberToken
+	if strings.HasPrefix(target, "/v1/admin/") {
+		token = adminToken
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
 	if body != "" {
 		req.Header.Set("Content-Type", contentType)
 	}

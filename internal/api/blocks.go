@@ -115,6 +115,7 @@ type purchaseRequestJSON struct {
 	ClientToken string            `json:"clientToken" minLength:"1" maxLength:"64" doc:"Idempotency key: the same token returns the same block."`
 	Name        string            `json:"name,omitempty" maxLength:"128"`
 	Tags        map[string]string `json:"tags,omitempty" maxProperties:"50" doc:"Up to 50 tags; keys up to 128 characters, values up to 256."`
+	Team        string            `json:"team,omitempty" maxLength:"64" doc:"An admin buying for another team names it here (its id)."`
 }
 
 type purchaseInput struct {
@@ -148,8 +149,12 @@ type purchaseOutput struct {
 }
 
 func (s *server) purchase(ctx context.Context, in *purchaseInput) (*purchaseOutput, error) {
+	team, err := s.teamFor(ctx, in.Body.Team)
+	if err != nil {
+		return nil, serviceProblem(ctx, err)
+	}
 	b, created, err := s.svc.Purchase(ctx, PurchaseRequest{
-		Team:        s.teamOf(ctx),
+		Team:        team,
 		OfferingID:  in.Body.OfferingID,
 		ClientToken: in.Body.ClientToken,
 		Name:        in.Body.Name,
@@ -170,7 +175,7 @@ type listBlocksInput struct {
 }
 
 func (s *server) listBlocks(ctx context.Context, in *listBlocksInput) (*out[blocksJSON], error) {
-	blocks, err := s.svc.ListBlocks(ctx, s.teamOf(ctx), core.BlockState(in.State))
+	blocks, err := s.svc.ListBlocks(ctx, scopeOf(ctx), core.BlockState(in.State))
 	if err != nil {
 		return nil, serviceProblem(ctx, err)
 	}
@@ -186,7 +191,7 @@ type blockIDInput struct {
 }
 
 func (s *server) getBlock(ctx context.Context, in *blockIDInput) (*out[blockJSON], error) {
-	b, err := s.svc.GetBlock(ctx, s.teamOf(ctx), in.ID)
+	b, err := s.svc.GetBlock(ctx, scopeOf(ctx), in.ID)
 	if err != nil {
 		return nil, serviceProblem(ctx, err)
 	}
@@ -194,7 +199,7 @@ func (s *server) getBlock(ctx context.Context, in *blockIDInput) (*out[blockJSON
 }
 
 func (s *server) cancelBlock(ctx context.Context, in *blockIDInput) (*out[blockJSON], error) {
-	b, err := s.svc.CancelBlock(ctx, s.teamOf(ctx), in.ID)
+	b, err := s.svc.CancelBlock(ctx, scopeOf(ctx), in.ID)
 	if err != nil {
 		return nil, serviceProblem(ctx, err)
 	}
@@ -207,7 +212,7 @@ type extensionOfferingsInput struct {
 }
 
 func (s *server) extensionOfferings(ctx context.Context, in *extensionOfferingsInput) (*out[offeringsJSON], error) {
-	offerings, err := s.svc.ExtensionOfferings(ctx, s.teamOf(ctx), in.ID, hours(in.DurationHours))
+	offerings, err := s.svc.ExtensionOfferings(ctx, scopeOf(ctx), in.ID, hours(in.DurationHours))
 	if err != nil {
 		return nil, serviceProblem(ctx, err)
 	}
@@ -224,7 +229,7 @@ type extendInput struct {
 }
 
 func (s *server) extend(ctx context.Context, in *extendInput) (*out[blockJSON], error) {
-	b, err := s.svc.Extend(ctx, s.teamOf(ctx), in.ID, in.Body.OfferingID)
+	b, err := s.svc.Extend(ctx, scopeOf(ctx), in.ID, in.Body.OfferingID)
 	if err != nil {
 		return nil, serviceProblem(ctx, err)
 	}
@@ -232,7 +237,7 @@ func (s *server) extend(ctx context.Context, in *extendInput) (*out[blockJSON], 
 }
 
 func (s *server) blockStatus(ctx context.Context, in *blockIDInput) (*out[blockStatusJSON], error) {
-	st, err := s.svc.BlockStatus(ctx, s.teamOf(ctx), in.ID)
+	st, err := s.svc.BlockStatus(ctx, scopeOf(ctx), in.ID)
 	if err != nil {
 		return nil, serviceProblem(ctx, err)
 	}

@@ -102,13 +102,13 @@ func TestSearchOfferingsInvalid(t *testing.T) {
 
 func TestPurchase(t *testing.T) {
 	fake := newFake()
-	a := newTestAPI(t, fake, Options{DefaultTeam: "ml"})
+	a := newTestAPI(t, fake, Options{})
 	body := `{"offeringId": "cbo-abc.sig", "clientToken": "tok-1", "name": "load test", "tags": {"env": "prod"}}`
-	want := strings.Replace(fmt.Sprintf(blockJSONWant, "scheduled"), `"team": "default"`, `"team": "ml"`, 1)
+	want := fmt.Sprintf(blockJSONWant, "scheduled")
 	want = strings.Replace(want, "10:00:01.5Z", "10:00:00Z", 1)
 
 	checkJSON(t, a.do(t, http.MethodPost, "/v1/blocks", body), http.StatusCreated, want)
-	wantReq := PurchaseRequest{Team: "ml", OfferingID: "cbo-abc.sig", ClientToken: "tok-1", Name: "load test",
+	wantReq := PurchaseRequest{Team: "default", OfferingID: "cbo-abc.sig", ClientToken: "tok-1", Name: "load test",
 		Tags: map[string]string{"env": "prod"}}
 	if diff := cmp.Diff(wantReq, fake.gotPurchase); diff != "" {
 		t.Errorf("purchase request (-want +got):\n%s", diff)
@@ -152,8 +152,8 @@ func TestPurchaseInvalid(t *testing.T) {
 		want wantProblem
 	}{
 		"unknown field": {
-			body: `{"offeringId": "cbo-abc.sig", "clientToken": "t", "team": "other"}`,
-			want: wantProblem{http.StatusBadRequest, CodeInvalidArgument, "body.team: unexpected property"},
+			body: `{"offeringId": "cbo-abc.sig", "clientToken": "t", "colour": "red"}`,
+			want: wantProblem{http.StatusBadRequest, CodeInvalidArgument, "body.colour: unexpected property"},
 		},
 		"missing clientToken": {
 			body: `{"offeringId": "cbo-abc.sig"}`,

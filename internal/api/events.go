@@ -38,7 +38,7 @@ func (in *eventsInput) Resolve(huma.Context) []error {
 }
 
 func (s *server) events(ctx context.Context, in *eventsInput) (*out[eventsJSON], error) {
-	events, next, err := s.svc.Events(ctx, s.teamOf(ctx), in.After, in.wait)
+	events, next, err := s.svc.Events(ctx, scopeOf(ctx), in.After, in.wait)
 	if err != nil {
 		return nil, serviceProblem(ctx, err)
 	}

@@ -136,7 +136,21 @@ func TestOpenAPI(t *testing.T) {
 				"POST /v1/blocks",
 				"POST /v1/blocks/{id}/cancel",
 				"POST /v1/blocks/{id}/extensions",
+				"GET /v1/audit",
+				"GET /v1/teams",
+				"GET /v1/teams/{id}",
+				"GET /v1/teams/{id}/ledger",
+				"GET /v1/teams/{id}/quotas",
+				"GET /v1/tokens",
+				"GET /v1/users",
+				"POST /v1/teams",
+				"POST /v1/users",
+				"POST /v1/users/{id}/tokens",
+				"PUT /v1/teams/{id}/budget",
+				"PUT /v1/teams/{id}/quotas",
+				"DELETE /v1/tokens/{id}",
 			}
+			slices.Sort(want)
 			if tc.wantClock {
 				want = append(want, "GET /v1/admin/clock", "POST /v1/admin/clock")
 				slices.Sort(want)

@@ -35,6 +35,38 @@ type Service interface {
 	// SimClock returns the simulated clock, or nil when the server runs on
 	// the wall clock (then /v1/admin/clock does not exist).
 	SimClock() SimClock
+
+	// Authenticate returns who a token belongs to, or an error wrapping
+	// core.ErrUnauthenticated.
+	Authenticate(ctx context.Context, token string) (core.Principal, error)
+	// RecordAudit stores the record of one mutating request.
+	RecordAudit(ctx context.Context, r core.AuditRecord)
+	Audit(ctx context.Context, after int64, limit int) ([]core.AuditRecord, error)
+
+	// Teams, users and tokens. A scope is the team a caller may see, ""
+	// for an admin (every team).
+	CreateTeam(ctx context.Context, name string) (core.Team, error)
+	Teams(ctx context.Context, scope string) ([]core.Team, error)
+	Team(ctx context.Context, scope, id string) (core.Team, error)
+	CreateUser(ctx context.Context, name, team string, role core.Role) (core.User, error)
+	Users(ctx context.Context, scope string) ([]core.User, error)
+	CreateToken(ctx context.Context, p core.Principal, userID string, expiresIn time.Duration) (core.Token, string, error)
+	Tokens(ctx context.Context, p core.Principal) ([]core.Token, error)
+	RevokeToken(ctx context.Context, p core.Principal, id string) (core.Token, error)
+
+	// Quotas, budgets and the ledger.
+	PutQuota(ctx context.Context, q core.Quota) (core.Quota, error)
+	Quotas(ctx context.Context, scope, team string) ([]core.Quota, error)
+	PutBudget(ctx context.Context, b core.Budget) (core.Budget, error)
+	Ledger(ctx context.Context, scope, team string) (LedgerView, error)
+}
+
+// LedgerView is a team's ledger with its spend in the current budget
+// period (all time without a budget) and its budget, when set.
+type LedgerView struct {
+	Entries []core.LedgerEntry
+	Spent   core.Money
+	Budget  *core.Budget
 }
 
 // SimClock is a clock that an admin call moves.

@@ -53,6 +53,8 @@ func TestBadInput(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			req, _ := http.NewRequest(tc.method, e.url+tc.path, bytes.NewReader([]byte(tc.body)))
 			req.Header.Set("Content-Type", "application/json")
+			tok, _ := tokens.Load(e.url)
+			req.Header.Set("Authorization", "Bearer "+tok.(string))
 			resp, err := http.DefaultClient.Do(req)
 			if err != nil {
 				t.Fatal(err)

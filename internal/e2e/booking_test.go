@@ -135,7 +135,7 @@ func TestIdempotency(t *testing.T) {
 	if code != 409 || p.Code != "idempotency_mismatch" {
 		t.Fatalf("same token, other name: status %d, code %q", code, p.Code)
 	}
-	ledger, err := e.store.Ledger(context.Background(), "default")
+	ledger, err := e.store.Ledger(context.Background(), e.team)
 	if err != nil {
 		t.Fatal(err)
 	}

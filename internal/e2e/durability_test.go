@@ -28,6 +28,7 @@ func TestDurabilityKill9(t *testing.T) {
 	const simStart = "2026-12-01T00:00:00Z"
 
 	srv := startProcess(t, bin, db, simStart)
+	useToken(t, srv.url, filepath.Join(filepath.Dir(db), "admin.token"))
 	s := t0.Add(time.Hour)
 	var offers []offering
 	for day := range 20 { // many distinct offerings, so purchases keep succeeding
@@ -85,6 +86,7 @@ func TestDurabilityKill9(t *testing.T) {
 	}
 
 	srv2 := startProcess(t, bin, db, simStart)
+	useToken(t, srv2.url, filepath.Join(filepath.Dir(db), "admin.token"))
 	for _, id := range acked {
 		var b block
 		if code := call(t, srv2.url, "GET", "/v1/blocks/"+id, nil, &b); code != 200 || b.State != "scheduled" {
@@ -106,7 +108,7 @@ var listenLine = regexp.MustCompile(`url=(http://127\.0\.0\.1:\d+)`)
 // waits for the line that says where it listens.
 func startProcess(t *testing.T, bin, db, simStart string) *process {
 	t.Helper()
-	cmd := exec.Command(bin, "serve", "--db", db, "--listen", "127.0.0.1:0", "--sim-clock", "--sim-start", simStart)
+	cmd := exec.Command(bin, "serve", "--db", db, "--listen", "127.0.0.1:0", "--sim-clock", "--sim-start", simStart, "--rate-limit", "0")
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -10,7 +10,10 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -43,6 +46,7 @@ zones:
 
 type env struct {
 	t     *testing.T
+	team  string // the admin's team, which its purchases go to
 	url   string
 	db    string
 	store *sqlite.Store
@@ -70,9 +74,47 @@ func start(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
+	tokenPath := filepath.Join(filepath.Dir(db), "admin.token")
+	if _, err := svc.Bootstrap(ctx, tokenPath); err != nil {
+		t.Fatal(err)
+	}
 	srv := httptest.NewServer(api.New(svc, api.Options{Logger: discard()}))
 	t.Cleanup(srv.Close)
-	return &env{t: t, url: srv.URL, db: db, store: st, svc: svc, sim: sim}
+	useToken(t, srv.URL, tokenPath)
+	e := &env{t: t, url: srv.URL, db: db, store: st, svc: svc, sim: sim}
+	e.team = e.whoami().Team
+	return e
+}
+
+// tokens holds the admin token of each server under test, by URL.
+var tokens sync.Map
+
+// useToken makes call send the token in file to the server at url.
+func useToken(t *testing.T, url, file string) {
+	t.Helper()
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatalf("reading the admin token: %v", err)
+	}
+	tokens.Store(url, strings.TrimSpace(string(data)))
+}
+
+// whoami returns the admin user that the env acts as.
+func (e *env) whoami() user {
+	e.t.Helper()
+	var out struct {
+		Users []user `json:"users"`
+	}
+	if code := call(e.t, e.url, "GET", "/v1/users", nil, &out); code != 200 || len(out.Users) == 0 {
+		e.t.Fatalf("listing users: status %d", code)
+	}
+	return out.Users[0]
+}
+
+type user struct {
+	ID   string `json:"id"`
+	Team string `json:"team"`
+	Role string `json:"role"`
 }
 
 // call sends a JSON request and decodes the JSON answer into out (when not
@@ -89,6 +131,9 @@ func call(t *testing.T, base, method, path string, body, out any) int {
 		t.Fatal(err)
 	}
 	req.Header.Set("Content-Type", "application/json")
+	if tok, ok := tokens.Load(base); ok && req.Header.Get("Authorization") == "" {
+		req.Header.Set("Authorization", "Bearer "+tok.(string))
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatalf("%s %s: %v", method, path, err)
@@ -199,7 +244,12 @@ func searchQuery(typ string, count, hours int, after, before time.Time) string {
 // error when the server cannot be reached.
 func postBlock(base, offeringID, token string) (string, int, error) {
 	body, _ := json.Marshal(map[string]any{"offeringId": offeringID, "clientToken": token})
-	resp, err := http.Post(base+"/v1/blocks", "application/json", bytes.NewReader(body))
+	req, _ := http.NewRequest("POST", base+"/v1/blocks", bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	if tok, ok := tokens.Load(base); ok {
+		req.Header.Set("Authorization", "Bearer "+tok.(string))
+	}
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return "", 0, err
 	}

@@ -89,7 +89,7 @@ func TestCancel(t *testing.T) {
 	if code := call(t, e.url, "POST", "/v1/blocks/"+b.ID+"/cancel", nil, &p); code != 409 || p.Code != "invalid_state" {
 		t.Fatalf("second cancel: status %d, code %q", code, p.Code)
 	}
-	ledger, err := e.store.Ledger(context.Background(), "default")
+	ledger, err := e.store.Ledger(context.Background(), e.team)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +116,7 @@ func TestCancel(t *testing.T) {
 	if c.State != "cancelled" {
 		t.Fatalf("early release: state %q", c.State)
 	}
-	ledger, _ = e.store.Ledger(context.Background(), "default")
+	ledger, _ = e.store.Ledger(context.Background(), e.team)
 	for _, le := range ledger {
 		if le.Subject == b2.ID && le.Kind == "refund" {
 			t.Fatalf("refund %v after the start; the default policy refunds nothing", le.Amount)

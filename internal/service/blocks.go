@@ -106,6 +106,20 @@ func (s *Service) Extend(ctx context.Context, team, id, offeringID string) (core
 		if err := core.CheckExtension(b, off.End.Sub(off.Start), now, s.fleet.Limits); err != nil {
 			return store.Change{}, err
 		}
+		q, err := s.effectiveQuota(ctx, b.Team, b.InstanceType)
+		if err != nil {
+			return store.Change{}, err
+		}
+		if q.MaxDuration > 0 && off.End.Sub(b.Start) > q.MaxDuration {
+			return store.Change{}, fmt.Errorf("%w: the extended block would last %dh, above the team's longest of %dh", core.ErrQuotaExceeded, int(off.End.Sub(b.Start)/time.Hour), int(q.MaxDuration/time.Hour))
+		}
+		if held := s.index.Held(b.Team, q.InstanceType, off.Start, off.End); q.MaxInstancesHeld > 0 && held+b.Count > q.MaxInstancesHeld {
+			return store.Change{}, fmt.Errorf("%w: the team would hold %d instances at once (%d already), above its limit of %d", core.ErrQuotaExceeded, held+b.Count, held, q.MaxInstancesHeld)
+		}
+		guard, err := s.budgetGuard(ctx, b.Team, now)
+		if err != nil {
+			return store.Change{}, err
+		}
 		plan, err := s.index.PlaceExtension(b, off.End, now)
 		if err != nil {
 			return store.Change{}, err
@@ -123,6 +137,7 @@ func (s *Service) Extend(ctx context.Context, team, id, offeringID string) (core
 				"offeringId": off.ID, "fee": off.Fee.String(), "currency": off.Fee.Currency,
 			})},
 		}
+		c.Budget = guard
 		s.addMoves(&c, plan.Moves, now)
 		return c, nil
 	})

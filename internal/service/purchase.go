@@ -79,8 +79,20 @@ func (s *Service) purchaseOnce(ctx context.Context, req api.PurchaseRequest, has
 	if !ok {
 		return core.Block{}, fmt.Errorf("%w: instance type %s is no longer sold", core.ErrOfferingInvalid, off.InstanceType)
 	}
+	q, err := s.effectiveQuota(ctx, req.Team, t.Name)
+	if err != nil {
+		return core.Block{}, err
+	}
+	guard, err := s.budgetGuard(ctx, req.Team, now)
+	if err != nil {
+		return core.Block{}, err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	held := s.index.Held(req.Team, q.InstanceType, off.Start, off.End)
+	if err := core.CheckQuota(q, off.Count, off.Start, off.End, now, held); err != nil {
+		return core.Block{}, err
+	}
 	plan, err := s.index.Place(core.PlaceRequest{Type: t, Count: off.Count, Zone: off.Zone, Start: off.Start, End: off.End}, now)
 	if err != nil {
 		return core.Block{}, err
@@ -101,6 +113,7 @@ func (s *Service) purchaseOnce(ctx context.Context, req api.PurchaseRequest, has
 			s.event(now, core.EventBlockScheduled, b, map[string]any{"from": string(core.StatePaymentPending), "to": string(core.StateScheduled)}),
 		},
 	}
+	c.Budget = guard
 	s.addMoves(&c, plan.Moves, now)
 	if err := s.store.Commit(ctx, c); err != nil {
 		return core.Block{}, fmt.Errorf("storing block %s: %w", b.ID, err)

@@ -31,7 +31,7 @@ const maxCommitAttempts = 3
 // Config is what a Service is built from.
 type Config struct {
 	Fleet   core.Fleet
-	Store   store.Store
+	Store   store.Full
 	Backend backend.Backend
 	Clock   clock.Clock
 	Log     *slog.Logger
@@ -42,7 +42,7 @@ type Config struct {
 // snapshot to the index update, so one process never races itself.
 type Service struct {
 	fleet   core.Fleet
-	store   store.Store
+	store   store.Full
 	backend backend.Backend
 	clock   clock.Clock
 	log     *slog.Logger

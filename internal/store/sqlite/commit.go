@@ -81,6 +81,13 @@ func (w *commitTx) stmt(st *sql.Stmt) *sql.Stmt { return w.tx.StmtContext(w.ctx,
 
 // apply writes the change and re-checks it; it returns the events' Seq.
 func (w *commitTx) apply(c store.Change, eventData []string) ([]int64, error) {
+	// 0. The budget guard, before anything is written: the transaction
+	//    holds the write lock, so no other commit spends meanwhile.
+	if c.Budget != nil {
+		if err := w.checkBudget(*c.Budget, c.Ledger); err != nil {
+			return nil, err
+		}
+	}
 	// 1. Idempotency keys: the cheapest check, and the one a retried
 	//    purchase fails.
 	for _, r := range c.Idempotency {

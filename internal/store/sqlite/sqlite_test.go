@@ -15,10 +15,10 @@ import (
 // harness opens each store on a new file in the test's temporary folder.
 func harness() storetest.Harness {
 	return storetest.Harness{
-		Open: func(t *testing.T) store.Store {
+		Open: func(t *testing.T) store.Full {
 			return openTemp(t, filepath.Join(t.TempDir(), "capblock.db"))
 		},
-		Reopen: func(t *testing.T, s store.Store) store.Store {
+		Reopen: func(t *testing.T, s store.Full) store.Full {
 			path := s.(*Store).Path()
 			if err := s.Close(); err != nil {
 				t.Fatalf("Close: %v", err)

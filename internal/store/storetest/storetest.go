@@ -21,10 +21,10 @@ import (
 type Harness struct {
 	// Open returns a new, empty store. The harness closes it when the test
 	// ends (t.Cleanup); the suite may close it earlier.
-	Open func(t *testing.T) store.Store
+	Open func(t *testing.T) store.Full
 	// Reopen closes s and returns a store on the same data, as a restart of
 	// the server would. When nil, the tests that need it are skipped.
-	Reopen func(t *testing.T, s store.Store) store.Store
+	Reopen func(t *testing.T, s store.Full) store.Full
 }
 
 // Exercise runs the conformance suite as subtests of t.
@@ -57,6 +57,8 @@ func Exercise(t *testing.T, h Harness) {
 		{"Ledger", testLedger},
 		{"ConcurrentCommits", testConcurrentCommits},
 	}
+	tests = append(tests, accountsTests...)
+	tests = append(tests, budgetTests...)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.run(t, h) })
 	}

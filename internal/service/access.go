@@ -1,0 +1,240 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"regexp"
+	"time"
+
+	"capblock/internal/auth"
+	"capblock/internal/core"
+	"capblock/internal/store"
+)
+
+// OperatorsTeam is the team of the administrator made at first start.
+const OperatorsTeam = "operators"
+
+// Bootstrap makes the first administrator when no user exists yet: a team
+// "operators", a user "admin" and a token, written to tokenPath readable
+// only by its owner. It reports whether it made them.
+func (s *Service) Bootstrap(ctx context.Context, tokenPath string) (bool, error) {
+	users, err := s.store.Users(ctx, "")
+	if err != nil {
+		return false, fmt.Errorf("listing users: %w", err)
+	}
+	if len(users) > 0 {
+		return false, nil
+	}
+	now := s.clock.Now()
+	team := core.Team{ID: newID("team"), Name: OperatorsTeam, CreatedAt: now}
+	if err := s.store.CreateTeam(ctx, team); err != nil && !errors.Is(err, store.ErrConflict) {
+		return false, fmt.Errorf("creating the operators team: %w", err)
+	} else if err != nil {
+		teams, lerr := s.store.Teams(ctx)
+		if lerr != nil {
+			return false, fmt.Errorf("listing teams: %w", lerr)
+		}
+		for _, t := range teams {
+			if t.Name == OperatorsTeam {
+				team = t
+			}
+		}
+	}
+	admin := core.User{ID: newID("usr"), Name: "admin", Team: team.ID, Role: core.RoleAdmin, CreatedAt: now}
+	if err := s.store.CreateUser(ctx, admin); err != nil {
+		return false, fmt.Errorf("creating the first administrator: %w", err)
+	}
+	token, hash := auth.New()
+	if err := s.store.CreateToken(ctx, core.Token{ID: newID("tok"), User: admin.ID, Hash: hash, CreatedAt: now}); err != nil {
+		return false, fmt.Errorf("creating the administrator's token: %w", err)
+	}
+	if err := os.WriteFile(tokenPath, []byte(token+"\n"), 0o600); err != nil {
+		return false, fmt.Errorf("writing the administrator's token to %s: %w", tokenPath, err)
+	}
+	return true, nil
+}
+
+// Authenticate finds who a token belongs to. Unknown, revoked and expired
+// tokens are all ErrUnauthenticated, with a reason.
+func (s *Service) Authenticate(ctx context.Context, token string) (core.Principal, error) {
+	t, err := s.store.TokenByHash(ctx, auth.Hash(token))
+	if errors.Is(err, store.ErrNotFound) {
+		return core.Principal{}, fmt.Errorf("%w: the token is not known to this server", core.ErrUnauthenticated)
+	}
+	if err != nil {
+		return core.Principal{}, fmt.Errorf("looking up a token: %w", err)
+	}
+	now := s.clock.Now()
+	switch {
+	case !t.RevokedAt.IsZero():
+		return core.Principal{}, fmt.Errorf("%w: token %s was revoked at %s", core.ErrUnauthenticated, t.ID, t.RevokedAt.Format(time.RFC3339))
+	case !t.Usable(now):
+		return core.Principal{}, fmt.Errorf("%w: token %s expired at %s", core.ErrUnauthenticated, t.ID, t.ExpiresAt.Format(time.RFC3339))
+	}
+	u, err := s.store.User(ctx, t.User)
+	if err != nil {
+		return core.Principal{}, fmt.Errorf("loading the user of token %s: %w", t.ID, err)
+	}
+	return core.Principal{User: u, TokenID: t.ID}, nil
+}
+
+var namePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}$`)
+
+func checkName(kind, name string) error {
+	if !namePattern.MatchString(name) {
+		return core.Invalidf("%s name %q: use 1 to 63 lower-case letters, digits, '.', '_' or '-', starting with a letter or digit", kind, name)
+	}
+	return nil
+}
+
+// CreateTeam makes a team.
+func (s *Service) CreateTeam(ctx context.Context, name string) (core.Team, error) {
+	if err := checkName("team", name); err != nil {
+		return core.Team{}, err
+	}
+	t := core.Team{ID: newID("team"), Name: name, CreatedAt: s.clock.Now()}
+	if err := s.store.CreateTeam(ctx, t); err != nil {
+		if errors.Is(err, store.ErrConflict) {
+			return core.Team{}, fmt.Errorf("%w: a team named %q exists", core.ErrConflict, name)
+		}
+		return core.Team{}, fmt.Errorf("creating team %s: %w", name, err)
+	}
+	return t, nil
+}
+
+// Teams lists the teams in scope: all for an admin (scope ""), else one.
+func (s *Service) Teams(ctx context.Context, scope string) ([]core.Team, error) {
+	if scope != "" {
+		t, err := s.Team(ctx, scope, scope)
+		if err != nil {
+			return nil, err
+		}
+		return []core.Team{t}, nil
+	}
+	teams, err := s.store.Teams(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("listing teams: %w", err)
+	}
+	return teams, nil
+}
+
+// Team returns a team in scope; another team is not found.
+func (s *Service) Team(ctx context.Context, scope, id string) (core.Team, error) {
+	if scope != "" && scope != id {
+		return core.Team{}, fmt.Errorf("%w: team %s", core.ErrNotFound, id)
+	}
+	t, err := s.store.Team(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return core.Team{}, fmt.Errorf("%w: team %s", core.ErrNotFound, id)
+	}
+	if err != nil {
+		return core.Team{}, fmt.Errorf("loading team %s: %w", id, err)
+	}
+	return t, nil
+}
+
+// CreateUser makes a user of a team with a role.
+func (s *Service) CreateUser(ctx context.Context, name, team string, role core.Role) (core.User, error) {
+	if err := checkName("user", name); err != nil {
+		return core.User{}, err
+	}
+	if !role.Valid() {
+		return core.User{}, core.Invalidf("role %q: want admin, member or viewer", role)
+	}
+	if _, err := s.Team(ctx, "", team); err != nil {
+		return core.User{}, core.Invalidf("team %q does not exist; create it with POST /v1/teams or capblock teams create", team)
+	}
+	u := core.User{ID: newID("usr"), Name: name, Team: team, Role: role, CreatedAt: s.clock.Now()}
+	if err := s.store.CreateUser(ctx, u); err != nil {
+		if errors.Is(err, store.ErrConflict) {
+			return core.User{}, fmt.Errorf("%w: a user named %q exists", core.ErrConflict, name)
+		}
+		return core.User{}, fmt.Errorf("creating user %s: %w", name, err)
+	}
+	return u, nil
+}
+
+// Users lists the users in scope.
+func (s *Service) Users(ctx context.Context, scope string) ([]core.User, error) {
+	users, err := s.store.Users(ctx, scope)
+	if err != nil {
+		return nil, fmt.Errorf("listing users: %w", err)
+	}
+	return users, nil
+}
+
+// CreateToken makes a token for a user: an admin for anyone, anyone else
+// for themselves. The token itself is returned this once.
+func (s *Service) CreateToken(ctx context.Context, p core.Principal, userID string, expiresIn time.Duration) (core.Token, string, error) {
+	if p.User.Role != core.RoleAdmin && p.User.ID != userID {
+		return core.Token{}, "", fmt.Errorf("%w: user %s", core.ErrNotFound, userID)
+	}
+	if expiresIn < 0 {
+		return core.Token{}, "", core.Invalidf("expiresIn %s is negative", expiresIn)
+	}
+	if _, err := s.store.User(ctx, userID); errors.Is(err, store.ErrNotFound) {
+		return core.Token{}, "", fmt.Errorf("%w: user %s", core.ErrNotFound, userID)
+	} else if err != nil {
+		return core.Token{}, "", fmt.Errorf("loading user %s: %w", userID, err)
+	}
+	now := s.clock.Now()
+	secret, hash := auth.New()
+	t := core.Token{ID: newID("tok"), User: userID, Hash: hash, CreatedAt: now}
+	if expiresIn > 0 {
+		t.ExpiresAt = now.Add(expiresIn)
+	}
+	if err := s.store.CreateToken(ctx, t); err != nil {
+		return core.Token{}, "", fmt.Errorf("creating a token for user %s: %w", userID, err)
+	}
+	return t, secret, nil
+}
+
+// Tokens lists tokens: every token for an admin, one's own otherwise.
+func (s *Service) Tokens(ctx context.Context, p core.Principal) ([]core.Token, error) {
+	user := p.User.ID
+	if p.User.Role == core.RoleAdmin {
+		user = ""
+	}
+	ts, err := s.store.Tokens(ctx, user)
+	if err != nil {
+		return nil, fmt.Errorf("listing tokens: %w", err)
+	}
+	return ts, nil
+}
+
+// RevokeToken revokes a token at once: an admin any, anyone else their own.
+func (s *Service) RevokeToken(ctx context.Context, p core.Principal, id string) (core.Token, error) {
+	t, err := s.store.Token(ctx, id)
+	if errors.Is(err, store.ErrNotFound) || (err == nil && p.User.Role != core.RoleAdmin && t.User != p.User.ID) {
+		return core.Token{}, fmt.Errorf("%w: token %s", core.ErrNotFound, id)
+	}
+	if err != nil {
+		return core.Token{}, fmt.Errorf("loading token %s: %w", id, err)
+	}
+	if err := s.store.RevokeToken(ctx, id, s.clock.Now()); err != nil {
+		return core.Token{}, fmt.Errorf("revoking token %s: %w", id, err)
+	}
+	return s.store.Token(ctx, id)
+}
+
+// RecordAudit stores one audit record; a failure is logged, not returned,
+// since the request it records has already been answered.
+func (s *Service) RecordAudit(ctx context.Context, r core.AuditRecord) {
+	if r.Time.IsZero() {
+		r.Time = s.clock.Now()
+	}
+	if err := s.store.AppendAudit(context.WithoutCancel(ctx), r); err != nil {
+		s.log.Error("recording an audit record", "route", r.Route, "err", err)
+	}
+}
+
+// Audit returns audit records after a cursor.
+func (s *Service) Audit(ctx context.Context, after int64, limit int) ([]core.AuditRecord, error) {
+	rs, err := s.store.Audit(ctx, after, limit)
+	if err != nil {
+		return nil, fmt.Errorf("reading the audit log: %w", err)
+	}
+	return rs, nil
+}
