@@ -14,6 +14,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"time"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
 
@@ -66,7 +67,7 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	s.w.SetMaxIdleConns(1)
 	s.w.SetConnMaxLifetime(0)
 	s.w.SetConnMaxIdleTime(0)
-	if err := s.w.PingContext(ctx); err != nil {
+	if err := pingWriter(ctx, s.w); err != nil {
 		s.w.Close()
 		return nil, fmt.Errorf("connecting to sqlite database %s: %w", path, err)
 	}
@@ -94,6 +95,30 @@ func Open(ctx context.Context, path string) (*Store, error) {
 		return nil, fmt.Errorf("preparing statements on %s: %w", path, err)
 	}
 	return s, nil
+}
+
+// pingWriter opens the writer's connection. Turning a new file to WAL
+// takes an exclusive lock that SQLite's busy handler does not wait for, so
+// two processes opening a new file at once may see SQLITE_BUSY here: retry
+// for as long as the busy timeout would have waited.
+func pingWriter(ctx context.Context, w *sql.DB) error {
+	deadline := time.Now().Add(busyTimeoutMillis * time.Millisecond)
+	for {
+		err := w.PingContext(ctx)
+		if err == nil || !isBusy(err) || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+func isBusy(err error) bool {
+	msg := err.Error()
+	return strings.Contains(msg, "SQLITE_BUSY") || strings.Contains(msg, "database is locked")
 }
 
 // dsnParams returns the connection parameters of the writer or of a reader.
