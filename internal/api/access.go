@@ -54,6 +54,7 @@ var access = map[string]core.Role{
 	"getQuotas":   core.RoleViewer,
 	"putBudget":   core.RoleAdmin,
 	"getLedger":   core.RoleViewer,
+	"getSpend":    core.RoleViewer,
 	"createUser":  core.RoleAdmin,
 	"listUsers":   core.RoleViewer,
 	"createToken": core.RoleViewer, // one's own; an admin anyone's

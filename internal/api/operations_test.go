@@ -142,6 +142,7 @@ func TestOpenAPI(t *testing.T) {
 				"GET /v1/teams/{id}/ledger",
 				"GET /v1/teams/{id}/quotas",
 				"GET /v1/tokens",
+				"GET /v1/spend",
 				"GET /v1/users",
 				"POST /v1/teams",
 				"POST /v1/users",

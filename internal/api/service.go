@@ -59,6 +59,24 @@ type Service interface {
 	Quotas(ctx context.Context, scope, team string) ([]core.Quota, error)
 	PutBudget(ctx context.Context, b core.Budget) (core.Budget, error)
 	Ledger(ctx context.Context, scope, team string) (LedgerView, error)
+	// Spend sums the ledger by team, instance type and month in [from, to).
+	Spend(ctx context.Context, scope, team string, from, to time.Time) (SpendReport, error)
+}
+
+// SpendRow is the net spend of one team on one type in one month, and
+// what the same instance-hours cost on demand.
+type SpendRow struct {
+	Team         string
+	InstanceType string
+	Month        string // YYYY-MM
+	Spent        core.Money
+	OnDemand     core.Money
+}
+
+// SpendReport is the rows and their total (whose keys are empty).
+type SpendReport struct {
+	Rows  []SpendRow
+	Total SpendRow
 }
 
 // LedgerView is a team's ledger with its spend in the current budget

@@ -232,6 +232,10 @@ type LedgerEntry struct {
 	Kind    string // "charge" or "refund"
 	Amount  Money
 	Subject string
+	// InstanceType and OnDemand say what the entry paid for: the type, and
+	// what the same instance-hours cost on demand (for savings reports).
+	InstanceType string
+	OnDemand     Money
 }
 
 // Ledger entry kinds.

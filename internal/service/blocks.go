@@ -55,7 +55,11 @@ func (s *Service) CancelBlock(ctx context.Context, team, id string) (core.Block,
 			})},
 		}
 		if refund.Minor > 0 {
-			c.Ledger = []core.LedgerEntry{{ID: newID("le"), Team: b.Team, Time: now, Kind: core.LedgerRefund, Amount: refund, Subject: b.ID}}
+			t, _ := s.fleet.Type(b.InstanceType)
+			onDemand := core.OnDemandFee(t.OnDemand, b.DurationHours(), b.Count)
+			onDemand.Minor = onDemand.Minor * refund.Minor / max(b.Fee.Minor, 1) // the refunded share
+			c.Ledger = []core.LedgerEntry{{ID: newID("le"), Team: b.Team, Time: now, Kind: core.LedgerRefund, Amount: refund, Subject: b.ID,
+				InstanceType: b.InstanceType, OnDemand: onDemand}}
 		}
 		return c, nil
 	})
@@ -131,7 +135,8 @@ func (s *Service) Extend(ctx context.Context, team, id, offeringID string) (core
 		ext.Placements = plan.Placements
 		c := store.Change{
 			Update: []store.BlockUpdate{{Block: ext, ExpectedVersion: b.Version, Replace: true}},
-			Ledger: []core.LedgerEntry{{ID: newID("le"), Team: b.Team, Time: now, Kind: core.LedgerCharge, Amount: off.Fee, Subject: b.ID}},
+			Ledger: []core.LedgerEntry{{ID: newID("le"), Team: b.Team, Time: now, Kind: core.LedgerCharge, Amount: off.Fee, Subject: b.ID,
+				InstanceType: b.InstanceType, OnDemand: off.OnDemandFee}},
 			Events: []core.Event{s.event(now, core.EventBlockExtended, ext, map[string]any{
 				"previousEndTime": b.End.Format(time.RFC3339), "endTime": ext.End.Format(time.RFC3339),
 				"offeringId": off.ID, "fee": off.Fee.String(), "currency": off.Fee.Currency,

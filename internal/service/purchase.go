@@ -107,7 +107,8 @@ func (s *Service) purchaseOnce(ctx context.Context, req api.PurchaseRequest, has
 		Idempotency: []store.IdempotencyRecord{{
 			Team: req.Team, ClientToken: req.ClientToken, RequestHash: hash, Subject: b.ID, CreatedAt: now,
 		}},
-		Ledger: []core.LedgerEntry{{ID: newID("le"), Team: req.Team, Time: now, Kind: core.LedgerCharge, Amount: b.Fee, Subject: b.ID}},
+		Ledger: []core.LedgerEntry{{ID: newID("le"), Team: req.Team, Time: now, Kind: core.LedgerCharge, Amount: b.Fee, Subject: b.ID,
+			InstanceType: t.Name, OnDemand: off.OnDemandFee}},
 		Events: []core.Event{
 			s.event(now, core.EventBlockPurchased, b, map[string]any{"offeringId": off.ID, "upfrontFee": b.Fee.String(), "currency": b.Fee.Currency}),
 			s.event(now, core.EventBlockScheduled, b, map[string]any{"from": string(core.StatePaymentPending), "to": string(core.StateScheduled)}),

@@ -50,7 +50,8 @@ type Store interface {
 
 	// Events returns up to limit events with Seq > after, ordered by Seq.
 	Events(ctx context.Context, after int64, limit int) ([]core.Event, error)
-	// Ledger returns a team's ledger entries ordered by time then id.
+	// Ledger returns a team's ledger entries, every team's when team is "",
+	// ordered by time then id.
 	Ledger(ctx context.Context, team string) ([]core.LedgerEntry, error)
 
 	// Ping checks that the database answers.

@@ -285,7 +285,7 @@ func (w *commitTx) checkOverlap(id string) error {
 
 func (w *commitTx) insertLedger(e core.LedgerEntry) error {
 	_, err := w.stmt(w.ws.insertLedger).ExecContext(w.ctx,
-		e.ID, e.Team, unixSeconds(e.Time), e.Kind, e.Amount.Minor, e.Amount.Currency, e.Subject)
+		e.ID, e.Team, unixSeconds(e.Time), e.Kind, e.Amount.Minor, e.Amount.Currency, e.Subject, e.InstanceType, e.OnDemand.Minor)
 	if isConstraint(err) {
 		return fmt.Errorf("inserting ledger entry %s: it already exists: %w", e.ID, store.ErrConflict)
 	}

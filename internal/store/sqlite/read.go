@@ -119,7 +119,8 @@ func (s *Store) Events(ctx context.Context, after int64, limit int) ([]core.Even
 	return events, nil
 }
 
-// Ledger returns a team's ledger entries ordered by time then id.
+// Ledger returns a team's ledger entries (every team's for ""), ordered
+// by time then id.
 func (s *Store) Ledger(ctx context.Context, team string) ([]core.LedgerEntry, error) {
 	rows, err := s.rs.ledger.QueryContext(ctx, team)
 	if err != nil {
@@ -132,10 +133,13 @@ func (s *Store) Ledger(ctx context.Context, team string) ([]core.LedgerEntry, er
 			e core.LedgerEntry
 			t int64
 		)
-		if err := rows.Scan(&e.ID, &e.Team, &t, &e.Kind, &e.Amount.Minor, &e.Amount.Currency, &e.Subject); err != nil {
+		if err := rows.Scan(&e.ID, &e.Team, &t, &e.Kind, &e.Amount.Minor, &e.Amount.Currency, &e.Subject, &e.InstanceType, &e.OnDemand.Minor); err != nil {
 			return nil, fmt.Errorf("reading ledger of team %s: %w", team, err)
 		}
 		e.Time = fromUnix(t)
+		if e.OnDemand.Minor != 0 {
+			e.OnDemand.Currency = e.Amount.Currency // one currency per entry
+		}
 		entries = append(entries, e)
 	}
 	if err := rows.Err(); err != nil {

@@ -64,8 +64,8 @@ func prepareWriteStmts(ctx context.Context, db *sql.DB) (*writeStmts, error) {
 	ws.deleteAllocations = p.prepare(`DELETE FROM allocations WHERE block_id = ?`)
 	ws.updateAllocations = p.prepare(`UPDATE allocations SET end_time = ?, live = ? WHERE block_id = ?`)
 	ws.findOverlap = p.prepare(findOverlapSQL)
-	ws.insertLedger = p.prepare(`INSERT INTO ledger (id, team, time, kind, amount_minor, currency, subject)
-		VALUES (?, ?, ?, ?, ?, ?, ?)`)
+	ws.insertLedger = p.prepare(`INSERT INTO ledger (id, team, time, kind, amount_minor, currency, subject, instance_type, on_demand_minor)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`)
 	ws.insertEvent = p.prepare(`INSERT INTO events (id, time, type, subject, team, data)
 		VALUES (?, ?, ?, ?, ?, ?)`)
 	if p.err != nil {
@@ -126,8 +126,8 @@ func prepareReadStmts(ctx context.Context, db *sql.DB) (*readStmts, error) {
 			WHERE team = ? AND client_token = ?`),
 		events: p.prepare(`SELECT seq, id, time, type, subject, team, data FROM events
 			WHERE seq > ? ORDER BY seq LIMIT ?`),
-		ledger: p.prepare(`SELECT id, team, time, kind, amount_minor, currency, subject FROM ledger
-			WHERE team = ? ORDER BY time, id`),
+		ledger: p.prepare(`SELECT id, team, time, kind, amount_minor, currency, subject, instance_type, on_demand_minor
+			FROM ledger WHERE ?1 = '' OR team = ?1 ORDER BY time, id`),
 	}
 	if p.err != nil {
 		rs.close()

@@ -207,7 +207,7 @@ func testLedger(t *testing.T, h Harness) {
 	entries := []core.LedgerEntry{
 		{ID: "l3", Team: "team-a", Time: hour(5), Kind: core.LedgerRefund, Amount: usd(-500), Subject: "b1"},
 		{ID: "l2", Team: "team-a", Time: hour(1), Kind: core.LedgerCharge, Amount: usd(700), Subject: "b2"},
-		{ID: "l1", Team: "team-a", Time: hour(1), Kind: core.LedgerCharge, Amount: usd(1000), Subject: "b1"},
+		{ID: "l1", Team: "team-a", Time: hour(1), Kind: core.LedgerCharge, Amount: usd(1000), Subject: "b1", InstanceType: "h100.8x", OnDemand: usd(1333)},
 		{ID: "l4", Team: "team-b", Time: hour(0), Kind: core.LedgerCharge, Amount: usd(1), Subject: "b9"},
 	}
 	mustCommit(t, s, store.Change{Ledger: entries[:1]})
@@ -227,6 +227,13 @@ func testLedger(t *testing.T, h Harness) {
 	}
 	if diff := cmp.Diff(entries[3:], got); diff != "" {
 		t.Errorf("Ledger(team-b) (-want +got):\n%s", diff)
+	}
+	got, err = s.Ledger(t.Context(), "")
+	if err != nil {
+		t.Fatalf("Ledger: %v", err)
+	}
+	if diff := cmp.Diff([]core.LedgerEntry{entries[3], entries[2], entries[1], entries[0]}, got); diff != "" {
+		t.Errorf("Ledger of every team (-want +got):\n%s", diff)
 	}
 	wantNoLedger(t, s, "team-c")
 	// An entry id is stored once.

@@ -1,0 +1,63 @@
+package service
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"time"
+
+	"capblock/internal/api"
+	"capblock/internal/core"
+)
+
+// Spend sums the ledger by team, instance type and month (UTC) over
+// [from, to) months, with what the same instance-hours cost on demand. A
+// team other than scope's is not found; team "" means every team in scope.
+func (s *Service) Spend(ctx context.Context, scope, team string, from, to time.Time) (api.SpendReport, error) {
+	if team == "" {
+		team = scope
+	} else if _, err := s.Team(ctx, scope, team); err != nil {
+		return api.SpendReport{}, err
+	}
+	entries, err := s.store.Ledger(ctx, team)
+	if err != nil {
+		return api.SpendReport{}, fmt.Errorf("reading the ledger: %w", err)
+	}
+	type key struct{ team, typ, month string }
+	rows := map[key]*api.SpendRow{}
+	zero := core.Money{Currency: s.fleet.Currency}
+	rep := api.SpendReport{Total: api.SpendRow{Spent: zero, OnDemand: zero}}
+	for _, e := range entries {
+		if (!from.IsZero() && e.Time.Before(from)) || (!to.IsZero() && !e.Time.Before(to)) {
+			continue
+		}
+		k := key{e.Team, e.InstanceType, e.Time.UTC().Format("2006-01")}
+		r := rows[k]
+		if r == nil {
+			r = &api.SpendRow{Team: k.team, InstanceType: k.typ, Month: k.month, Spent: zero, OnDemand: zero}
+			rows[k] = r
+		}
+		sign := int64(1)
+		if e.Kind == core.LedgerRefund {
+			sign = -1
+		}
+		r.Spent.Minor += sign * e.Amount.Minor
+		r.OnDemand.Minor += sign * e.OnDemand.Minor
+		rep.Total.Spent.Minor += sign * e.Amount.Minor
+		rep.Total.OnDemand.Minor += sign * e.OnDemand.Minor
+	}
+	for _, r := range rows {
+		rep.Rows = append(rep.Rows, *r)
+	}
+	sort.Slice(rep.Rows, func(i, j int) bool {
+		a, b := rep.Rows[i], rep.Rows[j]
+		if a.Month != b.Month {
+			return a.Month < b.Month
+		}
+		if a.Team != b.Team {
+			return a.Team < b.Team
+		}
+		return a.InstanceType < b.InstanceType
+	})
+	return rep, nil
+}
