@@ -118,8 +118,9 @@ type user struct {
 }
 
 // call sends a JSON request and decodes the JSON answer into out (when not
-// nil); it returns the status code.
-func call(t *testing.T, base, method, path string, body, out any) int {
+// nil); it returns the status code. It authenticates with the server's
+// admin token, or with token when given ("-" for none).
+func call(t *testing.T, base, method, path string, body, out any, token ...string) int {
 	t.Helper()
 	var r io.Reader
 	if body != nil {
@@ -131,8 +132,14 @@ func call(t *testing.T, base, method, path string, body, out any) int {
 		t.Fatal(err)
 	}
 	req.Header.Set("Content-Type", "application/json")
-	if tok, ok := tokens.Load(base); ok && req.Header.Get("Authorization") == "" {
-		req.Header.Set("Authorization", "Bearer "+tok.(string))
+	switch {
+	case len(token) > 0 && token[0] == "-":
+	case len(token) > 0:
+		req.Header.Set("Authorization", "Bearer "+token[0])
+	default:
+		if tok, ok := tokens.Load(base); ok {
+			req.Header.Set("Authorization", "Bearer "+tok.(string))
+		}
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

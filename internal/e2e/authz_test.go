@@ -1,0 +1,331 @@
+package e2e
+
+import (
+	"fmt"
+	"net/http"
+	"sort"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"capblock/internal/api"
+	"capblock/internal/core"
+)
+
+// TestAuthorizationMatrix asks every operation of the router (read from
+// the server's own OpenAPI document, so a new route cannot be forgotten)
+// as each role, on a resource of the caller's own team and of another
+// team, and asserts the exact status of each cell:
+//
+//	no token                         → 401 (public routes: success)
+//	role below the route's need      → 403
+//	another team's resource, not admin → 404 (403 to buy for another team)
+//	otherwise                        → the route's success status
+func TestAuthorizationMatrix(t *testing.T) {
+	e := start(t)
+	f := newAuthzFixture(e)
+
+	var doc struct {
+		Paths map[string]map[string]struct {
+			OperationID string `json:"operationId"`
+		} `json:"paths"`
+	}
+	if code := call(t, e.url, "GET", "/openapi.json", nil, &doc); code != 200 {
+		t.Fatalf("openapi: %d", code)
+	}
+	var ops []string
+	for _, methods := range doc.Paths {
+		for _, op := range methods {
+			ops = append(ops, op.OperationID)
+		}
+	}
+	sort.Strings(ops)
+	if len(ops) < 25 {
+		t.Fatalf("only %d operations in the OpenAPI document", len(ops))
+	}
+	roles := []core.Role{"", core.RoleViewer, core.RoleMember, core.RoleAdmin}
+	cells := 0
+	for _, op := range ops {
+		mk, ok := authzRequests[op]
+		if !ok {
+			t.Errorf("operation %s has no request in the authorization matrix: add one", op)
+			continue
+		}
+		need := mk(f, "", false).need
+		if rule, ok := api.AccessRule(op); !ok || rule != need {
+			t.Errorf("operation %s: the server requires role %q, the matrix says %q", op, rule, need)
+		}
+		for _, role := range roles {
+			for _, other := range []bool{false, true} {
+				r := mk(f, role, other)
+				want := r.success
+				switch {
+				case need == "":
+				case role == "":
+					want = http.StatusUnauthorized
+				case !role.Allows(need):
+					want = http.StatusForbidden
+				case other && r.scoped && role != core.RoleAdmin:
+					want = r.otherStatus
+				}
+				var p map[string]any // a problem, or whatever the route answers
+				got := call(t, e.url, r.method, r.path, r.body, &p, f.token(role))
+				cells++
+				if got != want {
+					t.Errorf("%s as %q on %s team's resource: %s %s → %d %v (%v), want %d",
+						op, role, map[bool]string{false: "its own", true: "another"}[other], r.method, r.path, got, p["code"], p["detail"], want)
+				}
+			}
+		}
+	}
+	t.Logf("%d operations × %d roles × own/other team: %d cells", len(ops), len(roles), cells)
+}
+
+// authzRequest is one concrete request of an operation.
+type authzRequest struct {
+	// need is the role the route requires, written here independently of
+	// the server's access table, which must agree.
+	need         core.Role
+	method, path string
+	body         any
+	success      int
+	// scoped is set when the request names a team's resource: another
+	// team's answers otherStatus (404: no existence leak) to a non-admin.
+	scoped      bool
+	otherStatus int
+}
+
+// authzFixture holds two teams with a member and a viewer each, and makes
+// fresh resources on demand, so that mutating cells do not share them.
+type authzFixture struct {
+	e           *env
+	alpha, beta string // team ids
+	tokens      map[core.Role]string
+	self        map[core.Role]string // role → the user id that role's token belongs to
+	users       map[string]string    // team → a spare user id of that team
+	n           atomic.Int64
+}
+
+func newAuthzFixture(e *env) *authzFixture {
+	f := &authzFixture{e: e, tokens: map[core.Role]string{}, self: map[core.Role]string{}, users: map[string]string{}}
+	adminTok, _ := tokens.Load(e.url)
+	f.tokens[core.RoleAdmin] = adminTok.(string)
+	f.self[core.RoleAdmin] = e.whoami().ID
+	f.alpha = f.team("alpha")
+	f.beta = f.team("beta")
+	for _, role := range []core.Role{core.RoleMember, core.RoleViewer} {
+		u := f.user(f.alpha, string(role)+"-a", role)
+		f.tokens[role] = f.newToken(u)
+		f.self[role] = u
+	}
+	f.users[f.alpha] = f.user(f.alpha, "spare-a", core.RoleViewer)
+	f.users[f.beta] = f.user(f.beta, "spare-b", core.RoleViewer)
+	f.self[""] = f.users[f.alpha]
+	return f
+}
+
+func (f *authzFixture) token(role core.Role) string {
+	if role == "" {
+		return "-"
+	}
+	return f.tokens[role]
+}
+
+func (f *authzFixture) team(name string) string {
+	var out struct{ ID string }
+	if code := call(f.e.t, f.e.url, "POST", "/v1/teams", map[string]any{"name": name}, &out); code != 201 {
+		f.e.t.Fatalf("creating team %s: %d", name, code)
+	}
+	return out.ID
+}
+
+func (f *authzFixture) user(team, name string, role core.Role) string {
+	var out struct{ ID string }
+	if code := call(f.e.t, f.e.url, "POST", "/v1/users", map[string]any{"name": name, "team": team, "role": role}, &out); code != 201 {
+		f.e.t.Fatalf("creating user %s: %d", name, code)
+	}
+	return out.ID
+}
+
+func (f *authzFixture) newToken(user string) string {
+	var out struct{ Token string }
+	if code := call(f.e.t, f.e.url, "POST", "/v1/users/"+user+"/tokens", map[string]any{}, &out); code != 201 {
+		f.e.t.Fatalf("creating a token: %d", code)
+	}
+	return out.Token
+}
+
+// tokenID makes a token of a user, as the admin, and returns its id.
+func (f *authzFixture) tokenID(user string) string {
+	var out struct{ ID string }
+	if code := call(f.e.t, f.e.url, "POST", "/v1/users/"+user+"/tokens", map[string]any{}, &out); code != 201 {
+		f.e.t.Fatalf("creating a token: %d", code)
+	}
+	return out.ID
+}
+
+// teamOf is the resource team of a cell.
+func (f *authzFixture) teamOf(other bool) string {
+	if other {
+		return f.beta
+	}
+	return f.alpha
+}
+
+// offering quotes one l4.1x for an hour, each call at another hour so the
+// pool never runs dry.
+func (f *authzFixture) offering() string {
+	s := t0.Add(time.Duration(2+f.n.Add(1)%1000) * time.Hour)
+	return f.e.exact(searchQuery("l4.1x", 1, 1, s, s.Add(time.Hour)), 1, s).OfferingID
+}
+
+// block buys a fresh block for a team, as the admin.
+func (f *authzFixture) block(team string) string {
+	var b block
+	body := map[string]any{"offeringId": f.offering(), "clientToken": fmt.Sprintf("authz-%d", f.n.Add(1)), "team": team}
+	if code := call(f.e.t, f.e.url, "POST", "/v1/blocks", body, &b); code != 201 {
+		f.e.t.Fatalf("buying a block for %s: %d", team, code)
+	}
+	return b.ID
+}
+
+func (f *authzFixture) extensionOffering(id string) string {
+	var out struct{ Offerings []offering }
+	if code := call(f.e.t, f.e.url, "GET", "/v1/blocks/"+id+"/extension-offerings?durationHours=1", nil, &out); code != 200 || len(out.Offerings) == 0 {
+		f.e.t.Fatalf("extension offerings of %s: %d", id, code)
+	}
+	return out.Offerings[0].OfferingID
+}
+
+var authzRequests = map[string]func(f *authzFixture, role core.Role, other bool) authzRequest{
+	"healthz": func(*authzFixture, core.Role, bool) authzRequest {
+		return authzRequest{need: "", method: "GET", path: "/healthz", success: 200}
+	},
+	"readyz": func(*authzFixture, core.Role, bool) authzRequest {
+		return authzRequest{need: "", method: "GET", path: "/readyz", success: 200}
+	},
+	"listInstanceTypes": func(*authzFixture, core.Role, bool) authzRequest {
+		return authzRequest{need: core.RoleViewer, method: "GET", path: "/v1/instance-types", success: 200}
+	},
+	"listNodes": func(*authzFixture, core.Role, bool) authzRequest {
+		return authzRequest{need: core.RoleViewer, method: "GET", path: "/v1/nodes", success: 200}
+	},
+	"getAvailability": func(*authzFixture, core.Role, bool) authzRequest {
+		return authzRequest{need: core.RoleViewer, method: "GET", path: "/v1/availability?instanceType=h100.8x&from=" + ts(t0) + "&to=" + ts(t0.Add(24*time.Hour)), success: 200}
+	},
+	"searchOfferings": func(*authzFixture, core.Role, bool) authzRequest {
+		return authzRequest{need: core.RoleViewer, method: "GET", path: "/v1/offerings?" + searchQuery("l4.1x", 1, 1, t0.Add(time.Hour), t0.Add(48*time.Hour)), success: 200}
+	},
+	"purchaseBlock": func(f *authzFixture, _ core.Role, other bool) authzRequest {
+		body := map[string]any{"offeringId": f.offering(), "clientToken": fmt.Sprintf("buy-%d", f.n.Add(1)), "team": f.teamOf(other)}
+		return authzRequest{need: core.RoleMember, method: "POST", path: "/v1/blocks", body: body, success: 201, scoped: true, otherStatus: 403}
+	},
+	"listBlocks": func(*authzFixture, core.Role, bool) authzRequest {
+		return authzRequest{need: core.RoleViewer, method: "GET", path: "/v1/blocks", success: 200}
+	},
+	"getBlock": func(f *authzFixture, _ core.Role, other bool) authzRequest {
+		return authzRequest{need: core.RoleViewer, method: "GET", path: "/v1/blocks/" + f.block(f.teamOf(other)), success: 200, scoped: true, otherStatus: 404}
+	},
+	"getBlockStatus": func(f *authzFixture, _ core.Role, other bool) authzRequest {
+		return authzRequest{need: core.RoleViewer, method: "GET", path: "/v1/blocks/" + f.block(f.teamOf(other)) + "/status", success: 200, scoped: true, otherStatus: 404}
+	},
+	"cancelBlock": func(f *authzFixture, _ core.Role, other bool) authzRequest {
+		return authzRequest{need: core.RoleMember, method: "POST", path: "/v1/blocks/" + f.block(f.teamOf(other)) + "/cancel", success: 200, scoped: true, otherStatus: 404}
+	},
+	"listExtensionOfferings": func(f *authzFixture, _ core.Role, other bool) authzRequest {
+		return authzRequest{need: core.RoleViewer, method: "GET", path: "/v1/blocks/" + f.block(f.teamOf(other)) + "/extension-offerings?durationHours=1", success: 200, scoped: true, otherStatus: 404}
+	},
+	"extendBlock": func(f *authzFixture, _ core.Role, other bool) authzRequest {
+		id := f.block(f.teamOf(other))
+		return authzRequest{need: core.RoleMember, method: "POST", path: "/v1/blocks/" + id + "/extensions", body: map[string]any{"offeringId": f.extensionOffering(id)},
+			success: 200, scoped: true, otherStatus: 404}
+	},
+	"listEvents": func(*authzFixture, core.Role, bool) authzRequest {
+		return authzRequest{need: core.RoleViewer, method: "GET", path: "/v1/events", success: 200}
+	},
+	"getClock": func(*authzFixture, core.Role, bool) authzRequest {
+		return authzRequest{need: core.RoleViewer, method: "GET", path: "/v1/admin/clock", success: 200}
+	},
+	"setClock": func(*authzFixture, core.Role, bool) authzRequest {
+		return authzRequest{need: core.RoleAdmin, method: "POST", path: "/v1/admin/clock", body: map[string]any{"advance": "0s"}, success: 200}
+	},
+	"createTeam": func(f *authzFixture, _ core.Role, _ bool) authzRequest {
+		return authzRequest{need: core.RoleAdmin, method: "POST", path: "/v1/teams", body: map[string]any{"name": fmt.Sprintf("t%d", f.n.Add(1))}, success: 201}
+	},
+	"listTeams": func(*authzFixture, core.Role, bool) authzRequest {
+		return authzRequest{need: core.RoleViewer, method: "GET", path: "/v1/teams", success: 200}
+	},
+	"getTeam": func(f *authzFixture, _ core.Role, other bool) authzRequest {
+		return authzRequest{need: core.RoleViewer, method: "GET", path: "/v1/teams/" + f.teamOf(other), success: 200, scoped: true, otherStatus: 404}
+	},
+	"putQuotas": func(f *authzFixture, _ core.Role, other bool) authzRequest {
+		return authzRequest{need: core.RoleAdmin, method: "PUT", path: "/v1/teams/" + f.teamOf(other) + "/quotas", body: map[string]any{
+			"maxInstancesPerBlock": 64, "maxInstancesHeld": 0, "maxDurationHours": 0, "maxLeadDays": 0}, success: 200}
+	},
+	"getQuotas": func(f *authzFixture, _ core.Role, other bool) authzRequest {
+		return authzRequest{need: core.RoleViewer, method: "GET", path: "/v1/teams/" + f.teamOf(other) + "/quotas", success: 200, scoped: true, otherStatus: 404}
+	},
+	"putBudget": func(f *authzFixture, _ core.Role, other bool) authzRequest {
+		return authzRequest{need: core.RoleAdmin, method: "PUT", path: "/v1/teams/" + f.teamOf(other) + "/budget", body: map[string]any{
+			"amount": map[string]any{"amount": "1000000.00", "currency": "USD"}, "period": "month"}, success: 200}
+	},
+	"getLedger": func(f *authzFixture, _ core.Role, other bool) authzRequest {
+		return authzRequest{need: core.RoleViewer, method: "GET", path: "/v1/teams/" + f.teamOf(other) + "/ledger", success: 200, scoped: true, otherStatus: 404}
+	},
+	"getSpend": func(f *authzFixture, _ core.Role, other bool) authzRequest {
+		return authzRequest{need: core.RoleViewer, method: "GET", path: "/v1/spend?team=" + f.teamOf(other), success: 200, scoped: true, otherStatus: 404}
+	},
+	"createUser": func(f *authzFixture, _ core.Role, other bool) authzRequest {
+		return authzRequest{need: core.RoleAdmin, method: "POST", path: "/v1/users", body: map[string]any{
+			"name": fmt.Sprintf("u%d", f.n.Add(1)), "team": f.teamOf(other), "role": "viewer"}, success: 201}
+	},
+	"listUsers": func(*authzFixture, core.Role, bool) authzRequest {
+		return authzRequest{need: core.RoleViewer, method: "GET", path: "/v1/users", success: 200}
+	},
+	// A non-admin may make and revoke tokens of its own only: another
+	// team's user (or a teammate, see TestTokensAreOwnersOnly) is not found.
+	"createToken": func(f *authzFixture, role core.Role, other bool) authzRequest {
+		u := f.self[role]
+		if other {
+			u = f.users[f.beta]
+		}
+		return authzRequest{need: core.RoleViewer, method: "POST", path: "/v1/users/" + u + "/tokens", body: map[string]any{},
+			success: 201, scoped: true, otherStatus: 404}
+	},
+	"listTokens": func(*authzFixture, core.Role, bool) authzRequest {
+		return authzRequest{need: core.RoleViewer, method: "GET", path: "/v1/tokens", success: 200}
+	},
+	"revokeToken": func(f *authzFixture, role core.Role, other bool) authzRequest {
+		u := f.self[role]
+		if other {
+			u = f.users[f.beta]
+		}
+		return authzRequest{need: core.RoleViewer, method: "DELETE", path: "/v1/tokens/" + f.tokenID(u), success: 200, scoped: true, otherStatus: 404}
+	},
+	"listAudit": func(*authzFixture, core.Role, bool) authzRequest {
+		return authzRequest{need: core.RoleAdmin, method: "GET", path: "/v1/audit", success: 200}
+	},
+}
+
+// TestTokensAreOwnersOnly: a member or a viewer may make and revoke its
+// own tokens, not a teammate's (the matrix covers another team's).
+func TestTokensAreOwnersOnly(t *testing.T) {
+	e := start(t)
+	f := newAuthzFixture(e)
+	for _, role := range []core.Role{core.RoleMember, core.RoleViewer} {
+		var p problem
+		if code := call(t, e.url, "POST", "/v1/users/"+f.users[f.alpha]+"/tokens", map[string]any{}, &p, f.token(role)); code != 404 {
+			t.Errorf("%s making a token for a teammate: %d %s, want 404", role, code, p.Code)
+		}
+		if code := call(t, e.url, "DELETE", "/v1/tokens/"+f.tokenID(f.users[f.alpha]), nil, &p, f.token(role)); code != 404 {
+			t.Errorf("%s revoking a teammate's token: %d %s, want 404", role, code, p.Code)
+		}
+		var tok struct{ ID, Token string }
+		if code := call(t, e.url, "POST", "/v1/users/"+f.self[role]+"/tokens", map[string]any{"expiresIn": "1h"}, &tok, f.token(role)); code != 201 {
+			t.Fatalf("%s making its own token: %d", role, code)
+		}
+		if code := call(t, e.url, "DELETE", "/v1/tokens/"+tok.ID, nil, &p, f.token(role)); code != 200 {
+			t.Errorf("%s revoking its own token: %d %s", role, code, p.Code)
+		}
+	}
+}
