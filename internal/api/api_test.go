@@ -312,7 +312,7 @@ func (f *fakeService) Authenticate(_ context.Context, token string) (core.Princi
 
 func (f *fakeService) RecordAudit(context.Context, core.AuditRecord) {}
 
-func newTestAPI(t *testing.T, fake *fakeService, opts Options) *testAPI {
+func newTestAPI(t testing.TB, fake *fakeService, opts Options) *testAPI {
 	t.Helper()
 	logs := &bytes.Buffer{}
 	if opts.Logger == nil {
@@ -331,13 +331,24 @@ type response struct {
 	body   []byte
 }
 
-func (a *testAPI) do(t *testing.T, method, target, body string) response {
+func (a *testAPI) do(t testing.TB, method, target, body string) response {
 	t.Helper()
 	return a.doWith(t, method, target, body, "application/json")
 }
 
+// doAs sends a request with the given token.
+func (a *testAPI) doAs(t testing.TB, token, method, target, body string) response {
+	t.Helper()
+	req := httptest.NewRequest(method, target, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	rec := httptest.NewRecorder()
+	a.handler.ServeHTTP(rec, req)
+	return response{status: rec.Code, header: rec.Header(), body: rec.Body.Bytes()}
+}
+
 // doWith sends body, if any, as contentType.
-func (a *testAPI) doWith(t *testing.T, method, target, body, contentType string) response {
+func (a *testAPI) doWith(t testing.TB, method, target, body, contentType string) response {
 	t.Helper()
 	var r io.Reader
 	if body != "" {
