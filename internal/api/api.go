@@ -59,7 +59,6 @@ type server struct {
 	maxBodyBytes int64
 }
 
-
 // New returns the HTTP handler of the v1 API on svc.
 func New(svc Service, opts Options) http.Handler {
 	opts = opts.withDefaults()

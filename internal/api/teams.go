@@ -42,7 +42,9 @@ type teamJSON struct {
 	CreatedAt time.Time `json:"createdAt"`
 }
 
-func toTeam(t core.Team) teamJSON { return teamJSON{ID: t.ID, Name: t.Name, CreatedAt: t.CreatedAt.UTC()} }
+func toTeam(t core.Team) teamJSON {
+	return teamJSON{ID: t.ID, Name: t.Name, CreatedAt: t.CreatedAt.UTC()}
+}
 
 type createTeamInput struct {
 	Body struct {

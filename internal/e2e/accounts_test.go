@@ -22,7 +22,7 @@ func TestBudgetRace(t *testing.T) {
 	s := t0.Add(2 * time.Hour)
 	o := e.exact(searchQuery("l4.1x", 1, 10, s, s.Add(10*time.Hour)), 10, s)
 	fee := o.UpfrontFee.Amount // one l4.1x for 10 hours
-	budget := "40.00" // 5 of the 8 l4.1x the fleet has
+	budget := "40.00"          // 5 of the 8 l4.1x the fleet has
 	if code := call(t, e.url, "PUT", "/v1/teams/"+f.alpha+"/budget", map[string]any{
 		"amount": map[string]any{"amount": budget, "currency": "USD"}, "period": "month"}, nil); code != 200 {
 		t.Fatalf("setting the budget: %d", code)
