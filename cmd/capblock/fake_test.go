@@ -15,6 +15,7 @@ type fakeAPI struct {
 	*httptest.Server
 	mu       sync.Mutex
 	requests []string // "METHOD /path?query body"
+	auths    []string // the Authorization header of each request
 	// polled is signalled when a follow-up long poll (after=c2) arrives.
 	polled chan struct{}
 }
@@ -120,6 +121,7 @@ func newFakeAPI(t *testing.T) *fakeAPI {
 	})
 	mux.HandleFunc("GET /v1/admin/clock", reply(`{"now": "2026-12-01T00:00:00Z"}`))
 	mux.HandleFunc("POST /v1/admin/clock", reply(`{"now": "2026-12-01T06:00:00Z"}`))
+	f.accessRoutes(mux)
 
 	f.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
@@ -129,6 +131,7 @@ func newFakeAPI(t *testing.T) *fakeAPI {
 		}
 		f.mu.Lock()
 		f.requests = append(f.requests, line)
+		f.auths = append(f.auths, r.Header.Get("Authorization"))
 		f.mu.Unlock()
 		mux.ServeHTTP(w, r)
 	}))
@@ -150,4 +153,10 @@ func (f *fakeAPI) seen() []string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return append([]string(nil), f.requests...)
+}
+
+func (f *fakeAPI) seenAuth() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.auths...)
 }

@@ -1,6 +1,7 @@
 // Command capblock is capblock's one binary: `capblock serve` runs the
 // server, and the other commands are a client of its HTTP API (types,
-// nodes, offerings, buy, blocks, events, admin).
+// nodes, offerings, buy, blocks, events, teams, users, tokens, spend,
+// audit, admin), with the credentials that `capblock login` stores.
 package main
 
 import (
@@ -32,16 +33,17 @@ func main() {
 func run(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	a := &app{stdout: stdout, stderr: stderr, getenv: os.Getenv, now: time.Now}
+	a := &app{stdout: stdout, stderr: stderr, getenv: os.Getenv, now: time.Now, configDir: os.UserConfigDir}
 	return a.execute(ctx, args)
 }
 
 // app holds what every command shares: where to write, the environment,
-// the clock, and the global flags.
+// the clock, where the login is stored, and the global flags.
 type app struct {
 	stdout, stderr io.Writer
 	getenv         func(string) string
 	now            func() time.Time
+	configDir      func() (string, error) // os.UserConfigDir
 
 	url     string
 	token   string
@@ -51,6 +53,8 @@ type app struct {
 	// running is set once a command's own code runs: an error before that
 	// came from cobra's parsing and is a usage error.
 	running bool
+	// creds are the credentials the command's client uses, once it has one.
+	creds *credentials
 }
 
 // usageErr is a mistake on the command line (exit status 2).
@@ -84,9 +88,12 @@ func (a *app) execute(ctx context.Context, args []string) int {
 	if errors.Is(err, context.Canceled) {
 		msg = "interrupted"
 	}
-	if usage {
+	switch {
+	case usage:
 		msg += fmt.Sprintf(" (see '%s --help')", cmd.CommandPath())
-	} else {
+	case a.creds != nil && client.ProblemCode(err) == client.CodeUnauthenticated:
+		msg = oneLine(a.creds.unauthenticatedMessage(err))
+	default:
 		msg += hint(cmd, err)
 	}
 	fmt.Fprintf(a.stderr, "capblock: %s\n", msg)
@@ -117,8 +124,13 @@ func (a *app) rootCmd() *cobra.Command {
 		Long: `capblock sells capacity blocks: N GPU instances of one type, guaranteed yours
 from a start to an end. Search offerings, buy one, and watch your blocks.
 
-The client commands talk to a capblock server at --url (or CAPBLOCK_URL,
-default ` + defaultURL + `); start one on this machine with "capblock serve".`,
+The client commands talk to a capblock server at --url (or CAPBLOCK_URL, or
+the one "capblock login" stored, default ` + defaultURL + `) with the
+API token of --token (or CAPBLOCK_TOKEN, or the stored login's). Start a
+server on this machine with "capblock serve", then log in with the first
+administrator's token, written beside its database:
+
+  capblock login --url ` + defaultURL + ` --token-file admin.token`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
@@ -130,8 +142,8 @@ default ` + defaultURL + `); start one on this machine with "capblock serve".`,
 	}
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error { return usageError(err) })
 	pf := root.PersistentFlags()
-	pf.StringVar(&a.url, "url", "", "server address (default $CAPBLOCK_URL or "+defaultURL+")")
-	pf.StringVar(&a.token, "token", "", "API token (default $CAPBLOCK_TOKEN)")
+	pf.StringVar(&a.url, "url", "", "server address (default $CAPBLOCK_URL, the login's, or "+defaultURL+")")
+	pf.StringVar(&a.token, "token", "", "API token (default $CAPBLOCK_TOKEN or the login's)")
 	pf.DurationVar(&a.timeout, "timeout", client.DefaultTimeout, "how long to wait for each answer")
 	pf.StringVarP(&a.output, "output", "o", "table", "output format: table or json")
 
@@ -143,25 +155,35 @@ default ` + defaultURL + `); start one on this machine with "capblock serve".`,
 		a.buyCmd(),
 		a.blocksCmd(),
 		a.eventsCmd(),
+		a.loginCmd(),
+		a.logoutCmd(),
+		a.teamsCmd(),
+		a.usersCmd(),
+		a.tokensCmd(),
+		a.spendCmd(),
+		a.auditCmd(),
 		a.adminCmd(),
 	)
 	return root
 }
 
-// client returns an API client for the server chosen by --url,
-// CAPBLOCK_URL or the default.
+// client returns an API client with the credentials of the flags, the
+// environment or the stored login (see resolveCredentials).
 func (a *app) client() (*client.Client, error) {
-	url := a.url
-	if url == "" {
-		url = a.getenv("CAPBLOCK_URL")
+	cr, err := a.resolveCredentials()
+	if err != nil {
+		return nil, err
 	}
-	if url == "" {
-		url = defaultURL
+	c, err := a.newClient(cr.url, cr.token)
+	if err != nil {
+		return nil, err
 	}
-	token := a.token
-	if token == "" {
-		token = a.getenv("CAPBLOCK_TOKEN")
-	}
+	a.creds = &cr
+	return c, nil
+}
+
+// newClient returns an API client of the server at url that sends token.
+func (a *app) newClient(url, token string) (*client.Client, error) {
 	c, err := client.New(url, client.WithToken(token), client.WithTimeout(a.timeout))
 	if err != nil {
 		return nil, usageError(fmt.Errorf("--url: %w", err))
@@ -172,8 +194,12 @@ func (a *app) client() (*client.Client, error) {
 // hint adds how to fix a failure that the server explained.
 func hint(cmd *cobra.Command, err error) string {
 	switch client.ProblemCode(err) {
-	case client.CodeUnauthenticated:
-		return "; pass a valid --token or set CAPBLOCK_TOKEN"
+	case client.CodeBudgetExceeded:
+		return "; an admin can change the team's budget with 'capblock teams budget'"
+	case client.CodeQuotaExceeded:
+		return "; an admin can change the team's quota with 'capblock teams quota'"
+	case client.CodeRateLimited:
+		return "; the server limits each token's requests: wait a moment and try again"
 	case client.CodeOfferingInvalid:
 		return "; copy the whole offering id from 'capblock offerings'"
 	case client.CodeNoCapacity:

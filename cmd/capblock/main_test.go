@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -21,10 +23,27 @@ type result struct {
 	stdout, stderr string
 }
 
+// TestMain points the configuration directory at an empty temporary one,
+// so that no test reads or writes the real home's login.
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "capblock-config-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	os.Setenv("XDG_CONFIG_HOME", dir) // where os.UserConfigDir looks on Linux and BSDs
+	os.Setenv("HOME", dir)            // and elsewhere
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
 // runApp runs the CLI with args against url, with a fixed clock and env.
+// The stored login is under $XDG_CONFIG_HOME (see TestMain and t.Setenv).
 func runApp(ctx context.Context, env map[string]string, args ...string) result {
 	var out, errOut bytes.Buffer
-	a := &app{stdout: &out, stderr: &errOut, getenv: func(k string) string { return env[k] }, now: func() time.Time { return testNow }}
+	a := &app{stdout: &out, stderr: &errOut, getenv: func(k string) string { return env[k] }, now: func() time.Time { return testNow },
+		configDir: os.UserConfigDir}
 	code := a.execute(ctx, args)
 	return result{code: code, stdout: out.String(), stderr: errOut.String()}
 }

@@ -109,8 +109,8 @@ Dates: now, today, tomorrow (midnight UTC), +14d, +6h, 2026-12-01, RFC 3339.`,
 
 func (a *app) buyCmd() *cobra.Command {
 	var (
-		name, clientToken string
-		tags              []string
+		name, clientToken, team string
+		tags                    []string
 	)
 	cmd := &cobra.Command{
 		Use:   "buy OFFERING_ID",
@@ -134,7 +134,7 @@ token returns the same block instead of buying twice.`,
 			if err != nil {
 				return err
 			}
-			b, err := c.Buy(cmd.Context(), client.BuyRequest{OfferingID: args[0], ClientToken: clientToken, Name: name, Tags: tagMap})
+			b, err := c.Buy(cmd.Context(), client.BuyRequest{OfferingID: args[0], ClientToken: clientToken, Name: name, Tags: tagMap, Team: team})
 			if err != nil {
 				return err
 			}
@@ -155,6 +155,7 @@ token returns the same block instead of buying twice.`,
 	f.StringVar(&name, "name", "", "a name for the block")
 	f.StringArrayVar(&tags, "tag", nil, "a tag KEY=VALUE (repeat for several)")
 	f.StringVar(&clientToken, "client-token", "", "idempotency token (default: a new random one)")
+	f.StringVar(&team, "team", "", "buy for this team (an admin's choice; default: your own team)")
 	return cmd
 }
 

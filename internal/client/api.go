@@ -59,10 +59,12 @@ func (c *Client) Offerings(ctx context.Context, q OfferingsQuery) ([]Offering, e
 }
 
 // Buy purchases an offering: POST /v1/blocks. Retrying with the same
-// ClientToken returns the same block.
+// ClientToken returns the same block, so a purchase with one is retried
+// once after a rate_limited answer.
 func (c *Client) Buy(ctx context.Context, req BuyRequest) (Block, error) {
 	var b Block
-	if err := c.do(ctx, request{method: http.MethodPost, path: "/v1/blocks", body: req}, &b); err != nil {
+	r := request{method: http.MethodPost, path: "/v1/blocks", body: req, idempotent: req.ClientToken != ""}
+	if err := c.do(ctx, r, &b); err != nil {
 		return Block{}, fmt.Errorf("buying offering: %w", err)
 	}
 	return b, nil

@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -30,6 +31,7 @@ type Client struct {
 	token   string
 	timeout time.Duration
 	http    *http.Client
+	sleep   func(context.Context, time.Duration) error
 }
 
 // Option configures a Client.
@@ -44,6 +46,13 @@ func WithTimeout(d time.Duration) Option { return func(c *Client) { c.timeout = 
 // WithHTTPClient replaces http.DefaultClient (for tests, proxies, TLS).
 func WithHTTPClient(h *http.Client) Option { return func(c *Client) { c.http = h } }
 
+// WithSleep replaces how the client waits before retrying a rate-limited
+// request (tests pass one that returns at once). sleep returns early with
+// the context's error when ctx ends.
+func WithSleep(sleep func(ctx context.Context, d time.Duration) error) Option {
+	return func(c *Client) { c.sleep = sleep }
+}
+
 // New returns a client of the server at baseURL, e.g. "http://127.0.0.1:8080".
 func New(baseURL string, opts ...Option) (*Client, error) {
 	u, err := url.Parse(baseURL)
@@ -52,7 +61,7 @@ func New(baseURL string, opts ...Option) (*Client, error) {
 	}
 	u.Path = strings.TrimRight(u.Path, "/")
 	u.RawQuery, u.Fragment = "", ""
-	c := &Client{base: u, timeout: DefaultTimeout, http: http.DefaultClient}
+	c := &Client{base: u, timeout: DefaultTimeout, http: http.DefaultClient, sleep: sleepContext}
 	for _, o := range opts {
 		o(c)
 	}
@@ -110,10 +119,40 @@ type request struct {
 	query  url.Values
 	body   any
 	wait   time.Duration // a long poll's wait, added to the timeout
+	// idempotent marks a non-GET request that is safe to send twice (a
+	// purchase with a client token).
+	idempotent bool
 }
 
-// do sends r and decodes a 2xx JSON answer into out (when not nil).
+// retryable reports whether r may be sent again after a rate_limited answer.
+func (r request) retryable() bool { return r.method == http.MethodGet || r.idempotent }
+
+// MaxRetryWait is the longest Retry-After that the client waits out before
+// it retries a rate-limited request once; a longer one returns the
+// rate_limited problem at once.
+const MaxRetryWait = 10 * time.Second
+
+// defaultRetryWait is the wait when a 429 answer has no usable Retry-After.
+const defaultRetryWait = time.Second
+
+// do sends r and decodes a 2xx JSON answer into out (when not nil). A
+// rate_limited answer to a request that is safe to repeat is retried once,
+// after the server's Retry-After.
 func (c *Client) do(ctx context.Context, r request, out any) error {
+	retryAfter, err := c.send(ctx, r, out)
+	if retryAfter < 0 || !r.retryable() || retryAfter > MaxRetryWait {
+		return err
+	}
+	if serr := c.sleep(ctx, retryAfter); serr != nil {
+		return serr // the caller cancelled while waiting
+	}
+	_, err = c.send(ctx, r, out)
+	return err
+}
+
+// send makes one attempt at r. retryAfter is how long a 429 answer asks to
+// wait, and -1 for any other outcome.
+func (c *Client) send(ctx context.Context, r request, out any) (retryAfter time.Duration, err error) {
 	what := r.method + " " + r.path
 	if c.timeout > 0 {
 		var cancel context.CancelFunc
@@ -122,22 +161,31 @@ func (c *Client) do(ctx context.Context, r request, out any) error {
 	}
 	req, err := c.newRequest(ctx, r)
 	if err != nil {
-		return fmt.Errorf("building request %s: %w", what, err)
+		return -1, fmt.Errorf("building request %s: %w", what, err)
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return c.transportError(ctx, err, c.timeout+r.wait)
+		return -1, c.transportError(ctx, err, c.timeout+r.wait)
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
 	if err != nil {
 		if context.Cause(ctx) == errRequestTimeout {
-			return &TimeoutError{URL: c.BaseURL(), Timeout: c.timeout + r.wait}
+			return -1, &TimeoutError{URL: c.BaseURL(), Timeout: c.timeout + r.wait}
 		}
-		return fmt.Errorf("reading the answer to %s: %w", what, err)
+		return -1, fmt.Errorf("reading the answer to %s: %w", what, err)
 	}
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return decodeProblem(resp.StatusCode, data)
+	if resp.StatusCode == http.StatusTooManyRequests {
+		return parseRetryAfter(resp.Header.Get("Retry-After"), time.Now()), decodeProblem(resp.StatusCode, data)
+	}
+	return -1, decodeAnswer(what, resp.StatusCode, data, out)
+}
+
+// decodeAnswer turns a problem into an error and decodes a 2xx answer into
+// out (when not nil).
+func decodeAnswer(what string, status int, data []byte, out any) error {
+	if status < 200 || status > 299 {
+		return decodeProblem(status, data)
 	}
 	if out == nil {
 		return nil
@@ -149,6 +197,31 @@ func (c *Client) do(ctx context.Context, r request, out any) error {
 }
 
 var errRequestTimeout = errors.New("request timed out")
+
+// parseRetryAfter reads a Retry-After header: delay-seconds or an HTTP
+// date. A missing or unreadable one means defaultRetryWait.
+func parseRetryAfter(h string, now time.Time) time.Duration {
+	h = strings.TrimSpace(h)
+	if n, err := strconv.Atoi(h); err == nil && n >= 0 {
+		return time.Duration(n) * time.Second
+	}
+	if t, err := http.ParseTime(h); err == nil {
+		return max(t.Sub(now), 0)
+	}
+	return defaultRetryWait
+}
+
+// sleepContext waits for d or until ctx ends.
+func sleepContext(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
 
 func (c *Client) newRequest(ctx context.Context, r request) (*http.Request, error) {
 	target := c.BaseURL() + r.path // r.path is already escaped

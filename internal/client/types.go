@@ -125,9 +125,143 @@ type BuyRequest struct {
 	ClientToken string            `json:"clientToken"`
 	Name        string            `json:"name,omitempty"`
 	Tags        map[string]string `json:"tags,omitempty"`
+	// Team is the team an admin buys for; empty means the caller's own.
+	Team string `json:"team,omitempty"`
 }
 
 // Clock is the server's simulated clock.
 type Clock struct {
 	Now time.Time `json:"now"`
+}
+
+// Team is a group of users that owns blocks, quotas and a budget.
+type Team struct {
+	ID        string    `json:"id"`
+	Name      string    `json:"name"`
+	CreatedAt time.Time `json:"createdAt"`
+}
+
+// Quota limits a team's purchases, for every instance type (InstanceType
+// empty) or one. A zero limit means the operator's default.
+type Quota struct {
+	InstanceType         string `json:"instanceType,omitempty"`
+	MaxInstancesPerBlock int    `json:"maxInstancesPerBlock"`
+	MaxInstancesHeld     int    `json:"maxInstancesHeld"`
+	MaxDurationHours     int    `json:"maxDurationHours"`
+	MaxLeadDays          int    `json:"maxLeadDays"`
+}
+
+// Budget caps a team's net spend per Period: "month", "total" or "none".
+type Budget struct {
+	Amount Money  `json:"amount"`
+	Period string `json:"period"`
+}
+
+// LedgerEntry is one charge or refund of a team.
+type LedgerEntry struct {
+	ID      string    `json:"id"`
+	Time    time.Time `json:"time"`
+	Kind    string    `json:"kind"` // "charge" or "refund"
+	Amount  Money     `json:"amount"`
+	Subject string    `json:"subject"` // the block charged or refunded
+}
+
+// Ledger is a team's charges and refunds, its net spend in the current
+// budget period and its budget (nil when it has none).
+type Ledger struct {
+	Entries []LedgerEntry `json:"entries"`
+	Spent   Money         `json:"spent"`
+	Budget  *Budget       `json:"budget,omitempty"`
+}
+
+// Roles of API.md.
+const (
+	RoleAdmin  = "admin"
+	RoleMember = "member"
+	RoleViewer = "viewer"
+)
+
+// User is a person or robot of a team, with a role.
+type User struct {
+	ID        string    `json:"id"`
+	Name      string    `json:"name"`
+	Team      string    `json:"team"`
+	Role      string    `json:"role"`
+	CreatedAt time.Time `json:"createdAt"`
+}
+
+// NewUser is the body of POST /v1/users.
+type NewUser struct {
+	Name string `json:"name"`
+	Team string `json:"team"`
+	Role string `json:"role"`
+}
+
+// Token describes an API token; the secret itself is only in NewToken.
+type Token struct {
+	ID        string     `json:"id"`
+	User      string     `json:"user"`
+	CreatedAt time.Time  `json:"createdAt"`
+	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
+	RevokedAt *time.Time `json:"revokedAt,omitempty"`
+}
+
+// NewToken is a token just created; Secret is shown this once.
+type NewToken struct {
+	Token
+	Secret string `json:"token"`
+}
+
+// AuditRecord is one mutating request: who, with which token, what, and
+// the outcome ("ok" or a problem code).
+type AuditRecord struct {
+	Seq     int64     `json:"seq"`
+	Time    time.Time `json:"time"`
+	User    string    `json:"user"`
+	Team    string    `json:"team"`
+	TokenID string    `json:"tokenId"`
+	Method  string    `json:"method"`
+	Route   string    `json:"route"`
+	Subject string    `json:"subject,omitempty"`
+	Status  int       `json:"status"`
+	Outcome string    `json:"outcome"`
+}
+
+// AuditPage is one answer of GET /v1/audit; Next is the cursor to pass as
+// after next time.
+type AuditPage struct {
+	Records []AuditRecord `json:"records"`
+	Next    string        `json:"next"`
+}
+
+// SpendQuery selects spend rows: one team (all the caller may see when
+// empty) and months From..To, written "2026-12" (open when empty).
+type SpendQuery struct {
+	Team string
+	From string
+	To   string
+}
+
+// SpendRow is what a team spent on one instance type in one month, what
+// the same hours would have cost on demand, and the difference.
+type SpendRow struct {
+	Team         string `json:"team"`
+	InstanceType string `json:"instanceType"`
+	Month        string `json:"month"` // "2026-12"
+	Spent        Money  `json:"spent"`
+	OnDemand     Money  `json:"onDemand"`
+	Savings      Money  `json:"savings"`
+}
+
+// SpendTotal sums the rows of a Spend.
+type SpendTotal struct {
+	Spent    Money `json:"spent"`
+	OnDemand Money `json:"onDemand"`
+	Savings  Money `json:"savings"`
+}
+
+// Spend is the answer of GET /v1/spend.
+type Spend struct {
+	Rows  []SpendRow `json:"rows"`
+	Total SpendTotal `json:"total"`
 }

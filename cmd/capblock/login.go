@@ -1,0 +1,196 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"capblock/internal/auth"
+	"capblock/internal/client"
+)
+
+func (a *app) loginCmd() *cobra.Command {
+	var tokenFile string
+	cmd := &cobra.Command{
+		Use:   "login --url URL (--token-file FILE | --token TOKEN)",
+		Short: "Check an API token against a server and store both for the other commands",
+		Long: `Check an API token against the server and store the server's address and the
+token in $XDG_CONFIG_HOME/capblock/config.json (~/.config/capblock/config.json),
+readable only by you. The other commands use them unless --url/--token or
+CAPBLOCK_URL/CAPBLOCK_TOKEN say otherwise; the stored token is only sent to
+the server it was stored for.
+
+On its first start, "capblock serve" writes the first administrator's token
+to admin.token beside its database.`,
+		Example: `  capblock login --url http://127.0.0.1:8080 --token-file admin.token
+  capblock login --url https://capblock.example.com --token-file ~/capblock.token`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			token, source, err := a.loginToken(tokenFile)
+			if err != nil {
+				return err
+			}
+			url := a.url
+			if url == "" {
+				url = a.getenv("CAPBLOCK_URL")
+			}
+			if url == "" {
+				url = defaultURL
+			}
+			c, err := a.newClient(url, token)
+			if err != nil {
+				return err
+			}
+			return a.login(cmd.Context(), c, token, source)
+		},
+	}
+	cmd.Flags().StringVar(&tokenFile, "token-file", "", "read the token from this file, e.g. admin.token beside the server's database")
+	return cmd
+}
+
+// loginToken reads the token that login checks, and says where it came
+// from without showing it.
+func (a *app) loginToken(tokenFile string) (token, source string, err error) {
+	switch {
+	case tokenFile != "" && a.token != "":
+		return "", "", usagef("give --token-file or --token, not both")
+	case tokenFile == "" && a.token == "":
+		return "", "", usagef("give --token-file FILE (the first administrator's is admin.token beside the server's database) or --token TOKEN")
+	case a.token != "":
+		token, source = a.token, "--token"
+	default:
+		data, err := os.ReadFile(tokenFile)
+		if err != nil {
+			return "", "", fmt.Errorf("reading the token: %w", err)
+		}
+		token, source = strings.TrimSpace(string(data)), tokenFile
+	}
+	if err := auth.Check(token); err != nil {
+		return "", "", usagef("%s does not hold a capblock API token (%s followed by 43 characters)", source, auth.Prefix)
+	}
+	return token, source, nil
+}
+
+// login checks the token with GET /v1/users, finds out whose it is and
+// stores the credentials.
+func (a *app) login(ctx context.Context, c *client.Client, token, source string) error {
+	users, err := c.Users(ctx)
+	var p *client.Problem
+	if errors.As(err, &p) && p.Code == client.CodeUnauthenticated {
+		detail := p.Detail
+		if detail == "" {
+			detail = "the token is not valid"
+		}
+		return fmt.Errorf("the server at %s refused the token from %s: %s", c.BaseURL(), source, detail)
+	}
+	if err != nil {
+		return fmt.Errorf("checking the token: %w", err)
+	}
+	me, known, err := a.whoami(ctx, c, users)
+	if err != nil {
+		return err
+	}
+	path, err := a.saveConfig(config{URL: c.BaseURL(), Token: token, User: me.ID})
+	if err != nil {
+		return err
+	}
+	if a.jsonOutput() {
+		out := map[string]any{"url": c.BaseURL(), "config": path}
+		if known {
+			out["user"] = me
+		}
+		return a.printJSON(out)
+	}
+	if !known {
+		fmt.Fprintf(a.stdout, "logged in to %s as an administrator (the server does not say which of its %d users)\n", c.BaseURL(), len(users))
+		a.note("stored in %s; 'capblock tokens create' will need --user", path)
+		return nil
+	}
+	team := me.Team
+	if t, err := c.Team(ctx, me.Team); err == nil && t.Name != "" {
+		team = t.Name + " (" + t.ID + ")"
+	}
+	fmt.Fprintf(a.stdout, "logged in to %s as %s (%s) of team %s\n", c.BaseURL(), me.Name, me.Role, team)
+	a.note("stored in %s", path)
+	return nil
+}
+
+// whoami finds the user that the client's token belongs to. The API has
+// no route for it, so it reasons from what the token may see: one user
+// visible is oneself; tokens of one user only are one's own (a member or
+// viewer sees only its own tokens); otherwise the caller is an admin, and
+// when only one admin holds a live token, that is it. known is false when
+// none of these tells.
+func (a *app) whoami(ctx context.Context, c *client.Client, users []client.User) (me client.User, known bool, err error) {
+	if len(users) == 1 {
+		return users[0], true, nil
+	}
+	tokens, err := c.Tokens(ctx)
+	if err != nil {
+		return client.User{}, false, fmt.Errorf("finding out whose token this is: %w", err)
+	}
+	byID := make(map[string]client.User, len(users))
+	for _, u := range users {
+		byID[u.ID] = u
+	}
+	owners := map[string]bool{}
+	admins := map[string]bool{}
+	for _, t := range tokens {
+		owners[t.User] = true
+		if live(t, a.now()) && byID[t.User].Role == client.RoleAdmin {
+			admins[t.User] = true
+		}
+	}
+	for _, set := range []map[string]bool{owners, admins} {
+		if len(set) != 1 {
+			continue
+		}
+		for id := range set {
+			if u, ok := byID[id]; ok {
+				return u, true, nil
+			}
+		}
+	}
+	return client.User{}, false, nil
+}
+
+// live reports whether a token is neither revoked nor expired at now.
+func live(t client.Token, now time.Time) bool {
+	return t.RevokedAt == nil && (t.ExpiresAt == nil || t.ExpiresAt.After(now))
+}
+
+func (a *app) logoutCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "logout",
+		Short: "Forget the stored server and token",
+		Long: `Remove the file where "capblock login" stored the server and the token. The
+token itself stays valid: revoke it with "capblock tokens revoke TOKEN_ID"
+if it should not be used again.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cfg, path, ok, loadErr := a.loadConfig()
+			if path == "" {
+				return loadErr
+			}
+			err := os.Remove(path)
+			if errors.Is(err, os.ErrNotExist) {
+				a.note("not logged in (there is no %s)", path)
+				return nil
+			}
+			if err != nil {
+				return fmt.Errorf("logging out: %w", err)
+			}
+			if ok {
+				fmt.Fprintf(a.stdout, "logged out of %s\n", cfg.URL)
+			} else {
+				fmt.Fprintf(a.stdout, "logged out: removed %s\n", path)
+			}
+			return nil
+		},
+	}
+}

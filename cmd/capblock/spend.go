@@ -1,0 +1,140 @@
+package main
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"capblock/internal/client"
+	"capblock/internal/fleet"
+)
+
+// monthLayout is how --from and --to name a month.
+const monthLayout = "2006-01"
+
+func (a *app) spendCmd() *cobra.Command {
+	var q client.SpendQuery
+	cmd := &cobra.Command{
+		Use:   "spend [--team TEAM_ID] [--from YYYY-MM] [--to YYYY-MM]",
+		Short: "Show spend per team, instance type and month, and the savings against on-demand prices",
+		Example: `  capblock spend --from 2026-11 --to 2026-12
+  capblock spend --team team-…`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			from, err := parseMonth("--from", q.From)
+			if err != nil {
+				return err
+			}
+			to, err := parseMonth("--to", q.To)
+			if err != nil {
+				return err
+			}
+			if !from.IsZero() && !to.IsZero() && to.Before(from) {
+				return usagef("--to %s is before --from %s", q.To, q.From)
+			}
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			s, err := c.Spend(cmd.Context(), q)
+			if err != nil {
+				return err
+			}
+			if a.jsonOutput() {
+				return a.printJSON(s)
+			}
+			if len(s.Rows) == 0 {
+				a.note("no spend in that period")
+				return nil
+			}
+			t := newTable(a.stdout, "TEAM", "TYPE", "MONTH", "SPENT", "ON-DEMAND", "SAVINGS", "SAVINGS %")
+			for _, r := range s.Rows {
+				t.row(r.Team, r.InstanceType, r.Month, r.Spent.String(), r.OnDemand.String(), r.Savings.String(), percent(r.Savings, r.OnDemand))
+			}
+			t.row("total", "", "", s.Total.Spent.String(), s.Total.OnDemand.String(), s.Total.Savings.String(), percent(s.Total.Savings, s.Total.OnDemand))
+			return t.flush()
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&q.Team, "team", "", "only this team (default: every team you may see)")
+	f.StringVar(&q.From, "from", "", "first month, e.g. 2026-11")
+	f.StringVar(&q.To, "to", "", "last month, e.g. 2026-12")
+	return cmd
+}
+
+// parseMonth checks a YYYY-MM flag; empty stays the zero time.
+func parseMonth(flag, s string) (time.Time, error) {
+	if s == "" {
+		return time.Time{}, nil
+	}
+	t, err := time.Parse(monthLayout, s)
+	if err != nil {
+		return time.Time{}, usagef("%s %q is not a month; write it like 2026-12", flag, s)
+	}
+	return t, nil
+}
+
+// percent is part of whole in whole percent, rounded half away from zero;
+// "-" when it cannot be told.
+func percent(part, whole client.Money) string {
+	p, err1 := fleet.ParseMoney(part.Amount, part.Currency)
+	w, err2 := fleet.ParseMoney(whole.Amount, whole.Currency)
+	if err1 != nil || err2 != nil || w.Minor <= 0 || p.Currency != w.Currency {
+		return "-"
+	}
+	n := p.Minor * 100
+	if n < 0 {
+		return "-" + strconv.FormatInt((-n+w.Minor/2)/w.Minor, 10) + "%"
+	}
+	return strconv.FormatInt((n+w.Minor/2)/w.Minor, 10) + "%"
+}
+
+func (a *app) auditCmd() *cobra.Command {
+	var after string
+	cmd := &cobra.Command{
+		Use:   "audit [--after N]",
+		Short: "Print the audit log of mutating requests (admin)",
+		Long: `Print who did what: each mutating request with its user, team, token id,
+route, subject and outcome, oldest first, and the cursor to pass as --after
+next time.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			page, err := c.Audit(cmd.Context(), after)
+			if err != nil {
+				return err
+			}
+			if a.jsonOutput() {
+				return a.printJSON(page)
+			}
+			if len(page.Records) == 0 {
+				if after == "" {
+					a.note("no audit records yet")
+				} else {
+					a.note("no audit records after %s", after)
+				}
+				return nil
+			}
+			t := newTable(a.stdout, "SEQ", "TIME (UTC)", "USER", "TEAM", "TOKEN", "METHOD", "ROUTE", "SUBJECT", "STATUS", "OUTCOME")
+			for _, r := range page.Records {
+				subject := r.Subject
+				if subject == "" {
+					subject = "-"
+				}
+				t.row(strconv.FormatInt(r.Seq, 10), fmtTime(r.Time), r.User, r.Team, r.TokenID, r.Method, r.Route,
+					subject, strconv.Itoa(r.Status), r.Outcome)
+			}
+			if err := t.flush(); err != nil {
+				return err
+			}
+			a.note("next: capblock audit --after %s", page.Next)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&after, "after", "", "print only records after this cursor")
+	return cmd
+}
