@@ -102,7 +102,10 @@ type process struct {
 	url string
 }
 
-var listenLine = regexp.MustCompile(`url=(http://127\.0\.0\.1:\d+)`)
+var (
+	listenLine    = regexp.MustCompile(`url=(http://127\.0\.0\.1:\d+)`)
+	listenLineTLS = regexp.MustCompile(`url=(https://127\.0\.0\.1:\d+)`)
+)
 
 // startProcess starts `capblock serve` on db with a simulated clock and
 // waits for the line that says where it listens.
