@@ -57,6 +57,7 @@ var access = map[string]core.Role{
 	"getSpend":    core.RoleViewer,
 	"createUser":  core.RoleAdmin,
 	"listUsers":   core.RoleViewer,
+	"whoami":      core.RoleViewer,
 	"createToken": core.RoleViewer, // one's own; an admin anyone's
 	"listTokens":  core.RoleViewer,
 	"revokeToken": core.RoleViewer, // one's own; an admin anyone's

@@ -144,6 +144,7 @@ func TestOpenAPI(t *testing.T) {
 				"GET /v1/tokens",
 				"GET /v1/spend",
 				"GET /v1/users",
+				"GET /v1/whoami",
 				"POST /v1/teams",
 				"POST /v1/users",
 				"POST /v1/users/{id}/tokens",

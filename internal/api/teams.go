@@ -29,6 +29,7 @@ func (s *server) registerTeams(api huma.API) {
 	user.DefaultStatus = http.StatusCreated
 	huma.Register(api, user, s.createUser)
 	huma.Register(api, s.operation("listUsers", http.MethodGet, "/v1/users", "teams", "List users: all for an admin, one's team otherwise"), s.listUsers)
+	huma.Register(api, s.operation("whoami", http.MethodGet, "/v1/whoami", "teams", "The user and token a request authenticates as"), s.whoami)
 	token := s.operation("createToken", http.MethodPost, "/v1/users/{id}/tokens", "teams", "Create an API token; it is shown this once")
 	token.DefaultStatus = http.StatusCreated
 	huma.Register(api, token, s.createToken)
@@ -225,6 +226,16 @@ func (s *server) listUsers(ctx context.Context, _ *struct{}) (*out[usersJSON], e
 		resp.Users = append(resp.Users, toUser(u))
 	}
 	return reply(resp)
+}
+
+type whoamiJSON struct {
+	User    userJSON `json:"user"`
+	TokenID string   `json:"tokenId"`
+}
+
+func (s *server) whoami(ctx context.Context, _ *struct{}) (*out[whoamiJSON], error) {
+	p := principalOf(ctx)
+	return reply(whoamiJSON{User: toUser(p.User), TokenID: p.TokenID})
 }
 
 type tokenJSON struct {

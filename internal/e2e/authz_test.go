@@ -292,6 +292,9 @@ var authzRequests = map[string]func(f *authzFixture, role core.Role, other bool)
 		return authzRequest{need: core.RoleViewer, method: "POST", path: "/v1/users/" + u + "/tokens", body: map[string]any{},
 			success: 201, scoped: true, otherStatus: 404}
 	},
+	"whoami": func(*authzFixture, core.Role, bool) authzRequest {
+		return authzRequest{need: core.RoleViewer, method: "GET", path: "/v1/whoami", success: 200}
+	},
 	"listTokens": func(*authzFixture, core.Role, bool) authzRequest {
 		return authzRequest{need: core.RoleViewer, method: "GET", path: "/v1/tokens", success: 200}
 	},

@@ -103,12 +103,12 @@ func useToken(t *testing.T, url, file string) {
 func (e *env) whoami() user {
 	e.t.Helper()
 	var out struct {
-		Users []user `json:"users"`
+		User user `json:"user"`
 	}
-	if code := call(e.t, e.url, "GET", "/v1/users", nil, &out); code != 200 || len(out.Users) == 0 {
-		e.t.Fatalf("listing users: status %d", code)
+	if code := call(e.t, e.url, "GET", "/v1/whoami", nil, &out); code != 200 || out.User.ID == "" {
+		e.t.Fatalf("whoami: status %d", code)
 	}
-	return out.Users[0]
+	return out.User
 }
 
 type user struct {
