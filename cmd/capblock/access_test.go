@@ -198,8 +198,7 @@ func TestAccessCommands(t *testing.T) {
 			args: []string{"tokens", "create"},
 			want: result{stdout: "*", stderr: "*"},
 			wantRequests: []string{
-				"GET /v1/users",
-				"GET /v1/tokens",
+				"GET /v1/whoami",
 				`POST /v1/users/usr-1/tokens {}`,
 			},
 		},

@@ -85,6 +85,7 @@ func (f *fakeAPI) accessRoutes(mux *http.ServeMux) {
 		answer(http.StatusCreated, `{"id": "usr-3", "name": "`+b["name"]+`", "team": "`+b["team"]+`", "role": "`+b["role"]+`", "createdAt": "2026-11-20T09:30:00Z"}`)(w, r)
 	})
 	mux.HandleFunc("GET /v1/users", ok(`{"users": [`+userRoot+`, `+userAda+`]}`))
+	mux.HandleFunc("GET /v1/whoami", ok(`{"user": `+userRoot+`, "tokenId": "tok-1"}`))
 	mux.HandleFunc("POST /v1/users/{id}/tokens", func(w http.ResponseWriter, r *http.Request) {
 		expires := ""
 		if body()["expiresIn"] != "" {

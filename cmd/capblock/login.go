@@ -79,7 +79,7 @@ func (a *app) loginToken(tokenFile string) (token, source string, err error) {
 // login checks the token with GET /v1/users, finds out whose it is and
 // stores the credentials.
 func (a *app) login(ctx context.Context, c *client.Client, token, source string) error {
-	users, err := c.Users(ctx)
+	me, _, err := c.Whoami(ctx)
 	var p *client.Problem
 	if errors.As(err, &p) && p.Code == client.CodeUnauthenticated {
 		detail := p.Detail
@@ -91,25 +91,12 @@ func (a *app) login(ctx context.Context, c *client.Client, token, source string)
 	if err != nil {
 		return fmt.Errorf("checking the token: %w", err)
 	}
-	me, known, err := a.whoami(ctx, c, users)
-	if err != nil {
-		return err
-	}
 	path, err := a.saveConfig(config{URL: c.BaseURL(), Token: token, User: me.ID})
 	if err != nil {
 		return err
 	}
 	if a.jsonOutput() {
-		out := map[string]any{"url": c.BaseURL(), "config": path}
-		if known {
-			out["user"] = me
-		}
-		return a.printJSON(out)
-	}
-	if !known {
-		fmt.Fprintf(a.stdout, "logged in to %s as an administrator (the server does not say which of its %d users)\n", c.BaseURL(), len(users))
-		a.note("stored in %s; 'capblock tokens create' will need --user", path)
-		return nil
+		return a.printJSON(map[string]any{"url": c.BaseURL(), "config": path, "user": me})
 	}
 	team := me.Team
 	if t, err := c.Team(ctx, me.Team); err == nil && t.Name != "" {
@@ -118,45 +105,6 @@ func (a *app) login(ctx context.Context, c *client.Client, token, source string)
 	fmt.Fprintf(a.stdout, "logged in to %s as %s (%s) of team %s\n", c.BaseURL(), me.Name, me.Role, team)
 	a.note("stored in %s", path)
 	return nil
-}
-
-// whoami finds the user that the client's token belongs to. The API has
-// no route for it, so it reasons from what the token may see: one user
-// visible is oneself; tokens of one user only are one's own (a member or
-// viewer sees only its own tokens); otherwise the caller is an admin, and
-// when only one admin holds a live token, that is it. known is false when
-// none of these tells.
-func (a *app) whoami(ctx context.Context, c *client.Client, users []client.User) (me client.User, known bool, err error) {
-	if len(users) == 1 {
-		return users[0], true, nil
-	}
-	tokens, err := c.Tokens(ctx)
-	if err != nil {
-		return client.User{}, false, fmt.Errorf("finding out whose token this is: %w", err)
-	}
-	byID := make(map[string]client.User, len(users))
-	for _, u := range users {
-		byID[u.ID] = u
-	}
-	owners := map[string]bool{}
-	admins := map[string]bool{}
-	for _, t := range tokens {
-		owners[t.User] = true
-		if live(t, a.now()) && byID[t.User].Role == client.RoleAdmin {
-			admins[t.User] = true
-		}
-	}
-	for _, set := range []map[string]bool{owners, admins} {
-		if len(set) != 1 {
-			continue
-		}
-		for id := range set {
-			if u, ok := byID[id]; ok {
-				return u, true, nil
-			}
-		}
-	}
-	return client.User{}, false, nil
 }
 
 // live reports whether a token is neither revoked nor expired at now.

@@ -165,16 +165,9 @@ func (a *app) ownUserID(ctx context.Context, c *client.Client) (string, error) {
 	if a.creds != nil && a.creds.user != "" {
 		return a.creds.user, nil
 	}
-	users, err := c.Users(ctx)
+	me, _, err := c.Whoami(ctx)
 	if err != nil {
 		return "", err
-	}
-	me, known, err := a.whoami(ctx, c, users)
-	if err != nil {
-		return "", err
-	}
-	if !known {
-		return "", usagef("cannot tell which user your token belongs to: pass --user USER_ID (see 'capblock users list')")
 	}
 	return me.ID, nil
 }

@@ -98,6 +98,19 @@ func (c *Client) Users(ctx context.Context) ([]User, error) {
 	return out.Users, nil
 }
 
+// Whoami returns the user the client's token belongs to, and the
+// token's id: GET /v1/whoami.
+func (c *Client) Whoami(ctx context.Context) (User, string, error) {
+	var out struct {
+		User    User   `json:"user"`
+		TokenID string `json:"tokenId"`
+	}
+	if err := c.do(ctx, request{method: http.MethodGet, path: "/v1/whoami"}, &out); err != nil {
+		return User{}, "", fmt.Errorf("asking whose token this is: %w", err)
+	}
+	return out.User, out.TokenID, nil
+}
+
 // CreateToken makes an API token for a user, valid for expiresIn (0: no
 // expiry): POST /v1/users/{id}/tokens. The answer holds the secret, which
 // the server never shows again.
