@@ -147,6 +147,7 @@ func (g *guard) middleware(ctx huma.Context, next func(huma.Context)) {
 	if err != nil {
 		ctx.SetHeader("WWW-Authenticate", `Bearer realm="capblock"`)
 		_ = huma.WriteErr(g.api, ctx, http.StatusUnauthorized, "a valid API token is required: send Authorization: Bearer cbt_… (capblock login stores one for the CLI)")
+		g.audit(ctx, core.Principal{})
 		return
 	}
 	p, err := g.svc.Authenticate(ctx.Context(), token)
@@ -154,6 +155,7 @@ func (g *guard) middleware(ctx huma.Context, next func(huma.Context)) {
 		ctx.SetHeader("WWW-Authenticate", `Bearer realm="capblock", error="invalid_token"`)
 		if errors.Is(err, core.ErrUnauthenticated) {
 			_ = huma.WriteErr(g.api, ctx, http.StatusUnauthorized, err.Error())
+			g.audit(ctx, core.Principal{})
 			return
 		}
 		recordError(ctx.Context(), err)
@@ -178,6 +180,7 @@ func (g *guard) middleware(ctx huma.Context, next func(huma.Context)) {
 }
 
 // audit records a mutating request: who, which token, what, the outcome.
+// A request refused for its token is recorded with no user.
 func (g *guard) audit(ctx huma.Context, p core.Principal) {
 	switch ctx.Method() {
 	case http.MethodGet, http.MethodHead, http.MethodOptions:

@@ -175,6 +175,7 @@ func TestAudit(t *testing.T) {
 	var p problem
 	call(t, e.url, "POST", "/v1/teams", map[string]any{"name": "gamma"}, &p, f.token(core.RoleMember)) // forbidden
 	call(t, e.url, "GET", "/v1/blocks", nil, nil, f.token(core.RoleMember))
+	call(t, e.url, "POST", "/v1/teams", map[string]any{"name": "delta"}, nil, "-") // no token
 	var log struct {
 		Records []struct {
 			User, TokenID, Method, Route, Outcome string
@@ -184,17 +185,20 @@ func TestAudit(t *testing.T) {
 	if code := call(t, e.url, "GET", "/v1/audit", nil, &log); code != 200 {
 		t.Fatalf("audit: %d", code)
 	}
-	var forbidden, reads int
+	var forbidden, reads, anonymous int
 	for _, r := range log.Records {
 		if r.Method == "GET" {
 			reads++
+		}
+		if r.Route == "/v1/teams" && r.Status == 401 && r.User == "" && r.Outcome == "unauthenticated" {
+			anonymous++
 		}
 		if r.Route == "/v1/teams" && r.Status == 403 && r.Outcome == "forbidden" && r.User == f.self[core.RoleMember] && r.TokenID != "" {
 			forbidden++
 		}
 	}
-	if forbidden != 1 || reads != 0 {
-		t.Fatalf("%d forbidden team creations and %d reads recorded, want 1 and 0: %+v", forbidden, reads, log.Records)
+	if forbidden != 1 || anonymous != 1 || reads != 0 {
+		t.Fatalf("%d forbidden and %d unauthenticated team creations and %d reads recorded, want 1, 1 and 0: %+v", forbidden, anonymous, reads, log.Records)
 	}
 	if code := call(t, e.url, "GET", "/v1/audit", nil, &p, f.token(core.RoleMember)); code != 403 {
 		t.Fatalf("a member reading the audit log: %d", code)
