@@ -21,21 +21,21 @@ import (
 	"capblock/internal/clock"
 	"capblock/internal/fleet"
 	"capblock/internal/service"
-	"capblock/internal/store/sqlite"
 )
 
 type serveFlags struct {
-	db       string
-	fleet    string
-	listen   string
-	simClock bool
-	simStart string
-	backend  string
-	logLevel string
-	tlsCert  string
-	tlsKey   string
-	rate     float64
-	burst    int
+	db        string
+	fleet     string
+	listen    string
+	simClock  bool
+	simStart  string
+	backend   string
+	logLevel  string
+	tlsCert   string
+	tlsKey    string
+	rate      float64
+	burst     int
+	tokenFile string
 }
 
 // newServeCmd is `capblock serve`: with no flags it runs on a SQLite file
@@ -59,7 +59,8 @@ POST /v1/admin/clock (or "capblock admin clock --advance 6h").`,
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.db, "db", "capblock.db", "SQLite database file (created if missing)")
+	fl.StringVar(&f.db, "db", "capblock.db", "SQLite database file (created if missing), or a postgres:// URL shared by replicas")
+	fl.StringVar(&f.tokenFile, "admin-token-file", "", "where the first start writes the first administrator's token (default: admin.token beside the SQLite file, or in the working directory)")
 	fl.StringVar(&f.fleet, "fleet", "", "fleet YAML file (default: the built-in demo fleet; see docs/fleet.md)")
 	fl.StringVar(&f.listen, "listen", "127.0.0.1:8080", "address to listen on")
 	fl.BoolVar(&f.simClock, "sim-clock", false, "run on a simulated clock moved by POST /v1/admin/clock")
@@ -102,9 +103,9 @@ func serve(ctx context.Context, f serveFlags) error {
 	if f.backend != "sim" {
 		return usageError(fmt.Errorf("--backend %q is not available; this build has: sim", f.backend))
 	}
-	st, err := sqlite.Open(ctx, f.db)
+	st, err := openStore(ctx, f.db)
 	if err != nil {
-		return fmt.Errorf("opening database %s: %w", f.db, err)
+		return fmt.Errorf("opening database %s: %w", redactDSN(f.db), err)
 	}
 	defer st.Close()
 	svc, err := service.New(ctx, service.Config{Fleet: fl, Store: st, Backend: backend.NewSim(log), Clock: clk, Log: log})
@@ -112,7 +113,12 @@ func serve(ctx context.Context, f serveFlags) error {
 		return err
 	}
 	// 4. The first administrator, on first start.
-	tokenPath := filepath.Join(filepath.Dir(f.db), "admin.token")
+	tokenPath := f.tokenFile
+	if tokenPath == "" && isPostgresURL(f.db) {
+		tokenPath = "admin.token"
+	} else if tokenPath == "" {
+		tokenPath = filepath.Join(filepath.Dir(f.db), "admin.token")
+	}
 	if made, err := svc.Bootstrap(ctx, tokenPath); err != nil {
 		return err
 	} else if made {
@@ -137,8 +143,7 @@ func serve(ctx context.Context, f serveFlags) error {
 	if f.tlsCert != "" {
 		url = "https://" + ln.Addr().String()
 	}
-	abs, _ := filepath.Abs(f.db)
-	log.Info("capblock listening", "url", url, "db", abs, "fleet", source, "nodes", len(fl.Nodes),
+	log.Info("capblock listening", "url", url, "db", dbName(f.db), "fleet", source, "nodes", len(fl.Nodes),
 		"backend", f.backend, "clock", clockName(f.simClock, clk))
 	log.Info(fmt.Sprintf("try: capblock login --url %s --token-file %s && capblock types", url, tokenPath))
 	go func() {

@@ -43,7 +43,9 @@ func (s *Service) Bootstrap(ctx context.Context, tokenPath string) (bool, error)
 		}
 	}
 	admin := core.User{ID: newID("usr"), Name: "admin", Team: team.ID, Role: core.RoleAdmin, CreatedAt: now}
-	if err := s.store.CreateUser(ctx, admin); err != nil {
+	if err := s.store.CreateUser(ctx, admin); errors.Is(err, store.ErrConflict) {
+		return false, nil // another replica starting at the same time made it
+	} else if err != nil {
 		return false, fmt.Errorf("creating the first administrator: %w", err)
 	}
 	token, hash := auth.New()

@@ -1,0 +1,444 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"capblock/internal/core"
+	"capblock/internal/store"
+)
+
+// maxAttempts bounds how many times Commit runs a change that the database
+// aborted as a deadlock or a serialization failure.
+const maxAttempts = 5
+
+// Commit applies c in one transaction after re-checking it (see
+// store.Store), with the sqlite driver's semantics: the overlap re-check
+// runs on the state the change leaves behind, so it also rejects overlaps
+// between two blocks of one change and a block that becomes live again on
+// GPUs taken meanwhile, and it ignores the allocations of blocks that are
+// not live. The exclusion constraint on allocations checks the same at
+// COMMIT, as the last line of defence; its violation is a conflict too.
+//
+// A transaction that the database aborts as a deadlock or a serialization
+// failure is run again, up to maxAttempts times, and then reported as a
+// conflict, so that the service retries on a fresh snapshot.
+//
+// On success Commit also writes the new Version into c.Insert[i] and
+// c.Update[i].Block, and the Seq into c.Events[i]: the slices are shared
+// with the caller. Nothing is written into them when it fails.
+func (s *Store) Commit(ctx context.Context, c store.Change) error {
+	if err := validateChange(c); err != nil {
+		return fmt.Errorf("checking change: %w", err)
+	}
+	data, err := encodeEvents(c.Events)
+	if err != nil {
+		return fmt.Errorf("checking change: %w", err)
+	}
+	var seqs []int64
+	for attempt := 1; ; attempt++ {
+		seqs, err = s.commitOnce(ctx, c, data)
+		if err == nil {
+			break
+		}
+		if !retryable(err) {
+			return err
+		}
+		if attempt == maxAttempts {
+			return fmt.Errorf("committing change: the database aborted it %d times (last: SQLSTATE %s): %w",
+				attempt, sqlState(err), store.ErrConflict)
+		}
+	}
+	for i := range c.Insert {
+		c.Insert[i].Version = 1
+	}
+	for i := range c.Update {
+		c.Update[i].Block.Version = c.Update[i].ExpectedVersion + 1
+	}
+	for i := range c.Events {
+		c.Events[i].Seq = seqs[i]
+	}
+	return nil
+}
+
+// commitOnce runs c in one transaction and returns the events' Seq. Its
+// statements travel in at most two pipelined batches and a COMMIT: a change
+// without updates takes two round trips, one with updates three.
+func (s *Store) commitOnce(ctx context.Context, c store.Change, eventData []string) ([]int64, error) {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("beginning commit: %w", err)
+	}
+	defer conn.Release()
+	b := &pgx.Batch{}
+	b.BeginTx(pgx.TxOptions{})
+	var tx pgx.Tx
+	// Releasing a connection inside a transaction would close it: roll
+	// back first, whatever happened (after COMMIT this does nothing).
+	defer func() {
+		if tx != nil {
+			tx.Rollback(context.WithoutCancel(ctx))
+		}
+	}()
+
+	// 1. Lock the blocks to update, in id order so that two commits never
+	//    wait for each other in a cycle, and read what the update needs.
+	var stored map[string]*storedBlock
+	if len(c.Update) > 0 {
+		queueLockBlocks(b, c.Update, &stored)
+		br := conn.SendBatch(ctx, b)
+		tx = br.Tx()
+		if err := closeBatch(br); err != nil {
+			return nil, err
+		}
+		b = &pgx.Batch{}
+	}
+
+	// 2. Queue the writes and the re-checks, and send them at once.
+	w := &commitWriter{batch: b, stored: stored}
+	if err := w.queue(c, eventData); err != nil {
+		return nil, err
+	}
+	var br pgx.BatchResults
+	if tx == nil {
+		br = conn.SendBatch(ctx, b)
+		tx = br.Tx()
+	} else {
+		br = tx.SendBatch(ctx, b)
+	}
+	if err := closeBatch(br); err != nil {
+		return nil, err
+	}
+
+	// 3. Commit; the exclusion constraint is checked now.
+	if err := tx.Commit(ctx); err != nil {
+		return nil, dbError("committing change", err)
+	}
+	return w.seqs, nil
+}
+
+// stepError is the failure of one statement of a commit's batch, as its
+// result handler explained it.
+type stepError struct{ err error }
+
+func (e *stepError) Error() string { return e.err.Error() }
+func (e *stepError) Unwrap() error { return e.err }
+
+// step marks the errors of a result handler as explained.
+func step[T any](fn func(T) error) func(T) error {
+	return func(v T) error {
+		if err := fn(v); err != nil {
+			return &stepError{err}
+		}
+		return nil
+	}
+}
+
+// closeBatch reads the rest of a commit's batch. A statement's failure
+// comes back as its handler explained it; any other (the connection, the
+// BEGIN) gets the context it lacks.
+func closeBatch(br pgx.BatchResults) error {
+	err := br.Close()
+	var se *stepError
+	if errors.As(err, &se) {
+		return se.err
+	}
+	if err != nil {
+		return dbError("committing change", err)
+	}
+	return nil
+}
+
+// storedBlock is what Commit reads of a block it updates.
+type storedBlock struct {
+	start, end time.Time
+	state      core.BlockState
+	version    int64
+	placements []core.Placement
+}
+
+// queueLockBlocks queues the SELECT … FOR UPDATE of the updated blocks,
+// which fills *stored.
+func queueLockBlocks(b *pgx.Batch, updates []store.BlockUpdate, stored *map[string]*storedBlock) {
+	ids := make([]string, 0, len(updates))
+	for _, u := range updates {
+		ids = append(ids, u.Block.ID)
+	}
+	b.Queue(`SELECT id, start_time, end_time, state, version, placements FROM blocks
+		WHERE id = ANY($1) ORDER BY id FOR UPDATE`, ids).Query(step(func(rows pgx.Rows) error {
+		m := make(map[string]*storedBlock, len(ids))
+		for rows.Next() {
+			var (
+				id, state, placements string
+				sb                    storedBlock
+			)
+			if err := rows.Scan(&id, &sb.start, &sb.end, &state, &sb.version, &placements); err != nil {
+				return dbError("locking blocks to update", err)
+			}
+			sb.state = core.BlockState(state)
+			var err error
+			if sb.placements, err = decodePlacements(placements); err != nil {
+				return fmt.Errorf("block %s: %w", id, err)
+			}
+			m[id] = &sb
+		}
+		if err := rows.Err(); err != nil {
+			return dbError("locking blocks to update", err)
+		}
+		*stored = m
+		return nil
+	}))
+}
+
+// commitWriter queues the statements of one commit on a batch. Each
+// statement's result handler names what it was doing, so the first
+// failure of the batch reads like the sqlite driver's.
+type commitWriter struct {
+	batch  *pgx.Batch
+	stored map[string]*storedBlock
+
+	// recheck are the live blocks whose allocations are new, moved,
+	// longer or alive again; nodes are the nodes that those allocations
+	// are on.
+	recheck []string
+	nodes   map[int32]bool
+	seqs    []int64
+}
+
+// queue queues c's statements, in the order of the sqlite driver.
+func (w *commitWriter) queue(c store.Change, eventData []string) error {
+	if c.Budget != nil {
+		w.queueBudget(*c.Budget, c.Ledger)
+	}
+	for _, r := range c.Idempotency {
+		w.queueIdempotency(r)
+	}
+	for _, u := range c.Update {
+		if err := w.queueUpdate(u); err != nil {
+			return err
+		}
+	}
+	for _, b := range c.Insert {
+		w.queueInsert(b)
+	}
+	for _, e := range c.Ledger {
+		w.exec(fmt.Sprintf("inserting ledger entry %s", e.ID), nil,
+			`INSERT INTO ledger (id, team, time, kind, amount_minor, currency, subject, instance_type, on_demand_minor)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
+			e.ID, e.Team, seconds(e.Time), e.Kind, e.Amount.Minor, e.Amount.Currency, e.Subject,
+			e.InstanceType, e.OnDemand.Minor)
+	}
+	w.queueOverlapCheck()
+	w.queueEvents(c.Events, eventData)
+	return nil
+}
+
+// exec queues a statement; check, when set, judges its command tag.
+func (w *commitWriter) exec(what string, check func(pgconn.CommandTag) error, sql string, args ...any) {
+	w.batch.Queue(sql, args...).Fn = step(func(br pgx.BatchResults) error {
+		tag, err := br.Exec()
+		if err != nil {
+			return dbError(what, err)
+		}
+		if check != nil {
+			return check(tag)
+		}
+		return nil
+	})
+}
+
+func (w *commitWriter) queueIdempotency(r store.IdempotencyRecord) {
+	what := fmt.Sprintf("storing idempotency key of team %s", r.Team)
+	w.exec(what, func(tag pgconn.CommandTag) error {
+		if tag.RowsAffected() == 0 {
+			return fmt.Errorf("client token %q of team %s is already used: %w", r.ClientToken, r.Team, store.ErrConflict)
+		}
+		return nil
+	}, `INSERT INTO idempotency (team, client_token, request_hash, subject, created_at)
+		VALUES ($1, $2, $3, $4, $5) ON CONFLICT (team, client_token) DO NOTHING`,
+		r.Team, r.ClientToken, r.RequestHash, r.Subject, seconds(r.CreatedAt))
+}
+
+func (w *commitWriter) queueInsert(b core.Block) {
+	w.exec(fmt.Sprintf("inserting block %s", b.ID), nil,
+		`INSERT INTO blocks (`+blockColumns+`)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, 1)`,
+		b.ID, b.Name, b.Team, b.InstanceType, b.GPUModel, b.Count, b.Zone,
+		seconds(b.Start), seconds(b.End), string(b.State), b.Fee.Minor, b.Fee.Currency,
+		seconds(b.CreatedAt), encodeTags(b.Tags), encodePlacements(b.Placements), b.Warned, b.Terminating)
+	w.queueAllocations(b.ID, seconds(b.Start), seconds(b.End), b.State.Live(), b.Placements)
+	if b.State.Live() {
+		w.addRecheck(b.ID, b.Placements)
+	}
+}
+
+// queueUpdate checks u against the locked row and queues its writes.
+func (w *commitWriter) queueUpdate(u store.BlockUpdate) error {
+	b := u.Block
+	sb, ok := w.stored[b.ID]
+	if !ok {
+		return fmt.Errorf("updating block %s: it does not exist: %w", b.ID, store.ErrConflict)
+	}
+	if sb.version != u.ExpectedVersion {
+		return fmt.Errorf("updating block %s: version is %d, expected %d: %w",
+			b.ID, sb.version, u.ExpectedVersion, store.ErrConflict)
+	}
+	if !seconds(b.Start).Equal(sb.start) {
+		return fmt.Errorf("updating block %s: %w", b.ID,
+			core.Invalidf("start %s differs from the stored %s; a block's start does not change",
+				b.Start.UTC(), sb.start.UTC()))
+	}
+	var placements any // NULL keeps the stored placements
+	if u.Replace {
+		placements = encodePlacements(b.Placements)
+	}
+	newEnd := seconds(b.End)
+	what := fmt.Sprintf("updating block %s", b.ID)
+	w.exec(what, func(tag pgconn.CommandTag) error {
+		if tag.RowsAffected() != 1 { // the row is locked: only a bug gets here
+			return fmt.Errorf("%s: version %d is gone: %w", what, u.ExpectedVersion, store.ErrConflict)
+		}
+		return nil
+	}, `UPDATE blocks SET name = $1, state = $2, end_time = $3, tags = $4,
+		warned = $5, terminating = $6, fee_minor = $7, fee_currency = $8,
+		placements = coalesce($9, placements), version = version + 1
+		WHERE id = $10 AND version = $11`,
+		b.Name, string(b.State), newEnd, encodeTags(b.Tags), b.Warned, b.Terminating,
+		b.Fee.Minor, b.Fee.Currency, placements, b.ID, u.ExpectedVersion)
+
+	live, wasLive := b.State.Live(), sb.state.Live()
+	recheck := live
+	switch {
+	case u.Replace:
+		w.exec(fmt.Sprintf("deleting allocations of block %s", b.ID), nil,
+			`DELETE FROM allocations WHERE block_id = $1`, b.ID)
+		w.queueAllocations(b.ID, sb.start, newEnd, live, b.Placements)
+		sb.placements = b.Placements
+	case !newEnd.Equal(sb.end) || live != wasLive:
+		w.exec(fmt.Sprintf("updating allocations of block %s", b.ID), nil,
+			`UPDATE allocations SET during = tstzrange(lower(during), $2), live = $3 WHERE block_id = $1`,
+			b.ID, newEnd, live)
+	default:
+		recheck = false
+	}
+	// Allocations of a block that is not live hold nothing and need no
+	// check; a live block's need one when they moved, their range changed
+	// or they came back to life.
+	if recheck {
+		w.addRecheck(b.ID, sb.placements)
+	}
+	// A later update of the same block in this change sees this one.
+	sb.version, sb.end, sb.state = u.ExpectedVersion+1, newEnd, b.State
+	return nil
+}
+
+// queueAllocations stores one row per GPU of placements over [start, end),
+// in one statement whatever their number.
+func (w *commitWriter) queueAllocations(id string, start, end time.Time, live bool, placements []core.Placement) {
+	var (
+		nodes []string
+		gpus  []int32
+	)
+	for _, p := range placements {
+		for _, g := range p.GPUs {
+			nodes = append(nodes, p.Node)
+			gpus = append(gpus, int32(g))
+		}
+	}
+	if len(nodes) == 0 {
+		return
+	}
+	w.exec(fmt.Sprintf("inserting allocations of block %s", id), nil,
+		`INSERT INTO allocations (block_id, node, gpu, during, live)
+		SELECT $1, a.node, a.gpu, tstzrange($2, $3), $4 FROM unnest($5::text[], $6::int4[]) AS a (node, gpu)`,
+		id, start, end, live, nodes, gpus)
+}
+
+func (w *commitWriter) addRecheck(id string, placements []core.Placement) {
+	w.recheck = append(w.recheck, id)
+	if w.nodes == nil {
+		w.nodes = map[int32]bool{}
+	}
+	for _, p := range placements {
+		w.nodes[lockKey(p.Node)] = true
+	}
+}
+
+// queueOverlapCheck locks the nodes of the re-checked allocations, in key
+// order, and then looks for a live allocation of another block that
+// overlaps one of them. A commit that could conflict with this one on a
+// node either committed before the lock was granted, and the check (a new
+// statement, so a new snapshot) sees its rows, or waits for this one to
+// commit and then sees this one's.
+func (w *commitWriter) queueOverlapCheck() {
+	if len(w.recheck) == 0 {
+		return
+	}
+	keys := make([]int32, 0, len(w.nodes))
+	for k := range w.nodes {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	w.exec("locking nodes", nil,
+		`SELECT pg_advisory_xact_lock($1, k) FROM unnest($2::int4[]) WITH ORDINALITY AS u (k, i) ORDER BY i`,
+		nodeLockClass, keys)
+	for _, id := range w.recheck {
+		w.batch.Queue(findOverlapSQL, id).QueryRow(step(func(row pgx.Row) error {
+			var (
+				other, node string
+				gpu         int
+			)
+			err := row.Scan(&other, &node, &gpu)
+			if errors.Is(err, pgx.ErrNoRows) {
+				return nil
+			}
+			if err != nil {
+				return dbError(fmt.Sprintf("checking allocations of block %s", id), err)
+			}
+			return fmt.Errorf("block %s: GPU %d of node %s is taken by block %s: %w", id, gpu, node, other, store.ErrConflict)
+		}))
+	}
+}
+
+// findOverlapSQL finds one live allocation of another block that shares a
+// GPU and intersects the time range of an allocation of block $1. It runs
+// after the change is written, so it sees the change's own new rows (two
+// blocks of one change may not overlap either) and none of the rows the
+// change replaced. The exclusion constraint's GiST index finds the other
+// side. It takes one block, not an array of them: the statement is
+// prepared, and with an array PostgreSQL's generic plan expects many rows
+// on the left and scans every live allocation on the right.
+const findOverlapSQL = `SELECT o.block_id, a.node, a.gpu
+	FROM allocations a
+	JOIN allocations o
+	  ON o.node = a.node AND o.gpu = a.gpu AND o.during && a.during AND o.live
+	 AND o.block_id <> a.block_id
+	WHERE a.block_id = $1
+	LIMIT 1`
+
+// queueEvents inserts the events while holding the events lock shared:
+// Events takes it exclusively, so it reads only when no commit holds a seq
+// without having committed it (see Events).
+func (w *commitWriter) queueEvents(events []core.Event, data []string) {
+	if len(events) == 0 {
+		return
+	}
+	w.exec("locking events", nil, `SELECT pg_advisory_xact_lock_shared($1, 0)`, eventLockClass)
+	w.seqs = make([]int64, len(events))
+	for i, e := range events {
+		w.batch.Queue(`INSERT INTO events (id, time, type, subject, team, data)
+			VALUES ($1, $2, $3, $4, $5, $6) RETURNING seq`,
+			e.ID, seconds(e.Time), e.Type, e.Subject, e.Team, data[i]).QueryRow(step(func(row pgx.Row) error {
+			if err := row.Scan(&w.seqs[i]); err != nil {
+				return dbError(fmt.Sprintf("inserting event %s", e.ID), err)
+			}
+			return nil
+		}))
+	}
+}

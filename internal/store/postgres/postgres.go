@@ -1,0 +1,126 @@
+// Package postgres is the driver of capblock's store for several replicas
+// sharing one PostgreSQL database (pgx, through a connection pool).
+//
+// It behaves as the sqlite driver does, which the storetest conformance
+// suite checks, and relies on the database where replicas could race:
+//   - allocations are one row per (node, GPU index, time range), and an
+//     exclusion constraint refuses two live rows that share a GPU at the
+//     same time, whatever the application does;
+//   - a commit runs in one READ COMMITTED transaction that locks the blocks
+//     it updates and the nodes it re-checks (always in the same order, so
+//     commits do not deadlock), and then re-checks versions and overlaps
+//     on fresh data;
+//   - a commit with a budget guard locks its team before it sums the
+//     team's spend, so two guarded purchases never both spend the rest;
+//   - events (and audit records) take their seq and commit while holding
+//     a shared lock that Events (Audit) takes exclusively, so a reader
+//     never sees a seq before the smaller ones of commits still in flight,
+//     and never skips them;
+//   - the migrations are applied at Open under an advisory lock, so
+//     replicas that start together apply each exactly once.
+package postgres
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"sync"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"capblock/internal/store"
+)
+
+// Advisory lock keys. The migration lock is in the one-bigint key space of
+// pg_advisory_xact_lock; the others are (class, key) pairs in the two-int
+// space, which PostgreSQL keeps apart from the first.
+const (
+	migrationLock  int64 = 0x6361_7062_6c6f_636b // "capblock"
+	nodeLockClass  int32 = 0x6362_0001           // key: lockKey(node)
+	eventLockClass int32 = 0x6362_0002           // key: 0
+	teamLockClass  int32 = 0x6362_0003           // key: lockKey(team), for budget guards
+	auditLockClass int32 = 0x6362_0004           // key: 0
+)
+
+// Store is a store.Full (blocks and accounts) on one PostgreSQL database.
+type Store struct {
+	pool *pgxpool.Pool
+
+	secretMu sync.Mutex
+	secret   []byte
+}
+
+var _ store.Store = (*Store)(nil)
+
+// Open connects to the database that dsn names (a postgres:// URL or a
+// "key=value" string that pgx accepts) and applies the migrations it does
+// not have yet.
+func Open(ctx context.Context, dsn string) (*Store, error) {
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("parsing PostgreSQL connection string: %w", err)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("opening PostgreSQL pool: %w", err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("connecting to PostgreSQL database %s on %s: %w",
+			cfg.ConnConfig.Database, cfg.ConnConfig.Host, err)
+	}
+	if err := migrate(ctx, pool); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("migrating PostgreSQL database %s: %w", cfg.ConnConfig.Database, err)
+	}
+	return &Store{pool: pool}, nil
+}
+
+// Ping checks that the database answers.
+func (s *Store) Ping(ctx context.Context) error {
+	if err := s.pool.Ping(ctx); err != nil {
+		return fmt.Errorf("pinging PostgreSQL: %w", err)
+	}
+	return nil
+}
+
+// Close closes the pool's connections, waiting for those in use to come
+// back. Calling it again does nothing.
+func (s *Store) Close() error {
+	s.pool.Close()
+	return nil
+}
+
+// Secret returns the signing secret, creating it on first use.
+func (s *Store) Secret(ctx context.Context) ([]byte, error) {
+	s.secretMu.Lock()
+	defer s.secretMu.Unlock()
+	if s.secret == nil {
+		secret, err := s.loadSecret(ctx)
+		if err != nil {
+			return nil, err
+		}
+		s.secret = secret
+	}
+	return append([]byte(nil), s.secret...), nil
+}
+
+// loadSecret stores a new random secret unless one exists, and returns the
+// stored one. Replicas starting together agree: an INSERT racing another
+// waits for it and then does nothing, and the SELECT that follows, a
+// statement of its own, sees the row that won.
+func (s *Store) loadSecret(ctx context.Context) ([]byte, error) {
+	fresh := make([]byte, 32)
+	if _, err := rand.Read(fresh); err != nil {
+		return nil, fmt.Errorf("generating secret: %w", err)
+	}
+	if _, err := s.pool.Exec(ctx,
+		`INSERT INTO meta (key, value) VALUES ('secret', $1) ON CONFLICT (key) DO NOTHING`, fresh); err != nil {
+		return nil, fmt.Errorf("storing secret: %w", err)
+	}
+	var secret []byte
+	if err := s.pool.QueryRow(ctx, `SELECT value FROM meta WHERE key = 'secret'`).Scan(&secret); err != nil {
+		return nil, fmt.Errorf("reading secret: %w", err)
+	}
+	return secret, nil
+}
