@@ -6,6 +6,7 @@ import (
 	"sort"
 	"time"
 
+	"capblock/internal/clock"
 	"capblock/internal/core"
 	"capblock/internal/store"
 )
@@ -14,11 +15,56 @@ import (
 // rebuilt from the store, so its arrays keep covering the horizon.
 const rebaseAfter = 24 * time.Hour
 
-// Run drives the lifecycle until ctx ends: it re-tells the backend what it
-// must hold (its calls are idempotent, so a crash between a commit and a
-// backend call is repaired here), then reconciles whenever a step is due,
-// and at least once a minute.
+// Run drives the lifecycle until ctx ends. On a store that several
+// replicas share, it keeps the index current with the others' commits and
+// reconciles only while this replica holds the lead; otherwise it always
+// leads.
 func (s *Service) Run(ctx context.Context) error {
+	co, shared := s.store.(store.Coordinator)
+	if !shared {
+		s.lead(ctx, nil)
+		return nil
+	}
+	go s.follow(ctx, co)
+	for ctx.Err() == nil {
+		lost, release, ok, err := co.TryLead(ctx)
+		if err != nil && ctx.Err() == nil {
+			s.log.Error("trying to take the reconciler's lead", "err", err)
+		}
+		if !ok {
+			select {
+			case <-ctx.Done():
+			case <-time.After(leadRetry):
+			}
+			continue
+		}
+		s.log.Info("this replica now runs the reconciler")
+		s.leading.Store(true)
+		s.lead(ctx, lost)
+		s.leading.Store(false)
+		release()
+		if ctx.Err() == nil {
+			s.log.Warn("this replica lost the reconciler's lead; another takes over")
+		}
+	}
+	return nil
+}
+
+// simTick is how often a leader on a simulated clock looks for due steps.
+const simTick = 200 * time.Millisecond
+
+// leadRetry is how often a follower tries to take the lead: another
+// replica takes over within about this long after the leader dies.
+const leadRetry = time.Second
+
+// Leading reports whether this replica runs the reconciler now.
+func (s *Service) Leading() bool { return s.leading.Load() }
+
+// lead re-tells the backend what it must hold (its calls are idempotent,
+// so a crash between a commit and a backend call is repaired here), then
+// reconciles whenever a step is due, and at least once a minute, until
+// ctx ends or the lead is lost.
+func (s *Service) lead(ctx context.Context, lost <-chan struct{}) {
 	s.resyncBackend(ctx)
 	for {
 		if err := s.Reconcile(ctx); err != nil && ctx.Err() == nil {
@@ -28,11 +74,49 @@ func (s *Service) Run(ctx context.Context) error {
 		if next, ok := s.nextDue(); ok {
 			wait = min(wait, max(next.Sub(s.clock.Now()), time.Second))
 		}
+		if _, sim := s.clock.(*clock.Sim); sim {
+			wait = simTick // the simulated clock moves by admin calls, not by itself
+		}
 		select {
 		case <-ctx.Done():
-			return nil
+			return
+		case <-lost:
+			return
 		case <-time.After(wait):
 		}
+	}
+}
+
+// follow applies the blocks that any replica commits to this replica's
+// index, so its searches stay current, and wakes its event long polls.
+func (s *Service) follow(ctx context.Context, co store.Coordinator) {
+	for ids := range co.WatchBlocks(ctx) {
+		if ids == nil {
+			s.mu.Lock()
+			if err := s.rebuildIndex(ctx); err != nil && ctx.Err() == nil {
+				s.log.Error("rebuilding the index after a lost watch", "err", err)
+			}
+			s.mu.Unlock()
+			s.notifyEvents()
+			continue
+		}
+		for _, id := range ids {
+			b, err := s.store.GetBlock(ctx, id)
+			if err != nil {
+				if ctx.Err() == nil {
+					s.log.Error("loading a block another replica changed", "block", id, "err", err)
+				}
+				continue
+			}
+			s.mu.Lock()
+			if cur, ok := s.index.Block(id); !ok || cur.Version < b.Version {
+				if err := s.index.Add(b); err != nil {
+					s.log.Error("indexing a block another replica changed", "block", id, "err", err)
+				}
+			}
+			s.mu.Unlock()
+		}
+		s.notifyEvents()
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"capblock/internal/api"
@@ -50,6 +51,9 @@ type Service struct {
 
 	mu    sync.RWMutex
 	index *core.Index
+
+	// leading is set while this replica runs the reconciler.
+	leading atomic.Bool
 
 	// events is closed and replaced whenever events are committed, waking
 	// long polls.
@@ -150,7 +154,7 @@ func (c simClock) Advance(d time.Duration) (time.Time, error) {
 		return c.sim.Now(), core.Invalidf("advance %s is negative: the simulated clock cannot go backwards", d)
 	}
 	t, _ := c.sim.Advance(d)
-	return t, c.svc.Reconcile(context.Background())
+	return t, c.svc.reconcileHere(context.Background())
 }
 
 func (c simClock) Set(t time.Time) (time.Time, error) {
@@ -158,7 +162,17 @@ func (c simClock) Set(t time.Time) (time.Time, error) {
 	if errors.Is(err, clock.ErrBackwards) {
 		return now, core.Invalidf("%s is before the simulated now %s: the clock cannot go backwards", t.Format(time.RFC3339), now.Format(time.RFC3339))
 	}
-	return now, c.svc.Reconcile(context.Background())
+	return now, c.svc.reconcileHere(context.Background())
+}
+
+// reconcileHere reconciles at once when this replica runs the reconciler:
+// always on a store of its own, while it holds the lead on a shared one
+// (the leader, its clock moved too, catches up within simTick).
+func (s *Service) reconcileHere(ctx context.Context) error {
+	if _, shared := s.store.(store.Coordinator); shared && !s.Leading() {
+		return nil
+	}
+	return s.Reconcile(ctx)
 }
 
 // Availability returns free instances per hour.

@@ -60,3 +60,17 @@ type Full interface {
 	Store
 	Accounts
 }
+
+// Coordinator is implemented by drivers that several replicas share. A
+// replica keeps its in-memory index current by watching what the others
+// commit, and runs the reconciler only while it holds the lead.
+type Coordinator interface {
+	// WatchBlocks reports the ids of the blocks that any replica's commits
+	// changed, shortly after each commit, until ctx ends. A nil slice means
+	// changes may have been missed (the watch reconnected): reload all.
+	WatchBlocks(ctx context.Context) <-chan []string
+	// TryLead tries once to become the replica that runs the reconciler.
+	// On success, lost is closed if the lead is lost (the database
+	// connection that holds it broke) and release gives it up.
+	TryLead(ctx context.Context) (lost <-chan struct{}, release func(), ok bool, err error)
+}

@@ -236,6 +236,7 @@ func (w *commitWriter) queue(c store.Change, eventData []string) error {
 	}
 	w.queueOverlapCheck()
 	w.queueEvents(c.Events, eventData)
+	w.queueNotify(c)
 	return nil
 }
 
