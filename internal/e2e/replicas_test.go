@@ -98,7 +98,9 @@ func TestReplicasNoDoubleBooking(t *testing.T) {
 	dsn, rs := startReplicas(t, 3)
 	s1 := t0.Add(2 * time.Hour)
 	s2 := s1.Add(24 * time.Hour)
-	q := func(s time.Time) string { return searchQuery("h100.8x", 1, 48, s, s.Add(48*time.Hour)) + "&zone=zone-a" }
+	q := func(s time.Time) string {
+		return searchQuery("h100.8x", 1, 48, s, s.Add(48*time.Hour)) + "&zone=zone-a"
+	}
 	a := (&env{t: t, url: rs[0].url}).exact(q(s1), 48, s1)
 	b := (&env{t: t, url: rs[1].url}).exact(q(s2), 48, s2)
 

@@ -115,7 +115,7 @@ func (s *Store) TryLead(ctx context.Context) (<-chan struct{}, func(), bool, err
 	lost := make(chan struct{})
 	done := make(chan struct{})
 	var mu sync.Mutex // a pgx.Conn serves one caller at a time
-	go func() { // watch the connection that holds the lock
+	go func() {       // watch the connection that holds the lock
 		defer close(lost)
 		t := time.NewTicker(time.Second)
 		defer t.Stop()
