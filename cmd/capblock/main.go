@@ -163,6 +163,7 @@ administrator's token, written beside its database:
 		a.spendCmd(),
 		a.auditCmd(),
 		a.adminCmd(),
+		a.migrateCmd(),
 	)
 	return root
 }

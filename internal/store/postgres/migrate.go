@@ -4,14 +4,11 @@ import (
 	"context"
 	"embed"
 	"fmt"
-	"io/fs"
-	"path"
-	"sort"
-	"strconv"
-	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"capblock/internal/store"
 )
 
 // migrationFiles are the schema migrations, numbered 0001_name.sql,
@@ -22,40 +19,9 @@ import (
 //go:embed migrations/*.sql
 var migrationFiles embed.FS
 
-// migration is one numbered schema change.
-type migration struct {
-	version int
-	name    string
-	sql     string
-}
-
 // migrations returns the embedded migrations sorted by version.
-func migrations() ([]migration, error) {
-	names, err := fs.Glob(migrationFiles, "migrations/*.sql")
-	if err != nil {
-		return nil, fmt.Errorf("listing migrations: %w", err)
-	}
-	var ms []migration
-	seen := map[int]string{}
-	for _, name := range names {
-		base := path.Base(name)
-		num, _, ok := strings.Cut(base, "_")
-		version, err := strconv.Atoi(num)
-		if !ok || err != nil || version <= 0 {
-			return nil, fmt.Errorf("migration %s: name must start with a positive number and '_'", base)
-		}
-		if other, dup := seen[version]; dup {
-			return nil, fmt.Errorf("migrations %s and %s share version %d", other, base, version)
-		}
-		seen[version] = base
-		text, err := migrationFiles.ReadFile(name)
-		if err != nil {
-			return nil, fmt.Errorf("reading migration %s: %w", base, err)
-		}
-		ms = append(ms, migration{version: version, name: strings.TrimSuffix(base, ".sql"), sql: string(text)})
-	}
-	sort.Slice(ms, func(i, j int) bool { return ms[i].version < ms[j].version })
-	return ms, nil
+func migrations() ([]store.Migration, error) {
+	return store.LoadMigrations(migrationFiles, "migrations")
 }
 
 // migrate applies the migrations that the database lacks, all in one
@@ -88,17 +54,17 @@ func migrate(ctx context.Context, pool *pgxpool.Pool) error {
 		return err
 	}
 	for _, m := range ms {
-		if applied[m.version] {
+		if applied[m.Version] {
 			continue
 		}
 		// Without arguments pgx sends the file as one simple query, which
 		// may hold several statements.
-		if _, err := tx.Exec(ctx, m.sql); err != nil {
-			return fmt.Errorf("applying migration %s: %w", m.name, err)
+		if _, err := tx.Exec(ctx, m.SQL); err != nil {
+			return fmt.Errorf("applying migration %s: %w", m.Name, err)
 		}
 		if _, err := tx.Exec(ctx,
-			`INSERT INTO schema_migrations (version, name) VALUES ($1, $2)`, m.version, m.name); err != nil {
-			return fmt.Errorf("recording migration %s: %w", m.name, err)
+			`INSERT INTO schema_migrations (version, name) VALUES ($1, $2)`, m.Version, m.Name); err != nil {
+			return fmt.Errorf("recording migration %s: %w", m.Name, err)
 		}
 	}
 	if err := tx.Commit(ctx); err != nil {
@@ -128,27 +94,27 @@ func appliedVersions(ctx context.Context, q querier) (map[int]bool, error) {
 	return applied, nil
 }
 
-// MigrationStatus is one embedded migration and whether the database has it.
-type MigrationStatus struct {
-	Version int
-	Name    string
-	Applied bool
-}
-
 // Migrations reports the embedded migrations and which of them the
-// database has applied.
-func (s *Store) Migrations(ctx context.Context) ([]MigrationStatus, error) {
+// database at dsn has applied, without applying any.
+func Migrations(ctx context.Context, dsn string) ([]store.MigrationState, error) {
 	ms, err := migrations()
 	if err != nil {
 		return nil, err
 	}
-	applied, err := appliedVersions(ctx, s.pool)
+	conn, err := pgx.Connect(ctx, dsn)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("connecting to PostgreSQL: %w", err)
 	}
-	out := make([]MigrationStatus, len(ms))
-	for i, m := range ms {
-		out[i] = MigrationStatus{Version: m.version, Name: m.name, Applied: applied[m.version]}
+	defer conn.Close(ctx)
+	var exists bool
+	if err := conn.QueryRow(ctx, `SELECT to_regclass('schema_migrations') IS NOT NULL`).Scan(&exists); err != nil {
+		return nil, fmt.Errorf("looking for schema_migrations: %w", err)
 	}
-	return out, nil
+	applied := map[int]bool{}
+	if exists {
+		if applied, err = appliedVersions(ctx, conn); err != nil {
+			return nil, err
+		}
+	}
+	return store.States(ms, applied), nil
 }

@@ -168,9 +168,9 @@ func TestMigrationsAppliedOnce(t *testing.T) {
 	if err != nil {
 		t.Fatalf("reading schema_migrations: %v", err)
 	}
-	var got []MigrationStatus
+	var got []store.MigrationState
 	for rows.Next() {
-		m := MigrationStatus{Applied: true}
+		m := store.MigrationState{Applied: true}
 		if err := rows.Scan(&m.Version, &m.Name); err != nil {
 			t.Fatalf("reading schema_migrations: %v", err)
 		}
@@ -179,22 +179,22 @@ func TestMigrationsAppliedOnce(t *testing.T) {
 	if err := rows.Err(); err != nil {
 		t.Fatalf("reading schema_migrations: %v", err)
 	}
-	var wantStatus []MigrationStatus
+	var wantStatus []store.MigrationState
 	for _, m := range want {
-		wantStatus = append(wantStatus, MigrationStatus{Version: m.version, Name: m.name, Applied: true})
+		wantStatus = append(wantStatus, store.MigrationState{Version: m.Version, Name: m.Name, Applied: true})
 	}
 	if diff := cmp.Diff(wantStatus, got); diff != "" {
 		t.Errorf("schema_migrations (-want +got):\n%s", diff)
 	}
-	status, err := s.Migrations(t.Context())
+	status, err := Migrations(t.Context(), dsn)
 	if err != nil {
 		t.Fatalf("Migrations: %v", err)
 	}
 	if diff := cmp.Diff(wantStatus, status); diff != "" {
 		t.Errorf("Migrations (-want +got):\n%s", diff)
 	}
-	if want[0].name != "0001_init" {
-		t.Errorf("first migration is %s, want 0001_init", want[0].name)
+	if want[0].Name != "0001_init" {
+		t.Errorf("first migration is %s, want 0001_init", want[0].Name)
 	}
 }
 

@@ -4,13 +4,13 @@ import (
 	"context"
 	"database/sql"
 	"embed"
+	"errors"
 	"fmt"
-	"io/fs"
-	"path"
-	"sort"
-	"strconv"
+	"os"
 	"strings"
 	"time"
+
+	"capblock/internal/store"
 )
 
 // migrationFiles are the schema migrations, numbered 0001_name.sql,
@@ -20,40 +20,9 @@ import (
 //go:embed migrations/*.sql
 var migrationFiles embed.FS
 
-// migration is one numbered schema change.
-type migration struct {
-	version int
-	name    string
-	sql     string
-}
-
 // migrations returns the embedded migrations sorted by version.
-func migrations() ([]migration, error) {
-	names, err := fs.Glob(migrationFiles, "migrations/*.sql")
-	if err != nil {
-		return nil, fmt.Errorf("listing migrations: %w", err)
-	}
-	var ms []migration
-	seen := map[int]string{}
-	for _, name := range names {
-		base := path.Base(name)
-		num, _, ok := strings.Cut(base, "_")
-		version, err := strconv.Atoi(num)
-		if !ok || err != nil || version <= 0 {
-			return nil, fmt.Errorf("migration %s: name must start with a positive number and '_'", base)
-		}
-		if other, dup := seen[version]; dup {
-			return nil, fmt.Errorf("migrations %s and %s share version %d", other, base, version)
-		}
-		seen[version] = base
-		text, err := migrationFiles.ReadFile(name)
-		if err != nil {
-			return nil, fmt.Errorf("reading migration %s: %w", base, err)
-		}
-		ms = append(ms, migration{version: version, name: strings.TrimSuffix(base, ".sql"), sql: string(text)})
-	}
-	sort.Slice(ms, func(i, j int) bool { return ms[i].version < ms[j].version })
-	return ms, nil
+func migrations() ([]store.Migration, error) {
+	return store.LoadMigrations(migrationFiles, "migrations")
 }
 
 // migrate applies the migrations that the database lacks. Each runs in one
@@ -81,30 +50,68 @@ func migrate(ctx context.Context, db *sql.DB) error {
 }
 
 // applyMigration applies m unless it is already recorded.
-func applyMigration(ctx context.Context, db *sql.DB, m migration) error {
+func applyMigration(ctx context.Context, db *sql.DB, m store.Migration) error {
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
-		return fmt.Errorf("beginning migration %s: %w", m.name, err)
+		return fmt.Errorf("beginning migration %s: %w", m.Name, err)
 	}
 	defer tx.Rollback()
 	var applied int
 	if err := tx.QueryRowContext(ctx,
-		`SELECT count(*) FROM schema_migrations WHERE version = ?`, m.version).Scan(&applied); err != nil {
-		return fmt.Errorf("checking migration %s: %w", m.name, err)
+		`SELECT count(*) FROM schema_migrations WHERE version = ?`, m.Version).Scan(&applied); err != nil {
+		return fmt.Errorf("checking migration %s: %w", m.Name, err)
 	}
 	if applied > 0 {
 		return nil
 	}
-	if _, err := tx.ExecContext(ctx, m.sql); err != nil {
-		return fmt.Errorf("applying migration %s: %w", m.name, err)
+	if _, err := tx.ExecContext(ctx, m.SQL); err != nil {
+		return fmt.Errorf("applying migration %s: %w", m.Name, err)
 	}
 	if _, err := tx.ExecContext(ctx,
 		`INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)`,
-		m.version, m.name, time.Now().Unix()); err != nil {
-		return fmt.Errorf("recording migration %s: %w", m.name, err)
+		m.Version, m.Name, time.Now().Unix()); err != nil {
+		return fmt.Errorf("recording migration %s: %w", m.Name, err)
 	}
 	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("committing migration %s: %w", m.name, err)
+		return fmt.Errorf("committing migration %s: %w", m.Name, err)
 	}
 	return nil
+}
+
+// Migrations reports the embedded migrations and which of them the
+// database file at path has applied, without applying any (a missing file
+// has none).
+func Migrations(ctx context.Context, path string) ([]store.MigrationState, error) {
+	ms, err := migrations()
+	if err != nil {
+		return nil, err
+	}
+	applied := map[int]bool{}
+	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+		return store.States(ms, applied), nil
+	}
+	db, err := sql.Open("sqlite", path+"?mode=ro&"+dsnParams(false))
+	if err != nil {
+		return nil, fmt.Errorf("opening %s: %w", path, err)
+	}
+	defer db.Close()
+	rows, err := db.QueryContext(ctx, `SELECT version FROM schema_migrations`)
+	if err != nil {
+		if strings.Contains(err.Error(), "no such table") {
+			return store.States(ms, applied), nil
+		}
+		return nil, fmt.Errorf("reading schema_migrations of %s: %w", path, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var v int
+		if err := rows.Scan(&v); err != nil {
+			return nil, fmt.Errorf("reading schema_migrations of %s: %w", path, err)
+		}
+		applied[v] = true
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("reading schema_migrations of %s: %w", path, err)
+	}
+	return store.States(ms, applied), nil
 }

@@ -64,10 +64,10 @@ func TestMigrationsAppliedOnce(t *testing.T) {
 		t.Fatalf("reading schema_migrations: %v", err)
 	}
 	defer rows.Close()
-	var got []migration
+	var got []store.Migration
 	for rows.Next() {
-		var m migration
-		if err := rows.Scan(&m.version, &m.name); err != nil {
+		var m store.Migration
+		if err := rows.Scan(&m.Version, &m.Name); err != nil {
 			t.Fatalf("reading schema_migrations: %v", err)
 		}
 		got = append(got, m)
@@ -76,12 +76,12 @@ func TestMigrationsAppliedOnce(t *testing.T) {
 		t.Fatalf("schema_migrations has %d rows, want %d", len(got), len(want))
 	}
 	for i := range want {
-		if got[i].version != want[i].version || got[i].name != want[i].name {
-			t.Errorf("migration %d: got %d %s, want %d %s", i, got[i].version, got[i].name, want[i].version, want[i].name)
+		if got[i].Version != want[i].Version || got[i].Name != want[i].Name {
+			t.Errorf("migration %d: got %d %s, want %d %s", i, got[i].Version, got[i].Name, want[i].Version, want[i].Name)
 		}
 	}
-	if want[0].name != "0001_init" {
-		t.Errorf("first migration is %s, want 0001_init", want[0].name)
+	if want[0].Name != "0001_init" {
+		t.Errorf("first migration is %s, want 0001_init", want[0].Name)
 	}
 }
 

@@ -1,0 +1,35 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestMigrate: status on a new file lists every migration pending and
+// creates nothing; apply applies them; status then shows them applied.
+func TestMigrate(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "capblock.db")
+	got := runApp(t.Context(), nil, "migrate", "status", "--db", db)
+	if got.code != 0 || !strings.Contains(got.stdout, "0001_init              pending") || strings.Contains(got.stdout, "applied") {
+		t.Fatalf("status of a new file: %+v", got)
+	}
+	if !strings.Contains(got.stderr, "pending: 'capblock migrate apply'") {
+		t.Errorf("status does not say how to apply: %q", got.stderr)
+	}
+	if _, err := os.Stat(db); err == nil {
+		t.Fatal("status created the database file")
+	}
+	if got := runApp(t.Context(), nil, "migrate", "status", "--db", db); got.code != 0 {
+		t.Fatalf("second status: %+v", got)
+	}
+	got = runApp(t.Context(), nil, "migrate", "apply", "--db", db)
+	if got.code != 0 || strings.Contains(got.stdout, "pending") || !strings.Contains(got.stdout, "0001_init              applied") {
+		t.Fatalf("apply: %+v", got)
+	}
+	got = runApp(t.Context(), nil, "migrate", "status", "--db", db, "-o", "json")
+	if got.code != 0 || !strings.Contains(got.stdout, `"applied": true`) || strings.Contains(got.stdout, `"applied": false`) {
+		t.Fatalf("status after apply: %+v", got)
+	}
+}
