@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/spf13/cobra"
 
 	"capblock/internal/api"
@@ -21,6 +23,7 @@ import (
 	"capblock/internal/clock"
 	"capblock/internal/fleet"
 	"capblock/internal/service"
+	"capblock/internal/store"
 )
 
 type serveFlags struct {
@@ -133,7 +136,7 @@ func serve(ctx context.Context, f serveFlags) error {
 		return fmt.Errorf("listening on %s: %w (is another capblock running? choose another address with --listen)", f.listen, err)
 	}
 	srv := &http.Server{
-		Handler:           api.New(svc, api.Options{Logger: log, RateLimit: f.rate, RateBurst: f.burst}),
+		Handler:           api.New(svc, api.Options{Logger: log, RateLimit: f.rate, RateBurst: f.burst, Registry: metrics(st, svc)}),
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      90 * time.Second, // long polls wait up to 60s
@@ -171,6 +174,27 @@ func serve(ctx context.Context, f serveFlags) error {
 		return fmt.Errorf("shutting down: %w", err)
 	}
 	return nil
+}
+
+// metrics is the registry /metrics serves: the process, the HTTP layer
+// (added by the api), the store's own (PostgreSQL's pool and retries) and
+// whether this replica runs the reconciler.
+func metrics(st store.Full, svc *service.Service) *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if c, ok := st.(interface{ Collectors() []prometheus.Collector }); ok {
+		reg.MustRegister(c.Collectors()...)
+	}
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "capblock_reconciler_leader",
+		Help: "1 while this replica runs the lifecycle reconciler.",
+	}, func() float64 {
+		if svc.Leading() {
+			return 1
+		}
+		return 0
+	}))
+	return reg
 }
 
 func clockName(sim bool, c clock.Clock) string {

@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -177,6 +179,27 @@ func TestReplicasNoDoubleBooking(t *testing.T) {
 				t.Fatalf("replica %s: block %s: %d", r.url, id, code)
 			}
 		}
+	}
+	// Exactly one replica says it leads, and each shows its pool and retries.
+	leaders := 0
+	for _, r := range rs {
+		resp, err := http.Get(r.url + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if strings.Contains(string(body), "\ncapblock_reconciler_leader 1") {
+			leaders++
+		}
+		for _, m := range []string{"capblock_db_pool_connections ", "capblock_store_transaction_retries_total "} {
+			if !strings.Contains(string(body), m) {
+				t.Errorf("replica %s: no %s in /metrics", r.url, m)
+			}
+		}
+	}
+	if leaders != 1 {
+		t.Errorf("%d replicas say they lead, want 1", leaders)
 	}
 	// And no replica offers what the others sold: zone-a is full on the overlap day.
 	for _, r := range rs {

@@ -22,6 +22,7 @@ const rebaseAfter = 24 * time.Hour
 func (s *Service) Run(ctx context.Context) error {
 	co, shared := s.store.(store.Coordinator)
 	if !shared {
+		s.leading.Store(true) // a store of its own: this process always leads
 		s.lead(ctx, nil)
 		return nil
 	}

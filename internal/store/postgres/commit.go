@@ -50,6 +50,7 @@ func (s *Store) Commit(ctx context.Context, c store.Change) error {
 		if !retryable(err) {
 			return err
 		}
+		s.retries.Inc()
 		if attempt == maxAttempts {
 			return fmt.Errorf("committing change: the database aborted it %d times (last: SQLSTATE %s): %w",
 				attempt, sqlState(err), store.ErrConflict)

@@ -27,6 +27,7 @@ import (
 	"sync"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"capblock/internal/store"
 )
@@ -45,6 +46,9 @@ const (
 // Store is a store.Full (blocks and accounts) on one PostgreSQL database.
 type Store struct {
 	pool *pgxpool.Pool
+	// retries counts transactions the database aborted (serialization
+	// failures, deadlocks) that Commit ran again.
+	retries prometheus.Counter
 
 	secretMu sync.Mutex
 	secret   []byte
@@ -73,7 +77,10 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 		pool.Close()
 		return nil, fmt.Errorf("migrating PostgreSQL database %s: %w", cfg.ConnConfig.Database, err)
 	}
-	return &Store{pool: pool}, nil
+	return &Store{pool: pool, retries: prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "capblock_store_transaction_retries_total",
+		Help: "Transactions that PostgreSQL aborted (serialization failure, deadlock) and capblock ran again.",
+	})}, nil
 }
 
 // Ping checks that the database answers.
@@ -123,4 +130,25 @@ func (s *Store) loadSecret(ctx context.Context) ([]byte, error) {
 		return nil, fmt.Errorf("reading secret: %w", err)
 	}
 	return secret, nil
+}
+
+// Collectors returns the store's metrics: its connection pool and its
+// transaction retries.
+func (s *Store) Collectors() []prometheus.Collector {
+	gauge := func(name, help string, f func(*pgxpool.Stat) float64) prometheus.Collector {
+		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, func() float64 { return f(s.pool.Stat()) })
+	}
+	counter := func(name, help string, f func(*pgxpool.Stat) float64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, func() float64 { return f(s.pool.Stat()) })
+	}
+	return []prometheus.Collector{
+		s.retries,
+		gauge("capblock_db_pool_connections", "Connections in the PostgreSQL pool.", func(st *pgxpool.Stat) float64 { return float64(st.TotalConns()) }),
+		gauge("capblock_db_pool_connections_in_use", "Pool connections in use.", func(st *pgxpool.Stat) float64 { return float64(st.AcquiredConns()) }),
+		gauge("capblock_db_pool_connections_idle", "Idle pool connections.", func(st *pgxpool.Stat) float64 { return float64(st.IdleConns()) }),
+		gauge("capblock_db_pool_max_connections", "The pool's size limit.", func(st *pgxpool.Stat) float64 { return float64(st.MaxConns()) }),
+		counter("capblock_db_pool_acquires_total", "Connections taken from the pool.", func(st *pgxpool.Stat) float64 { return float64(st.AcquireCount()) }),
+		counter("capblock_db_pool_empty_acquires_total", "Takes that had to wait for a connection.", func(st *pgxpool.Stat) float64 { return float64(st.EmptyAcquireCount()) }),
+		counter("capblock_db_pool_acquire_seconds_total", "Time spent waiting for pool connections.", func(st *pgxpool.Stat) float64 { return st.AcquireDuration().Seconds() }),
+	}
 }
