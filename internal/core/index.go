@@ -19,6 +19,9 @@ import (
 type Index struct {
 	Fleet  *Fleet
 	Origin time.Time
+	// Spread, when set, returns a number in [0, n) to choose among equally
+	// good nodes; nil chooses the first by name, deterministically.
+	Spread func(n int) int
 
 	nodes   []nodeState
 	nodeIdx map[string]int

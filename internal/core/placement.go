@@ -198,17 +198,27 @@ func (ix *Index) pickNodes(cands []int, count int) []int {
 }
 
 // takeFromRacks returns up to count candidates on the given racks, rack by
-// rack in the order given.
+// rack in the order given. With ix.Spread set, each rack's candidates are
+// taken from a random place in their order, so that replicas deciding at
+// the same time on the same stale snapshot seldom choose the same nodes.
 func (ix *Index) takeFromRacks(cands, racks []int, count int) []int {
 	out := make([]int, 0, count)
 	for _, r := range racks {
+		var inRack []int
 		for _, ni := range cands {
+			if ix.nodes[ni].rack == r {
+				inRack = append(inRack, ni)
+			}
+		}
+		off := 0
+		if ix.Spread != nil && len(inRack) > 0 {
+			off = ix.Spread(len(inRack))
+		}
+		for i := range inRack {
 			if len(out) == count {
 				return out
 			}
-			if ix.nodes[ni].rack == r {
-				out = append(out, ni)
-			}
+			out = append(out, inRack[(off+i)%len(inRack)])
 		}
 	}
 	return out

@@ -148,7 +148,7 @@ var (
 )
 
 // buildBinary builds cmd/capblock once per test run.
-func buildBinary(t *testing.T) string {
+func buildBinary(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "capblock-e2e-")

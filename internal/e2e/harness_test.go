@@ -90,7 +90,7 @@ func start(t *testing.T) *env {
 var tokens sync.Map
 
 // useToken makes call send the token in file to the server at url.
-func useToken(t *testing.T, url, file string) {
+func useToken(t testing.TB, url, file string) {
 	t.Helper()
 	data, err := os.ReadFile(file)
 	if err != nil {
@@ -120,7 +120,7 @@ type user struct {
 // call sends a JSON request and decodes the JSON answer into out (when not
 // nil); it returns the status code. It authenticates with the server's
 // admin token, or with token when given ("-" for none).
-func call(t *testing.T, base, method, path string, body, out any, token ...string) int {
+func call(t testing.TB, base, method, path string, body, out any, token ...string) int {
 	t.Helper()
 	var r io.Reader
 	if body != nil {

@@ -28,7 +28,7 @@ type replica struct {
 
 // startReplicas starts n replicas on one new database, on simulated
 // clocks at t0, and waits until each listens and one leads.
-func startReplicas(t *testing.T, n int) (dsn string, rs []*replica) {
+func startReplicas(t testing.TB, n int) (dsn string, rs []*replica) {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("builds and runs the server binary on PostgreSQL")
@@ -78,7 +78,7 @@ func startReplicas(t *testing.T, n int) (dsn string, rs []*replica) {
 
 // leaderOf waits for a replica to say that it runs the reconciler and
 // returns its index, or -1.
-func leaderOf(t *testing.T, rs []*replica) int {
+func leaderOf(t testing.TB, rs []*replica) int {
 	t.Helper()
 	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
 		for i, r := range rs {

@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	mathrand "math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -26,8 +27,8 @@ import (
 )
 
 // maxCommitAttempts bounds the retries of a decision whose commit found
-// the stored state changed under it.
-const maxCommitAttempts = 3
+// the stored state changed under it (another replica committed first).
+const maxCommitAttempts = 6
 
 // Config is what a Service is built from.
 type Config struct {
@@ -98,6 +99,11 @@ func (s *Service) rebuildIndex(ctx context.Context) error {
 	ix, err := core.NewIndex(&fleet, blocks, s.clock.Now())
 	if err != nil {
 		return fmt.Errorf("building the availability index: %w", err)
+	}
+	if _, shared := s.store.(store.Coordinator); shared {
+		// Replicas deciding at once on the same snapshot would otherwise
+		// all choose the same nodes, and all but one would conflict.
+		ix.Spread = mathrand.IntN
 	}
 	s.index = ix
 	return nil
