@@ -47,6 +47,9 @@ var access = map[string]core.Role{
 	"getClock": core.RoleViewer,
 	"setClock": core.RoleAdmin,
 
+	"failNode":    core.RoleAdmin,
+	"recoverNode": core.RoleAdmin,
+
 	"createTeam":  core.RoleAdmin,
 	"listTeams":   core.RoleViewer,
 	"getTeam":     core.RoleViewer,

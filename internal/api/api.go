@@ -80,6 +80,7 @@ func New(svc Service, opts Options) http.Handler {
 	s.registerTeams(hapi)
 	s.registerAudit(hapi)
 	s.registerSpend(hapi)
+	s.registerNodes(hapi)
 	mustHaveAccessRules(hapi)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(opts.Registry, promhttp.HandlerOpts{Registry: opts.Registry}))
 

@@ -151,6 +151,8 @@ func TestOpenAPI(t *testing.T) {
 				"PUT /v1/teams/{id}/budget",
 				"PUT /v1/teams/{id}/quotas",
 				"DELETE /v1/tokens/{id}",
+				"POST /v1/admin/nodes/{name}/fail",
+				"POST /v1/admin/nodes/{name}/recover",
 			}
 			slices.Sort(want)
 			if tc.wantClock {

@@ -59,6 +59,9 @@ type Service interface {
 	Quotas(ctx context.Context, scope, team string) ([]core.Quota, error)
 	PutBudget(ctx context.Context, b core.Budget) (core.Budget, error)
 	Ledger(ctx context.Context, scope, team string) (LedgerView, error)
+	// FailNode and RecoverNode change a node's health (admin, sim backend).
+	FailNode(ctx context.Context, name string) (NodeReport, error)
+	RecoverNode(ctx context.Context, name string) (NodeReport, error)
 	// Spend sums the ledger by team, instance type and month in [from, to).
 	Spend(ctx context.Context, scope, team string, from, to time.Time) (SpendReport, error)
 }
@@ -116,3 +119,12 @@ type BlockStatus struct {
 
 // Slot is the free count of one hour.
 type Slot = core.Slot
+
+// NodeReport says what a node's health change did to the blocks on it.
+type NodeReport struct {
+	Node      string
+	Health    core.Health
+	Replaced  []string // blocks moved to replacement GPUs
+	Degraded  []string // blocks left short: no replacement free
+	Recovered []string // degraded blocks whole again
+}

@@ -126,8 +126,23 @@ func (h *harness) run(t *testing.T, cmd string) string {
 		h.now = h.now.Add(d)
 		return "now " + h.rel(h.now) + "\n"
 	case "fail":
+		// fail node=N: mark it failed and replace it in the blocks on it.
 		h.ix.SetHealth(args["node"], Unhealthy)
-		return "ok\n"
+		var out strings.Builder
+		for _, b := range h.ix.BlocksOn(args["node"], h.now) {
+			pls, err := h.ix.PlaceReplacement(b, args["node"])
+			if err != nil {
+				fmt.Fprintf(&out, "%s degraded: %v\n", b.ID, err)
+				continue
+			}
+			b.Placements = pls
+			h.ix.Add(b)
+			fmt.Fprintf(&out, "%s now on %s\n", b.ID, placementString(pls))
+		}
+		if out.Len() == 0 {
+			return "ok\n"
+		}
+		return out.String()
 	case "search":
 		return h.search(t, args)
 	case "print-timeline":

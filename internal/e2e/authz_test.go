@@ -249,6 +249,12 @@ var authzRequests = map[string]func(f *authzFixture, role core.Role, other bool)
 	"setClock": func(*authzFixture, core.Role, bool) authzRequest {
 		return authzRequest{need: core.RoleAdmin, method: "POST", path: "/v1/admin/clock", body: map[string]any{"advance": "0s"}, success: 200}
 	},
+	"failNode": func(*authzFixture, core.Role, bool) authzRequest {
+		return authzRequest{need: core.RoleAdmin, method: "POST", path: "/v1/admin/nodes/h100-01/fail", success: 200}
+	},
+	"recoverNode": func(*authzFixture, core.Role, bool) authzRequest {
+		return authzRequest{need: core.RoleAdmin, method: "POST", path: "/v1/admin/nodes/h100-01/recover", success: 200}
+	},
 	"createTeam": func(f *authzFixture, _ core.Role, _ bool) authzRequest {
 		return authzRequest{need: core.RoleAdmin, method: "POST", path: "/v1/teams", body: map[string]any{"name": fmt.Sprintf("t%d", f.n.Add(1))}, success: 201}
 	},
