@@ -1,12 +1,10 @@
 package postgres
 
 import (
-	"fmt"
-	"time"
-
 	"github.com/jackc/pgx/v5"
 
 	"capblock/internal/core"
+	"capblock/internal/store"
 )
 
 // budgetSpendSQL is a team's net spend with time at or after $2: charges
@@ -30,40 +28,6 @@ func (w *commitWriter) queueBudget(g core.BudgetGuard, entries []core.LedgerEntr
 		if err := row.Scan(&spent); err != nil {
 			return dbError("reading the spend of team "+g.Team, err)
 		}
-		return checkBudget(g, spent, entries)
+		return store.CheckBudget(g, spent, entries)
 	}))
-}
-
-// checkBudget fails with core.ErrBudgetExceeded when spent, with the
-// change's own ledger entries of the team, exceeds g.Limit.
-func checkBudget(g core.BudgetGuard, spent int64, entries []core.LedgerEntry) error {
-	total := spent
-	for _, e := range entries {
-		if e.Team == g.Team {
-			total += signedAmount(e)
-		}
-	}
-	if total <= g.Limit.Minor {
-		return nil
-	}
-	since := ""
-	if !g.Since.IsZero() {
-		since = " since " + g.Since.UTC().Format(time.RFC3339)
-	}
-	cur := g.Limit.Currency
-	return fmt.Errorf("%w: team %s would have spent %s of %s %s%s (%s before this change)",
-		core.ErrBudgetExceeded, g.Team,
-		core.Money{Minor: total, Currency: cur}, g.Limit, cur, since,
-		core.Money{Minor: spent, Currency: cur})
-}
-
-// signedAmount is a ledger entry's part of a team's net spend.
-func signedAmount(e core.LedgerEntry) int64 {
-	if e.Kind == core.LedgerRefund {
-		if e.Amount.Minor > 0 {
-			return -e.Amount.Minor
-		}
-		return e.Amount.Minor
-	}
-	return e.Amount.Minor
 }

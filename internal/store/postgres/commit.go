@@ -34,10 +34,10 @@ const maxAttempts = 5
 // c.Update[i].Block, and the Seq into c.Events[i]: the slices are shared
 // with the caller. Nothing is written into them when it fails.
 func (s *Store) Commit(ctx context.Context, c store.Change) error {
-	if err := validateChange(c); err != nil {
+	if err := store.ValidateChange(c); err != nil {
 		return fmt.Errorf("checking change: %w", err)
 	}
-	data, err := encodeEvents(c.Events)
+	data, err := store.EncodeEvents(c.Events)
 	if err != nil {
 		return fmt.Errorf("checking change: %w", err)
 	}
@@ -184,7 +184,7 @@ func queueLockBlocks(b *pgx.Batch, updates []store.BlockUpdate, stored *map[stri
 			}
 			sb.state = core.BlockState(state)
 			var err error
-			if sb.placements, err = decodePlacements(placements); err != nil {
+			if sb.placements, err = store.DecodePlacements(placements); err != nil {
 				return fmt.Errorf("block %s: %w", id, err)
 			}
 			m[id] = &sb
@@ -273,7 +273,7 @@ func (w *commitWriter) queueInsert(b core.Block) {
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, 1)`,
 		b.ID, b.Name, b.Team, b.InstanceType, b.GPUModel, b.Count, b.Zone,
 		seconds(b.Start), seconds(b.End), string(b.State), b.Fee.Minor, b.Fee.Currency,
-		seconds(b.CreatedAt), encodeTags(b.Tags), encodePlacements(b.Placements), b.Warned, b.Terminating)
+		seconds(b.CreatedAt), store.EncodeTags(b.Tags), store.EncodePlacements(b.Placements), b.Warned, b.Terminating)
 	w.queueAllocations(b.ID, seconds(b.Start), seconds(b.End), b.State.Live(), b.Placements)
 	if b.State.Live() {
 		w.addRecheck(b.ID, b.Placements)
@@ -298,7 +298,7 @@ func (w *commitWriter) queueUpdate(u store.BlockUpdate) error {
 	}
 	var placements any // NULL keeps the stored placements
 	if u.Replace {
-		placements = encodePlacements(b.Placements)
+		placements = store.EncodePlacements(b.Placements)
 	}
 	newEnd := seconds(b.End)
 	what := fmt.Sprintf("updating block %s", b.ID)
@@ -311,7 +311,7 @@ func (w *commitWriter) queueUpdate(u store.BlockUpdate) error {
 		warned = $5, terminating = $6, fee_minor = $7, fee_currency = $8,
 		placements = coalesce($9, placements), version = version + 1
 		WHERE id = $10 AND version = $11`,
-		b.Name, string(b.State), newEnd, encodeTags(b.Tags), b.Warned, b.Terminating,
+		b.Name, string(b.State), newEnd, store.EncodeTags(b.Tags), b.Warned, b.Terminating,
 		b.Fee.Minor, b.Fee.Currency, placements, b.ID, u.ExpectedVersion)
 
 	live, wasLive := b.State.Live(), sb.state.Live()

@@ -122,7 +122,7 @@ func (s *Store) Events(ctx context.Context, after int64, limit int) ([]core.Even
 			}
 			e.Time = t.UTC()
 			var err error
-			if e.Data, err = decodeData(data); err != nil {
+			if e.Data, err = store.DecodeEventData(data); err != nil {
 				return fmt.Errorf("event %d: %w", e.Seq, err)
 			}
 			events = append(events, e)

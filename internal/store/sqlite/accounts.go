@@ -353,35 +353,7 @@ func (w *commitTx) checkBudget(g core.BudgetGuard, entries []core.LedgerEntry) e
 	if err := w.tx.QueryRowContext(w.ctx, budgetSpendSQL, g.Team, unixSeconds(g.Since)).Scan(&spent); err != nil {
 		return fmt.Errorf("reading the spend of team %s: %w", g.Team, err)
 	}
-	total := spent
-	for _, e := range entries {
-		if e.Team == g.Team {
-			total += signedAmount(e)
-		}
-	}
-	if total <= g.Limit.Minor {
-		return nil
-	}
-	since := ""
-	if !g.Since.IsZero() {
-		since = " since " + g.Since.UTC().Format(time.RFC3339)
-	}
-	cur := g.Limit.Currency
-	return fmt.Errorf("%w: team %s would have spent %s of %s %s%s (%s before this change)",
-		core.ErrBudgetExceeded, g.Team,
-		core.Money{Minor: total, Currency: cur}, g.Limit, cur, since,
-		core.Money{Minor: spent, Currency: cur})
-}
-
-// signedAmount is a ledger entry's part of a team's net spend.
-func signedAmount(e core.LedgerEntry) int64 {
-	if e.Kind == core.LedgerRefund {
-		if e.Amount.Minor > 0 {
-			return -e.Amount.Minor
-		}
-		return e.Amount.Minor
-	}
-	return e.Amount.Minor
+	return store.CheckBudget(g, spent, entries)
 }
 
 // queryRows runs a query and scans every row with scan.

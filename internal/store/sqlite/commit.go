@@ -22,10 +22,10 @@ import (
 // c.Update[i].Block, and the Seq into c.Events[i]: the slices are shared
 // with the caller. Nothing is written into them when it fails.
 func (s *Store) Commit(ctx context.Context, c store.Change) error {
-	if err := validateChange(c); err != nil {
+	if err := store.ValidateChange(c); err != nil {
 		return fmt.Errorf("checking change: %w", err)
 	}
-	data, err := encodeEvents(c.Events)
+	data, err := store.EncodeEvents(c.Events)
 	if err != nil {
 		return fmt.Errorf("checking change: %w", err)
 	}
@@ -169,8 +169,8 @@ func (w *commitTx) insertBlock(b core.Block) error {
 	_, err := w.stmt(w.ws.insertBlock).ExecContext(w.ctx,
 		b.ID, b.Name, b.Team, b.InstanceType, b.GPUModel, b.Count, b.Zone,
 		unixSeconds(b.Start), unixSeconds(b.End), string(b.State),
-		b.Fee.Minor, b.Fee.Currency, unixSeconds(b.CreatedAt), encodeTags(b.Tags),
-		encodePlacements(b.Placements), boolInt(b.Warned), boolInt(b.Terminating))
+		b.Fee.Minor, b.Fee.Currency, unixSeconds(b.CreatedAt), store.EncodeTags(b.Tags),
+		store.EncodePlacements(b.Placements), boolInt(b.Warned), boolInt(b.Terminating))
 	if isConstraint(err) {
 		return fmt.Errorf("inserting block %s: it already exists: %w", b.ID, store.ErrConflict)
 	}
@@ -206,11 +206,11 @@ func (w *commitTx) updateBlock(u store.BlockUpdate) (recheck bool, err error) {
 	}
 	var placements any // NULL keeps the stored placements
 	if u.Replace {
-		placements = encodePlacements(b.Placements)
+		placements = store.EncodePlacements(b.Placements)
 	}
 	newEnd := b.End.Unix()
 	if _, err := w.stmt(w.ws.updateBlock).ExecContext(w.ctx,
-		b.Name, string(b.State), newEnd, encodeTags(b.Tags),
+		b.Name, string(b.State), newEnd, store.EncodeTags(b.Tags),
 		boolInt(b.Warned), boolInt(b.Terminating), b.Fee.Minor, b.Fee.Currency,
 		placements, b.ID, version); err != nil {
 		return false, fmt.Errorf("updating block %s: %w", b.ID, err)
@@ -306,63 +306,4 @@ func (w *commitTx) insertEvent(e core.Event, data string) (int64, error) {
 		return 0, fmt.Errorf("reading seq of event %s: %w", e.ID, err)
 	}
 	return seq, nil
-}
-
-// validateChange rejects a change that no stored state could accept.
-func validateChange(c store.Change) error {
-	for _, b := range c.Insert {
-		if err := validateBlock(b, true); err != nil {
-			return err
-		}
-	}
-	for _, u := range c.Update {
-		if err := validateBlock(u.Block, u.Replace); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func validateBlock(b core.Block, checkPlacements bool) error {
-	switch {
-	case b.ID == "":
-		return core.Invalidf("a block needs an id")
-	case !b.State.Valid():
-		return fmt.Errorf("block %s: %w", b.ID, core.Invalidf("unknown state %q", b.State))
-	case !b.End.After(b.Start):
-		return fmt.Errorf("block %s: %w", b.ID, core.Invalidf("end %s is not after start %s", b.End, b.Start))
-	}
-	if !checkPlacements {
-		return nil
-	}
-	type gpu struct {
-		node string
-		idx  int
-	}
-	seen := map[gpu]bool{}
-	for _, p := range b.Placements {
-		for _, g := range p.GPUs {
-			if g < 0 {
-				return fmt.Errorf("block %s: %w", b.ID, core.Invalidf("negative GPU index %d on node %s", g, p.Node))
-			}
-			if seen[gpu{p.Node, g}] {
-				return fmt.Errorf("block %s: %w", b.ID, core.Invalidf("GPU %d of node %s placed twice", g, p.Node))
-			}
-			seen[gpu{p.Node, g}] = true
-		}
-	}
-	return nil
-}
-
-// encodeEvents marshals the events' data before the transaction starts.
-func encodeEvents(events []core.Event) ([]string, error) {
-	out := make([]string, len(events))
-	for i, e := range events {
-		d, err := encodeData(e.Data)
-		if err != nil {
-			return nil, fmt.Errorf("event %s: %w", e.ID, err)
-		}
-		out[i] = d
-	}
-	return out, nil
 }

@@ -108,7 +108,7 @@ func (s *Store) Events(ctx context.Context, after int64, limit int) ([]core.Even
 			return nil, fmt.Errorf("reading events after %d: %w", after, err)
 		}
 		e.Time = fromUnix(t)
-		if e.Data, err = decodeData(data); err != nil {
+		if e.Data, err = store.DecodeEventData(data); err != nil {
 			return nil, fmt.Errorf("reading event %d: %w", e.Seq, err)
 		}
 		events = append(events, e)
