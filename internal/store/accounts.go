@@ -59,6 +59,7 @@ type Accounts interface {
 type Full interface {
 	Store
 	Accounts
+	Jobs
 }
 
 // Coordinator is implemented by drivers that several replicas share. A

@@ -75,6 +75,7 @@ type Change struct {
 	Idempotency []IdempotencyRecord
 	Ledger      []core.LedgerEntry
 	Events      []core.Event
+	Jobs        []JobWrite
 	// Budget, when set, makes the commit check that the team's net spend
 	// (charges minus refunds) with time at or after Since, including this
 	// change's own ledger entries of that team, stays within Limit; if

@@ -228,6 +228,9 @@ func (w *commitWriter) queue(c store.Change, eventData []string) error {
 	for _, b := range c.Insert {
 		w.queueInsert(b)
 	}
+	for _, j := range c.Jobs {
+		w.queueJob(j)
+	}
 	for _, e := range c.Ledger {
 		w.exec(fmt.Sprintf("inserting ledger entry %s", e.ID), nil,
 			`INSERT INTO ledger (id, team, time, kind, amount_minor, currency, subject, instance_type, on_demand_minor)

@@ -134,7 +134,12 @@ func (w *commitTx) apply(c store.Change, eventData []string) ([]int64, error) {
 	if err := w.canceled(); err != nil {
 		return nil, err
 	}
-	// 5. Ledger and events.
+	// 5. Jobs, ledger and events.
+	for _, j := range c.Jobs {
+		if err := w.writeJob(j); err != nil {
+			return nil, err
+		}
+	}
 	for _, e := range c.Ledger {
 		if err := w.insertLedger(e); err != nil {
 			return nil, err

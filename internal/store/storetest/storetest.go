@@ -59,6 +59,7 @@ func Exercise(t *testing.T, h Harness) {
 	}
 	tests = append(tests, accountsTests...)
 	tests = append(tests, budgetTests...)
+	tests = append(tests, jobsTests...)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.run(t, h) })
 	}

@@ -1,0 +1,140 @@
+package core
+
+import (
+	"fmt"
+	"time"
+)
+
+// JobState is a job's lifecycle state.
+type JobState string
+
+const (
+	JobPending     JobState = "pending"
+	JobRunning     JobState = "running"
+	JobInterrupted JobState = "interrupted"
+	JobSucceeded   JobState = "succeeded"
+	JobFailed      JobState = "failed"
+	JobStopped     JobState = "stopped"
+)
+
+// Final reports whether a job in this state will never run again.
+func (s JobState) Final() bool {
+	return s == JobSucceeded || s == JobFailed || s == JobStopped
+}
+
+// Job event types.
+const (
+	EventJobPending     = "job.pending"
+	EventJobRunning     = "job.running"
+	EventJobRestarted   = "job.restarted"
+	EventJobInterrupted = "job.interrupted"
+	EventJobSucceeded   = "job.succeeded"
+	EventJobFailed      = "job.failed"
+	EventJobStopped     = "job.stopped"
+)
+
+// Reasons a job failed or waits.
+const (
+	ReasonInsufficientCapacity = "insufficient_capacity"
+	ReasonCapacityEnded        = "capacity_ended"
+	ReasonExitCode             = "exit_code"
+	ReasonStoppedByUser        = "stopped_by_user"
+)
+
+// MaxPending is how long a job waits for its capacity before it fails.
+const MaxPending = 48 * time.Hour
+
+// Job is a command run on a block's GPUs, one process per instance.
+type Job struct {
+	ID            string
+	Name          string
+	Team          string
+	BlockID       string
+	Command       []string
+	Env           map[string]string
+	InstanceCount int
+	MaxRestarts   int
+	State         JobState
+	Restarts      int
+	Reason        string
+	CreatedAt     time.Time
+	StartedAt     time.Time
+	EndedAt       time.Time
+	// Run counts the job's starts; each start's processes carry it, so
+	// that the exit of an earlier run is never taken for the current one.
+	Run     int
+	Version int64
+}
+
+// JobStep is what the controller must do after a decision.
+type JobStep struct {
+	Event  string
+	Start  bool // start the job's instances (a new run)
+	Stop   bool // stop the running instances
+	Reason string
+}
+
+// DecideJob moves a job on with its block's state at now: a pending job
+// starts when its block is active and not yet terminating, and fails
+// after MaxPending; a running job is stopped when its block starts
+// terminating. It returns the job and the step, or ok false when nothing
+// is due.
+func DecideJob(j Job, b Block, now time.Time) (Job, JobStep, bool) {
+	switch j.State {
+	case JobPending, JobInterrupted:
+		switch {
+		case b.State == StateActive && !b.Terminating:
+			j.State, j.Run = JobRunning, j.Run+1
+			if j.StartedAt.IsZero() {
+				j.StartedAt = now
+			}
+			return j, JobStep{Event: EventJobRunning, Start: true}, true
+		case !b.State.Live() || (b.State == StateActive && b.Terminating):
+			j.State, j.Reason, j.EndedAt = JobFailed, ReasonCapacityEnded, now
+			return j, JobStep{Event: EventJobFailed, Reason: ReasonCapacityEnded}, true
+		case now.Sub(j.CreatedAt) >= MaxPending:
+			j.State, j.Reason, j.EndedAt = JobFailed, ReasonInsufficientCapacity, now
+			return j, JobStep{Event: EventJobFailed, Reason: ReasonInsufficientCapacity}, true
+		}
+	case JobRunning:
+		if b.State != StateActive || b.Terminating {
+			j.State, j.Reason = JobInterrupted, ReasonCapacityEnded
+			return j, JobStep{Event: EventJobInterrupted, Stop: true, Reason: ReasonCapacityEnded}, true
+		}
+	}
+	return j, JobStep{}, false
+}
+
+// JobExited decides what an exit of a running job's run means: all
+// instances done with code 0 is success; a non-zero exit is restarted
+// while restarts remain, else the job fails. An exit of an interrupted or
+// stopped job changes nothing more.
+func JobExited(j Job, code int, allDone bool, now time.Time) (Job, JobStep, bool) {
+	if j.State != JobRunning {
+		return j, JobStep{}, false
+	}
+	switch {
+	case code == 0 && allDone:
+		j.State, j.EndedAt, j.Reason = JobSucceeded, now, ""
+		return j, JobStep{Event: EventJobSucceeded}, true
+	case code == 0:
+		return j, JobStep{}, false // wait for the other instances
+	case j.Restarts < j.MaxRestarts:
+		j.Restarts++
+		j.Run++
+		return j, JobStep{Event: EventJobRestarted, Stop: true, Start: true, Reason: fmt.Sprintf("exit code %d", code)}, true
+	default:
+		j.State, j.EndedAt, j.Reason = JobFailed, now, fmt.Sprintf("%s %d", ReasonExitCode, code)
+		return j, JobStep{Event: EventJobFailed, Stop: true, Reason: j.Reason}, true
+	}
+}
+
+// StopJob is a user's stop: a job not yet final becomes stopped.
+func StopJob(j Job, now time.Time) (Job, JobStep, error) {
+	if j.State.Final() {
+		return j, JobStep{}, fmt.Errorf("%w: job %s is already %s", ErrInvalidState, j.ID, j.State)
+	}
+	stop := j.State == JobRunning
+	j.State, j.Reason, j.EndedAt = JobStopped, ReasonStoppedByUser, now
+	return j, JobStep{Event: EventJobStopped, Stop: stop, Reason: ReasonStoppedByUser}, nil
+}

@@ -1,0 +1,79 @@
+package core
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestDecideJob(t *testing.T) {
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	created := now.Add(-time.Hour)
+	block := func(s BlockState, terminating bool) Block {
+		return Block{ID: "cb-1", State: s, Terminating: terminating}
+	}
+	tests := map[string]struct {
+		job       Job
+		block     Block
+		wantState JobState
+		wantStep  JobStep
+		wantOK    bool
+	}{
+		"pending, block scheduled: wait":   {Job{State: JobPending, CreatedAt: created}, block(StateScheduled, false), JobPending, JobStep{}, false},
+		"pending, block active: start":     {Job{State: JobPending, CreatedAt: created}, block(StateActive, false), JobRunning, JobStep{Event: EventJobRunning, Start: true}, true},
+		"pending, block terminating: fail": {Job{State: JobPending, CreatedAt: created}, block(StateActive, true), JobFailed, JobStep{Event: EventJobFailed, Reason: ReasonCapacityEnded}, true},
+		"pending, block cancelled: fail":   {Job{State: JobPending, CreatedAt: created}, block(StateCancelled, false), JobFailed, JobStep{Event: EventJobFailed, Reason: ReasonCapacityEnded}, true},
+		"pending two days: fail": {Job{State: JobPending, CreatedAt: now.Add(-MaxPending)}, block(StateScheduled, false), JobFailed,
+			JobStep{Event: EventJobFailed, Reason: ReasonInsufficientCapacity}, true},
+		"running, block active: nothing":        {Job{State: JobRunning}, block(StateActive, false), JobRunning, JobStep{}, false},
+		"running, block terminating: interrupt": {Job{State: JobRunning}, block(StateActive, true), JobInterrupted, JobStep{Event: EventJobInterrupted, Stop: true, Reason: ReasonCapacityEnded}, true},
+		"interrupted, block expired: fail":      {Job{State: JobInterrupted}, block(StateExpired, false), JobFailed, JobStep{Event: EventJobFailed, Reason: ReasonCapacityEnded}, true},
+		"succeeded: nothing":                    {Job{State: JobSucceeded}, block(StateActive, false), JobSucceeded, JobStep{}, false},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			got, step, ok := DecideJob(tc.job, tc.block, now)
+			if got.State != tc.wantState || ok != tc.wantOK {
+				t.Errorf("state %s ok %v, want %s %v", got.State, ok, tc.wantState, tc.wantOK)
+			}
+			if diff := cmp.Diff(tc.wantStep, step); diff != "" {
+				t.Errorf("step (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestJobExited(t *testing.T) {
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	tests := map[string]struct {
+		job          Job
+		code         int
+		allDone      bool
+		wantState    JobState
+		wantRestarts int
+		wantRun      int
+		wantEvent    string
+	}{
+		"all done, code 0":           {Job{State: JobRunning, Run: 1}, 0, true, JobSucceeded, 0, 1, EventJobSucceeded},
+		"one of two done, code 0":    {Job{State: JobRunning, Run: 1}, 0, false, JobRunning, 0, 1, ""},
+		"code 1, restarts left":      {Job{State: JobRunning, Run: 1, MaxRestarts: 2, Restarts: 1}, 1, false, JobRunning, 2, 2, EventJobRestarted},
+		"code 1, no restarts left":   {Job{State: JobRunning, Run: 3, MaxRestarts: 2, Restarts: 2}, 1, false, JobFailed, 2, 3, EventJobFailed},
+		"exit after an interruption": {Job{State: JobInterrupted, Run: 1}, 143, true, JobInterrupted, 0, 1, ""},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			got, step, _ := JobExited(tc.job, tc.code, tc.allDone, now)
+			if got.State != tc.wantState || got.Restarts != tc.wantRestarts || got.Run != tc.wantRun || step.Event != tc.wantEvent {
+				t.Errorf("got %s restarts %d run %d event %q, want %s %d %d %q", got.State, got.Restarts, got.Run, step.Event,
+					tc.wantState, tc.wantRestarts, tc.wantRun, tc.wantEvent)
+			}
+		})
+	}
+	if _, _, err := StopJob(Job{ID: "job-1", State: JobSucceeded}, now); err == nil {
+		t.Error("stopping a finished job succeeded")
+	}
+	if j, step, err := StopJob(Job{ID: "job-1", State: JobRunning}, now); err != nil || j.State != JobStopped || !step.Stop {
+		t.Errorf("stopping a running job: %+v %+v %v", j, step, err)
+	}
+}

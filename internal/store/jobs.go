@@ -1,0 +1,76 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"capblock/internal/core"
+)
+
+// Jobs reads the stored jobs; they are written by Commit (Change.Jobs).
+type Jobs interface {
+	// Job returns one job, or ErrNotFound.
+	Job(ctx context.Context, id string) (core.Job, error)
+	// ListJobs returns jobs, oldest first: a team's ("" for every team),
+	// only those not final when open is set.
+	ListJobs(ctx context.Context, team string, open bool) ([]core.Job, error)
+}
+
+// JobWrite stores a job: a new one when ExpectedVersion is 0 (a duplicate
+// id is a conflict), else a replacement of the stored job with that
+// version (any other version is a conflict). On success the job's
+// version is ExpectedVersion+1.
+type JobWrite struct {
+	Job             core.Job
+	ExpectedVersion int64
+}
+
+// jobJSON is a job's stored document; id, team, block, state, creation
+// time and version also have columns of their own for queries.
+type jobJSON struct {
+	Name          string            `json:"name"`
+	Command       []string          `json:"command"`
+	Env           map[string]string `json:"env,omitempty"`
+	InstanceCount int               `json:"instanceCount"`
+	MaxRestarts   int               `json:"maxRestarts"`
+	Restarts      int               `json:"restarts"`
+	Reason        string            `json:"reason,omitempty"`
+	StartedAt     int64             `json:"startedAt,omitempty"`
+	EndedAt       int64             `json:"endedAt,omitempty"`
+	Run           int               `json:"run"`
+}
+
+// EncodeJob is the stored document of a job.
+func EncodeJob(j core.Job) string {
+	b, _ := json.Marshal(jobJSON{Name: j.Name, Command: j.Command, Env: j.Env, InstanceCount: j.InstanceCount,
+		MaxRestarts: j.MaxRestarts, Restarts: j.Restarts, Reason: j.Reason,
+		StartedAt: unixOrZero(j.StartedAt), EndedAt: unixOrZero(j.EndedAt), Run: j.Run}) // strings and ints always marshal
+	return string(b)
+}
+
+// DecodeJob fills a job from its stored document and columns.
+func DecodeJob(id, team, block, state string, created time.Time, version int64, doc string) (core.Job, error) {
+	var d jobJSON
+	if err := json.Unmarshal([]byte(doc), &d); err != nil {
+		return core.Job{}, fmt.Errorf("decoding job %s: %w", id, err)
+	}
+	return core.Job{ID: id, Team: team, BlockID: block, State: core.JobState(state), CreatedAt: created, Version: version,
+		Name: d.Name, Command: d.Command, Env: d.Env, InstanceCount: d.InstanceCount, MaxRestarts: d.MaxRestarts,
+		Restarts: d.Restarts, Reason: d.Reason, StartedAt: timeOrZero(d.StartedAt), EndedAt: timeOrZero(d.EndedAt), Run: d.Run}, nil
+}
+
+func unixOrZero(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.Unix()
+}
+
+func timeOrZero(s int64) time.Time {
+	if s == 0 {
+		return time.Time{}
+	}
+	return time.Unix(s, 0).UTC()
+}
