@@ -122,6 +122,7 @@ func newFakeAPI(t *testing.T) *fakeAPI {
 	mux.HandleFunc("GET /v1/admin/clock", reply(`{"now": "2026-12-01T00:00:00Z"}`))
 	mux.HandleFunc("POST /v1/admin/clock", reply(`{"now": "2026-12-01T06:00:00Z"}`))
 	f.accessRoutes(mux)
+	f.webhookRoutes(mux)
 
 	f.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)

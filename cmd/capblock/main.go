@@ -154,7 +154,9 @@ administrator's token, written beside its database:
 		a.offeringsCmd(),
 		a.buyCmd(),
 		a.blocksCmd(),
+		a.plansCmd(),
 		a.eventsCmd(),
+		a.webhooksCmd(),
 		a.loginCmd(),
 		a.logoutCmd(),
 		a.teamsCmd(),
@@ -164,6 +166,7 @@ administrator's token, written beside its database:
 		a.auditCmd(),
 		a.adminCmd(),
 		a.migrateCmd(),
+		a.jobsCmd(),
 	)
 	return root
 }

@@ -107,6 +107,9 @@ func (a *app) printBlock(b client.Block) error {
 	if len(b.Tags) > 0 {
 		t.row("tags:", formatLabels(b.Tags))
 	}
+	if b.PlanID != "" {
+		t.row("plan:", b.PlanID)
+	}
 	return t.flush()
 }
 

@@ -39,6 +39,7 @@ type serveFlags struct {
 	rate      float64
 	burst     int
 	tokenFile string
+	jobsDir   string
 }
 
 // newServeCmd is `capblock serve`: with no flags it runs on a SQLite file
@@ -63,6 +64,7 @@ POST /v1/admin/clock (or "capblock admin clock --advance 6h").`,
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.db, "db", "capblock.db", "SQLite database file (created if missing), or a postgres:// URL shared by replicas")
+	fl.StringVar(&f.jobsDir, "jobs-dir", "", "where jobs keep their logs and checkpoint directories (default: capblock-jobs beside the SQLite file, or in the working directory)")
 	fl.StringVar(&f.tokenFile, "admin-token-file", "", "where the first start writes the first administrator's token (default: admin.token beside the SQLite file, or in the working directory)")
 	fl.StringVar(&f.fleet, "fleet", "", "fleet YAML file (default: the built-in demo fleet; see docs/fleet.md)")
 	fl.StringVar(&f.listen, "listen", "127.0.0.1:8080", "address to listen on")
@@ -111,7 +113,13 @@ func serve(ctx context.Context, f serveFlags) error {
 		return fmt.Errorf("opening database %s: %w", redactDSN(f.db), err)
 	}
 	defer st.Close()
-	svc, err := service.New(ctx, service.Config{Fleet: fl, Store: st, Backend: backend.NewSim(log), Clock: clk, Log: log})
+	jobsDir := f.jobsDir
+	if jobsDir == "" && isPostgresURL(f.db) {
+		jobsDir = "capblock-jobs"
+	} else if jobsDir == "" {
+		jobsDir = filepath.Join(filepath.Dir(f.db), "capblock-jobs")
+	}
+	svc, err := service.New(ctx, service.Config{Fleet: fl, Store: st, Backend: backend.NewSim(log), Clock: clk, Log: log, JobsDir: jobsDir})
 	if err != nil {
 		return err
 	}

@@ -42,10 +42,26 @@ var access = map[string]core.Role{
 	"extendBlock":            core.RoleMember,
 	"getBlockStatus":         core.RoleViewer,
 
+	"searchPlanOfferings": core.RoleViewer,
+	"purchasePlan":        core.RoleMember,
+	"listPlans":           core.RoleViewer,
+	"getPlan":             core.RoleViewer,
+
 	"listEvents": core.RoleViewer,
+
+	"createWebhook":         core.RoleMember,
+	"listWebhooks":          core.RoleViewer,
+	"deleteWebhook":         core.RoleMember,
+	"listWebhookDeliveries": core.RoleViewer,
 
 	"getClock": core.RoleViewer,
 	"setClock": core.RoleAdmin,
+
+	"createJob":  core.RoleMember,
+	"listJobs":   core.RoleViewer,
+	"getJob":     core.RoleViewer,
+	"getJobLogs": core.RoleViewer,
+	"stopJob":    core.RoleMember,
 
 	"failNode":    core.RoleAdmin,
 	"recoverNode": core.RoleAdmin,

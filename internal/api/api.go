@@ -72,7 +72,9 @@ func New(svc Service, opts Options) http.Handler {
 
 	s.registerFleet(hapi)
 	s.registerBlocks(hapi)
+	s.registerPlans(hapi)
 	s.registerEvents(hapi)
+	s.registerWebhooks(hapi)
 	s.registerOperations(hapi)
 	if clock := svc.SimClock(); clock != nil {
 		s.registerClock(hapi, clock)
@@ -81,6 +83,7 @@ func New(svc Service, opts Options) http.Handler {
 	s.registerAudit(hapi)
 	s.registerSpend(hapi)
 	s.registerNodes(hapi)
+	s.registerJobs(hapi)
 	mustHaveAccessRules(hapi)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(opts.Registry, promhttp.HandlerOpts{Registry: opts.Registry}))
 

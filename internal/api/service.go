@@ -27,9 +27,24 @@ type Service interface {
 	ExtensionOfferings(ctx context.Context, team, id string, duration time.Duration) ([]core.Offering, error)
 	Extend(ctx context.Context, team, id, offeringID string) (core.Block, error)
 	BlockStatus(ctx context.Context, team, id string) (BlockStatus, error)
+	// Training plans. PlanOfferings searches priced, signed plan
+	// offerings; PurchasePlan buys one (created is false when the client
+	// token was seen before and the earlier plan is returned). A team of
+	// "" (an admin) sees every team's plans; another team's is not found.
+	PlanOfferings(ctx context.Context, req core.PlanSearchRequest) ([]core.PlanOffering, error)
+	PurchasePlan(ctx context.Context, req PlanPurchaseRequest) (p PlanView, created bool, err error)
+	ListPlans(ctx context.Context, team string) ([]PlanView, error)
+	GetPlan(ctx context.Context, team, id string) (PlanView, error)
 	// Events returns events after the cursor ("" = from the start), waiting
 	// up to wait for at least one; next is the cursor to pass next time.
 	Events(ctx context.Context, team, after string, wait time.Duration) (events []core.Event, next string, err error)
+	// Webhooks. A scope is the team a caller may see, "" for an admin;
+	// another team's webhook is not found. CreateWebhook returns the
+	// webhook with its secret, which no other call shows.
+	CreateWebhook(ctx context.Context, team, url string, events []string) (core.Webhook, error)
+	ListWebhooks(ctx context.Context, scope string) ([]core.Webhook, error)
+	DeleteWebhook(ctx context.Context, scope, id string) (core.Webhook, error)
+	Deliveries(ctx context.Context, scope, id string) ([]core.Delivery, error)
 	// Ready reports whether the service can serve (database reachable).
 	Ready(ctx context.Context) error
 	// SimClock returns the simulated clock, or nil when the server runs on
@@ -59,6 +74,13 @@ type Service interface {
 	Quotas(ctx context.Context, scope, team string) ([]core.Quota, error)
 	PutBudget(ctx context.Context, b core.Budget) (core.Budget, error)
 	Ledger(ctx context.Context, scope, team string) (LedgerView, error)
+	// Jobs: commands run on a block's GPUs. A scope is the team a caller
+	// may see, "" for an admin.
+	CreateJob(ctx context.Context, scope string, req JobRequest) (core.Job, error)
+	ListJobs(ctx context.Context, scope string) ([]core.Job, error)
+	GetJob(ctx context.Context, scope, id string) (core.Job, error)
+	StopJob(ctx context.Context, scope, id string) (core.Job, error)
+	JobLogs(ctx context.Context, scope, id string, instance int, offset int64, limit int) ([]byte, int64, error)
 	// FailNode and RecoverNode change a node's health (admin, sim backend).
 	FailNode(ctx context.Context, name string) (NodeReport, error)
 	RecoverNode(ctx context.Context, name string) (NodeReport, error)
@@ -127,4 +149,14 @@ type NodeReport struct {
 	Replaced  []string // blocks moved to replacement GPUs
 	Degraded  []string // blocks left short: no replacement free
 	Recovered []string // degraded blocks whole again
+}
+
+// JobRequest is the body of POST /v1/jobs after decoding.
+type JobRequest struct {
+	Name          string
+	BlockID       string
+	Command       []string
+	Env           map[string]string
+	InstanceCount int
+	MaxRestarts   int
 }

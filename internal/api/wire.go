@@ -35,6 +35,7 @@ type blockJSON struct {
 	UpfrontFee    moneyJSON         `json:"upfrontFee"`
 	CreatedAt     time.Time         `json:"createdAt"`
 	Tags          map[string]string `json:"tags"`
+	PlanID        string            `json:"planId,omitempty" doc:"The training plan the block is a segment of."`
 }
 
 func toBlock(b core.Block) blockJSON {
@@ -53,6 +54,7 @@ func toBlock(b core.Block) blockJSON {
 		UpfrontFee:    toMoney(b.Fee),
 		CreatedAt:     b.CreatedAt.UTC(),
 		Tags:          orEmpty(b.Tags),
+		PlanID:        b.PlanID,
 	}
 }
 

@@ -66,6 +66,7 @@ type Block struct {
 	UpfrontFee    Money             `json:"upfrontFee"`
 	CreatedAt     time.Time         `json:"createdAt"`
 	Tags          map[string]string `json:"tags"`
+	PlanID        string            `json:"planId,omitempty"` // the plan it is a segment of
 }
 
 // Placement is the GPUs of one node that a block holds.

@@ -76,23 +76,25 @@ type JobStep struct {
 
 // DecideJob moves a job on with its block's state at now: a pending job
 // starts when its block is active and not yet terminating, and fails
-// after MaxPending; a running job is stopped when its block starts
-// terminating. It returns the job and the step, or ok false when nothing
+// after MaxPending or when the block ends first; a running job is stopped
+// and interrupted when its block starts terminating, and an interrupted
+// one fails when the block has ended (or runs again if it was extended). It returns the job and the step, or ok false when nothing
 // is due.
 func DecideJob(j Job, b Block, now time.Time) (Job, JobStep, bool) {
 	switch j.State {
 	case JobPending, JobInterrupted:
 		switch {
 		case b.State == StateActive && !b.Terminating:
+			// Its block is usable: first start, or (an extended block) again.
 			j.State, j.Run = JobRunning, j.Run+1
 			if j.StartedAt.IsZero() {
 				j.StartedAt = now
 			}
 			return j, JobStep{Event: EventJobRunning, Start: true}, true
-		case !b.State.Live() || (b.State == StateActive && b.Terminating):
+		case !b.State.Live() || (j.State == JobPending && b.Terminating):
 			j.State, j.Reason, j.EndedAt = JobFailed, ReasonCapacityEnded, now
 			return j, JobStep{Event: EventJobFailed, Reason: ReasonCapacityEnded}, true
-		case now.Sub(j.CreatedAt) >= MaxPending:
+		case j.State == JobPending && now.Sub(j.CreatedAt) >= MaxPending:
 			j.State, j.Reason, j.EndedAt = JobFailed, ReasonInsufficientCapacity, now
 			return j, JobStep{Event: EventJobFailed, Reason: ReasonInsufficientCapacity}, true
 		}

@@ -29,6 +29,8 @@ func TestDecideJob(t *testing.T) {
 		"running, block active: nothing":        {Job{State: JobRunning}, block(StateActive, false), JobRunning, JobStep{}, false},
 		"running, block terminating: interrupt": {Job{State: JobRunning}, block(StateActive, true), JobInterrupted, JobStep{Event: EventJobInterrupted, Stop: true, Reason: ReasonCapacityEnded}, true},
 		"interrupted, block expired: fail":      {Job{State: JobInterrupted}, block(StateExpired, false), JobFailed, JobStep{Event: EventJobFailed, Reason: ReasonCapacityEnded}, true},
+		"interrupted, still terminating: wait":  {Job{State: JobInterrupted}, block(StateActive, true), JobInterrupted, JobStep{}, false},
+		"interrupted, block extended: run":      {Job{State: JobInterrupted}, block(StateActive, false), JobRunning, JobStep{Event: EventJobRunning, Start: true}, true},
 		"succeeded: nothing":                    {Job{State: JobSucceeded}, block(StateActive, false), JobSucceeded, JobStep{}, false},
 	}
 	for name, tc := range tests {

@@ -145,6 +145,8 @@ func (h *harness) run(t *testing.T, cmd string) string {
 		return out.String()
 	case "search":
 		return h.search(t, args)
+	case "search-plan":
+		return h.searchPlan(t, args)
 	case "print-timeline":
 		return h.timeline(atoi(t, args["hours"]))
 	}

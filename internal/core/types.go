@@ -198,6 +198,8 @@ type Block struct {
 	// Warned and Terminating record the lifecycle marks of an active block.
 	Warned      bool
 	Terminating bool
+	// PlanID is the training plan the block is a segment of, if any.
+	PlanID string
 	// Version increases with every stored change; commits check it.
 	Version int64
 }

@@ -189,6 +189,16 @@ func (f *authzFixture) block(team string) string {
 	return b.ID
 }
 
+// job makes a job on a fresh block of a team, as the admin.
+func (f *authzFixture) job(team string) string {
+	var out struct{ ID string }
+	body := map[string]any{"blockId": f.block(team), "command": []string{"true"}}
+	if code := call(f.e.t, f.e.url, "POST", "/v1/jobs", body, &out); code != 201 {
+		f.e.t.Fatalf("creating a job for %s: %d", team, code)
+	}
+	return out.ID
+}
+
 func (f *authzFixture) extensionOffering(id string) string {
 	var out struct{ Offerings []offering }
 	if code := call(f.e.t, f.e.url, "GET", "/v1/blocks/"+id+"/extension-offerings?durationHours=1", nil, &out); code != 200 || len(out.Offerings) == 0 {
@@ -240,14 +250,56 @@ var authzRequests = map[string]func(f *authzFixture, role core.Role, other bool)
 		return authzRequest{need: core.RoleMember, method: "POST", path: "/v1/blocks/" + id + "/extensions", body: map[string]any{"offeringId": f.extensionOffering(id)},
 			success: 200, scoped: true, otherStatus: 404}
 	},
+	"searchPlanOfferings": func(*authzFixture, core.Role, bool) authzRequest {
+		return authzRequest{need: core.RoleViewer, method: "GET", path: "/v1/plan-offerings?" + searchQuery("l4.1x", 1, 1, t0.Add(time.Hour), t0.Add(48*time.Hour)), success: 200}
+	},
+	"purchasePlan": func(f *authzFixture, _ core.Role, other bool) authzRequest {
+		body := map[string]any{"offeringId": f.planOffering(), "clientToken": fmt.Sprintf("plan-%d", f.n.Add(1)), "team": f.teamOf(other)}
+		return authzRequest{need: core.RoleMember, method: "POST", path: "/v1/plans", body: body, success: 201, scoped: true, otherStatus: 403}
+	},
+	"listPlans": func(*authzFixture, core.Role, bool) authzRequest {
+		return authzRequest{need: core.RoleViewer, method: "GET", path: "/v1/plans", success: 200}
+	},
+	"getPlan": func(f *authzFixture, _ core.Role, other bool) authzRequest {
+		return authzRequest{need: core.RoleViewer, method: "GET", path: "/v1/plans/" + f.plan(f.teamOf(other)), success: 200, scoped: true, otherStatus: 404}
+	},
 	"listEvents": func(*authzFixture, core.Role, bool) authzRequest {
 		return authzRequest{need: core.RoleViewer, method: "GET", path: "/v1/events", success: 200}
+	},
+	"createWebhook": func(f *authzFixture, _ core.Role, other bool) authzRequest {
+		body := map[string]any{"url": "https://example.com/hook", "events": []string{"block.*"}, "team": f.teamOf(other)}
+		return authzRequest{need: core.RoleMember, method: "POST", path: "/v1/webhooks", body: body, success: 201, scoped: true, otherStatus: 403}
+	},
+	"listWebhooks": func(*authzFixture, core.Role, bool) authzRequest {
+		return authzRequest{need: core.RoleViewer, method: "GET", path: "/v1/webhooks", success: 200}
+	},
+	"deleteWebhook": func(f *authzFixture, _ core.Role, other bool) authzRequest {
+		return authzRequest{need: core.RoleMember, method: "DELETE", path: "/v1/webhooks/" + f.webhook(f.teamOf(other)), success: 200, scoped: true, otherStatus: 404}
+	},
+	"listWebhookDeliveries": func(f *authzFixture, _ core.Role, other bool) authzRequest {
+		return authzRequest{need: core.RoleViewer, method: "GET", path: "/v1/webhooks/" + f.webhook(f.teamOf(other)) + "/deliveries", success: 200, scoped: true, otherStatus: 404}
 	},
 	"getClock": func(*authzFixture, core.Role, bool) authzRequest {
 		return authzRequest{need: core.RoleViewer, method: "GET", path: "/v1/admin/clock", success: 200}
 	},
 	"setClock": func(*authzFixture, core.Role, bool) authzRequest {
 		return authzRequest{need: core.RoleAdmin, method: "POST", path: "/v1/admin/clock", body: map[string]any{"advance": "0s"}, success: 200}
+	},
+	"createJob": func(f *authzFixture, _ core.Role, other bool) authzRequest {
+		return authzRequest{need: core.RoleMember, method: "POST", path: "/v1/jobs", body: map[string]any{"blockId": f.block(f.teamOf(other)), "command": []string{"true"}},
+			success: 201, scoped: true, otherStatus: 404}
+	},
+	"listJobs": func(*authzFixture, core.Role, bool) authzRequest {
+		return authzRequest{need: core.RoleViewer, method: "GET", path: "/v1/jobs", success: 200}
+	},
+	"getJob": func(f *authzFixture, _ core.Role, other bool) authzRequest {
+		return authzRequest{need: core.RoleViewer, method: "GET", path: "/v1/jobs/" + f.job(f.teamOf(other)), success: 200, scoped: true, otherStatus: 404}
+	},
+	"getJobLogs": func(f *authzFixture, _ core.Role, other bool) authzRequest {
+		return authzRequest{need: core.RoleViewer, method: "GET", path: "/v1/jobs/" + f.job(f.teamOf(other)) + "/logs", success: 200, scoped: true, otherStatus: 404}
+	},
+	"stopJob": func(f *authzFixture, _ core.Role, other bool) authzRequest {
+		return authzRequest{need: core.RoleMember, method: "POST", path: "/v1/jobs/" + f.job(f.teamOf(other)) + "/stop", success: 200, scoped: true, otherStatus: 404}
 	},
 	"failNode": func(*authzFixture, core.Role, bool) authzRequest {
 		return authzRequest{need: core.RoleAdmin, method: "POST", path: "/v1/admin/nodes/h100-01/fail", success: 200}

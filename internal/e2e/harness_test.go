@@ -70,7 +70,8 @@ func start(t *testing.T) *env {
 	}
 	t.Cleanup(func() { st.Close() })
 	sim := clock.NewSim(t0)
-	svc, err := service.New(ctx, service.Config{Fleet: f, Store: st, Backend: backend.NewSim(discard()), Clock: sim, Log: discard()})
+	svc, err := service.New(ctx, service.Config{Fleet: f, Store: st, Backend: backend.NewSim(discard()), Clock: sim, Log: discard(),
+		JobsDir: filepath.Join(filepath.Dir(db), "jobs")})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -61,6 +61,11 @@ func (s *Service) CancelBlock(ctx context.Context, team, id string) (core.Block,
 			c.Ledger = []core.LedgerEntry{{ID: newID("le"), Team: b.Team, Time: now, Kind: core.LedgerRefund, Amount: refund, Subject: b.ID,
 				InstanceType: b.InstanceType, OnDemand: onDemand}}
 		}
+		// A plan fails with a cancelled segment.
+		step := transition{block: cancelled, Transition: core.Transition{Event: core.EventBlockCancelled, At: now}}
+		if err := s.addPlanEvents(ctx, &c, []transition{step}); err != nil {
+			return store.Change{}, err
+		}
 		return c, nil
 	})
 	if err == nil {

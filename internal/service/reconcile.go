@@ -66,7 +66,15 @@ func (s *Service) Leading() bool { return s.leading.Load() }
 // reconciles whenever a step is due, and at least once a minute, until
 // ctx ends or the lead is lost.
 func (s *Service) lead(ctx context.Context, lost <-chan struct{}) {
+	stopWebhooks := s.startWebhooks(ctx) // only the leader delivers to webhooks
+	defer stopWebhooks()
 	s.resyncBackend(ctx)
+	jobsDone := make(chan struct{})
+	go func() {
+		defer close(jobsDone)
+		s.runJobs(ctx, lost)
+	}()
+	defer func() { <-jobsDone }()
 	for {
 		if err := s.Reconcile(ctx); err != nil && ctx.Err() == nil {
 			s.log.Error("reconciling block lifecycles", "err", err)
@@ -187,6 +195,11 @@ func (s *Service) Reconcile(ctx context.Context) error {
 	for _, st := range steps {
 		c.Events = append(c.Events, s.event(st.At, st.Event, st.block, transitionData(st)))
 	}
+	// Plans whose segments take a step record their own transitions.
+	if err := s.addPlanEvents(ctx, &c, steps); err != nil {
+		s.mu.Unlock()
+		return err
+	}
 	if len(c.Update) == 0 {
 		s.mu.Unlock()
 		return nil
@@ -206,6 +219,7 @@ func (s *Service) Reconcile(ctx context.Context) error {
 		return fmt.Errorf("committing %d lifecycle steps: %w", len(steps), err)
 	}
 	// 3. Act.
+	s.kickJobs() // jobs follow their blocks
 	for _, st := range steps {
 		switch st.Event {
 		case core.EventBlockActive:

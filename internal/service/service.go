@@ -37,6 +37,9 @@ type Config struct {
 	Backend backend.Backend
 	Clock   clock.Clock
 	Log     *slog.Logger
+	// JobsDir holds the jobs' logs, checkpoint directories and the
+	// executor's state; empty means this server runs no jobs.
+	JobsDir string
 }
 
 // Service implements the use cases. It is safe for concurrent use: reads
@@ -55,6 +58,8 @@ type Service struct {
 
 	// leading is set while this replica runs the reconciler.
 	leading atomic.Bool
+
+	jobs *jobRuntime // nil when the server runs no jobs
 
 	// events is closed and replaced whenever events are committed, waking
 	// long polls.
@@ -78,6 +83,9 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 	s := &Service{
 		fleet: cfg.Fleet, store: cfg.Store, backend: cfg.Backend, clock: cfg.Clock, log: cfg.Log,
 		secret: secret, events: make(chan struct{}),
+	}
+	if cfg.JobsDir != "" {
+		s.jobs = newJobRuntime(cfg.JobsDir)
 	}
 	if err := s.rebuildIndex(ctx); err != nil {
 		return nil, err

@@ -60,6 +60,8 @@ type Full interface {
 	Store
 	Accounts
 	Jobs
+	Webhooks
+	Plans
 }
 
 // Coordinator is implemented by drivers that several replicas share. A

@@ -76,6 +76,10 @@ type Change struct {
 	Ledger      []core.LedgerEntry
 	Events      []core.Event
 	Jobs        []JobWrite
+	// InsertPlans stores new training plans: their own rows only, since
+	// their segments are blocks of Insert with PlanID set. A duplicate
+	// plan id is a conflict.
+	InsertPlans []core.Plan
 	// Budget, when set, makes the commit check that the team's net spend
 	// (charges minus refunds) with time at or after Since, including this
 	// change's own ledger entries of that team, stays within Limit; if

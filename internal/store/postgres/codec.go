@@ -75,10 +75,14 @@ func dbError(what string, err error) error {
 	return fmt.Errorf("%s: %w", what, err)
 }
 
-// blockColumns are the columns that scanBlock reads, in order.
+// blockColumns are the columns of 0001_init that scanBlock reads, in order.
 const blockColumns = `id, name, team, instance_type, gpu_model, count, zone,
 	start_time, end_time, state, fee_minor, fee_currency, created_at, tags,
 	placements, warned, terminating, version`
+
+// blockSelect are all the columns that scanBlock reads: blockColumns and
+// the plan the block is a segment of (0005_plans; empty for none).
+const blockSelect = blockColumns + `, plan_id`
 
 // rowScanner is pgx.Row or pgx.Rows.
 type rowScanner interface{ Scan(dest ...any) error }
@@ -90,7 +94,7 @@ func scanBlock(r rowScanner) (core.Block, error) {
 	)
 	err := r.Scan(&b.ID, &b.Name, &b.Team, &b.InstanceType, &b.GPUModel, &b.Count, &b.Zone,
 		&b.Start, &b.End, &state, &b.Fee.Minor, &b.Fee.Currency, &b.CreatedAt, &tags,
-		&placements, &b.Warned, &b.Terminating, &b.Version)
+		&placements, &b.Warned, &b.Terminating, &b.Version, &b.PlanID)
 	if err != nil {
 		return core.Block{}, err
 	}

@@ -228,6 +228,11 @@ func (w *commitWriter) queue(c store.Change, eventData []string) error {
 	for _, b := range c.Insert {
 		w.queueInsert(b)
 	}
+	for _, p := range c.InsertPlans {
+		if err := w.queueInsertPlan(p); err != nil {
+			return err
+		}
+	}
 	for _, j := range c.Jobs {
 		w.queueJob(j)
 	}
@@ -272,11 +277,11 @@ func (w *commitWriter) queueIdempotency(r store.IdempotencyRecord) {
 
 func (w *commitWriter) queueInsert(b core.Block) {
 	w.exec(fmt.Sprintf("inserting block %s", b.ID), nil,
-		`INSERT INTO blocks (`+blockColumns+`)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, 1)`,
+		`INSERT INTO blocks (`+blockSelect+`)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, 1, $18)`,
 		b.ID, b.Name, b.Team, b.InstanceType, b.GPUModel, b.Count, b.Zone,
 		seconds(b.Start), seconds(b.End), string(b.State), b.Fee.Minor, b.Fee.Currency,
-		seconds(b.CreatedAt), store.EncodeTags(b.Tags), store.EncodePlacements(b.Placements), b.Warned, b.Terminating)
+		seconds(b.CreatedAt), store.EncodeTags(b.Tags), store.EncodePlacements(b.Placements), b.Warned, b.Terminating, b.PlanID)
 	w.queueAllocations(b.ID, seconds(b.Start), seconds(b.End), b.State.Live(), b.Placements)
 	if b.State.Live() {
 		w.addRecheck(b.ID, b.Placements)

@@ -18,7 +18,7 @@ import (
 // GetBlock returns a block with its placements, or an error wrapping
 // store.ErrNotFound.
 func (s *Store) GetBlock(ctx context.Context, id string) (core.Block, error) {
-	b, err := scanBlock(s.pool.QueryRow(ctx, `SELECT `+blockColumns+` FROM blocks WHERE id = $1`, id))
+	b, err := scanBlock(s.pool.QueryRow(ctx, `SELECT `+blockSelect+` FROM blocks WHERE id = $1`, id))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return core.Block{}, fmt.Errorf("block %s: %w", id, store.ErrNotFound)
 	}
@@ -51,7 +51,7 @@ func (s *Store) ListBlocks(ctx context.Context, f store.BlockFilter) ([]core.Blo
 	if !f.EndAfter.IsZero() {
 		where = append(where, "end_time > "+arg(seconds(f.EndAfter)))
 	}
-	q := "SELECT " + blockColumns + " FROM blocks"
+	q := "SELECT " + blockSelect + " FROM blocks"
 	if len(where) > 0 {
 		q += " WHERE " + strings.Join(where, " AND ")
 	}

@@ -122,6 +122,11 @@ func (w *commitTx) apply(c store.Change, eventData []string) ([]int64, error) {
 			recheck = append(recheck, b.ID)
 		}
 	}
+	for _, p := range c.InsertPlans {
+		if err := w.insertPlan(p); err != nil {
+			return nil, err
+		}
+	}
 	if err := w.canceled(); err != nil {
 		return nil, err
 	}
@@ -175,7 +180,7 @@ func (w *commitTx) insertBlock(b core.Block) error {
 		b.ID, b.Name, b.Team, b.InstanceType, b.GPUModel, b.Count, b.Zone,
 		unixSeconds(b.Start), unixSeconds(b.End), string(b.State),
 		b.Fee.Minor, b.Fee.Currency, unixSeconds(b.CreatedAt), store.EncodeTags(b.Tags),
-		store.EncodePlacements(b.Placements), boolInt(b.Warned), boolInt(b.Terminating))
+		store.EncodePlacements(b.Placements), boolInt(b.Warned), boolInt(b.Terminating), b.PlanID)
 	if isConstraint(err) {
 		return fmt.Errorf("inserting block %s: it already exists: %w", b.ID, store.ErrConflict)
 	}

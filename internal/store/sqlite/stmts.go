@@ -55,7 +55,7 @@ func prepareWriteStmts(ctx context.Context, db *sql.DB) (*writeStmts, error) {
 		(team, client_token, request_hash, subject, created_at) VALUES (?, ?, ?, ?, ?)
 		ON CONFLICT (team, client_token) DO NOTHING`)
 	ws.insertBlock = p.prepare(`INSERT INTO blocks (` + blockColumns + `)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1)`)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?)`)
 	ws.selectForUpdate = p.prepare(`SELECT start_time, end_time, state, version FROM blocks WHERE id = ?`)
 	ws.updateBlock = p.prepare(`UPDATE blocks SET name = ?, state = ?, end_time = ?, tags = ?,
 		warned = ?, terminating = ?, fee_minor = ?, fee_currency = ?,

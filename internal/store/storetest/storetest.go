@@ -59,7 +59,9 @@ func Exercise(t *testing.T, h Harness) {
 	}
 	tests = append(tests, accountsTests...)
 	tests = append(tests, budgetTests...)
+	tests = append(tests, webhooksTests...)
 	tests = append(tests, jobsTests...)
+	tests = append(tests, plansTests...)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.run(t, h) })
 	}

@@ -1,0 +1,199 @@
+package service
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"time"
+
+	"capblock/internal/core"
+	"capblock/internal/executor"
+)
+
+// runJobs drives jobs while this replica leads: it starts an executor on
+// the jobs directory (adopting the processes an earlier run of the server
+// left running), then moves jobs on whenever blocks change, a job is
+// created or a process ends, until ctx ends or lost is closed.
+func (s *Service) runJobs(ctx context.Context, lost <-chan struct{}) {
+	if s.jobs == nil {
+		return
+	}
+	ex, err := executor.New(filepath.Join(s.jobs.dir, "state"))
+	if err != nil {
+		s.log.Error("starting the job executor; jobs will not run", "err", err)
+		return
+	}
+	defer ex.Close() // processes keep running; the next leader adopts them
+	if adopted, err := ex.Adopt(); err != nil {
+		s.log.Error("adopting the jobs' processes", "err", err)
+	} else if len(adopted) > 0 {
+		s.log.Info("adopted running job processes", "count", len(adopted))
+	}
+	s.jobs.mu.Lock()
+	s.jobs.exec = ex
+	s.jobs.mu.Unlock()
+	defer func() {
+		s.jobs.mu.Lock()
+		s.jobs.exec = nil
+		s.jobs.mu.Unlock()
+	}()
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		s.reconcileJobs(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-lost:
+			return
+		case x := <-ex.Exits():
+			s.onExit(ctx, x)
+		case <-s.jobs.kick:
+		case <-tick.C:
+		}
+	}
+}
+
+// reconcileJobs moves every open job on with its block's state.
+func (s *Service) reconcileJobs(ctx context.Context) {
+	jobs, err := s.store.ListJobs(ctx, "", true)
+	if err != nil {
+		if ctx.Err() == nil {
+			s.log.Error("listing open jobs", "err", err)
+		}
+		return
+	}
+	for _, j := range jobs {
+		b, err := s.store.GetBlock(ctx, j.BlockID)
+		if err != nil {
+			s.log.Error("loading the block of a job", "job", j.ID, "block", j.BlockID, "err", err)
+			continue
+		}
+		now := s.clock.Now()
+		next, step, ok := core.DecideJob(j, b, now)
+		if !ok {
+			continue
+		}
+		if err := s.commitJob(ctx, j, next, step, now); err != nil {
+			s.log.Warn("moving a job on", "job", j.ID, "err", err)
+			continue
+		}
+		next.Version = j.Version + 1
+		if step.Stop {
+			s.stopRun(j)
+		}
+		if step.Start {
+			s.startRun(ctx, next, b)
+		}
+	}
+}
+
+// onExit handles the end of one instance of a run.
+func (s *Service) onExit(ctx context.Context, x executor.Exit) {
+	id, run, ok := parseRunKey(x.JobID)
+	if !ok {
+		return
+	}
+	j, err := s.store.Job(ctx, id)
+	if err != nil || j.Run != run {
+		return // an earlier run's exit, or a job gone
+	}
+	key := runKey(j)
+	s.jobs.mu.Lock()
+	if x.Code == 0 {
+		s.jobs.ok[key]++
+	}
+	allDone := s.jobs.ok[key] >= j.InstanceCount
+	s.jobs.mu.Unlock()
+	s.log.Info("job instance exited", "job", id, "run", run, "instance", x.Instance, "code", x.Code, "signal", x.Signal)
+	now := s.clock.Now()
+	next, step, ok := core.JobExited(j, x.Code, allDone, now)
+	if !ok {
+		return
+	}
+	if err := s.commitJob(ctx, j, next, step, now); err != nil {
+		s.log.Warn("recording a job's exit", "job", id, "err", err)
+		return
+	}
+	next.Version = j.Version + 1
+	if step.Stop {
+		s.stopRun(j) // the rest of the ended run
+	}
+	if step.Start {
+		b, err := s.store.GetBlock(ctx, j.BlockID)
+		if err == nil && b.State == core.StateActive && !b.Terminating {
+			s.startRun(ctx, next, b)
+		}
+	}
+}
+
+// startRun starts one process per instance of the job's current run, on
+// the GPUs of the block that the instance is given.
+func (s *Service) startRun(ctx context.Context, j core.Job, b core.Block) {
+	s.jobs.mu.Lock()
+	ex := s.jobs.exec
+	s.jobs.mu.Unlock()
+	if ex == nil {
+		return
+	}
+	checkpoint := filepath.Join(s.jobs.dir, j.ID, "checkpoint")
+	if err := os.MkdirAll(checkpoint, 0o755); err != nil {
+		s.log.Error("making a job's checkpoint directory", "job", j.ID, "err", err)
+	}
+	gpus := s.instanceGPUs(b)
+	for i := range j.InstanceCount {
+		env := executor.JobEnv(executor.EnvParams{
+			BlockID: b.ID, SegmentEnd: b.End, CheckpointDir: checkpoint, RestartCount: j.Restarts,
+			Rank: i, WorldSize: j.InstanceCount, MasterAddr: "127.0.0.1", MasterPort: masterPort(j),
+			GPUs: gpus[i%len(gpus)], User: j.Env,
+		})
+		spec := executor.Spec{JobID: runKey(j), Instance: i, Command: j.Command, Env: env,
+			Dir: filepath.Join(s.jobs.dir, j.ID), LogPath: s.jobLogPath(j.ID, i)}
+		if _, err := ex.Start(spec); err != nil {
+			s.log.Warn("starting a job instance", "job", j.ID, "instance", i, "err", err)
+			s.onExit(ctx, executor.Exit{JobID: spec.JobID, Instance: i, Code: 127, Err: err})
+			return
+		}
+	}
+}
+
+// stopRun stops the processes of a job's run: SIGTERM, SIGKILL after the
+// grace period.
+func (s *Service) stopRun(j core.Job) {
+	s.jobs.mu.Lock()
+	ex := s.jobs.exec
+	s.jobs.mu.Unlock()
+	if ex == nil {
+		return
+	}
+	for i := range j.InstanceCount {
+		if err := ex.Stop(runKey(j), i, s.jobs.grace); err != nil {
+			s.log.Debug("stopping a job instance", "job", j.ID, "instance", i, "err", err)
+		}
+	}
+}
+
+// instanceGPUs splits a block's GPUs into its instances' GPU indices.
+func (s *Service) instanceGPUs(b core.Block) [][]int {
+	t, _ := s.fleet.Type(b.InstanceType)
+	g := max(t.GPUsPerInstance, 1)
+	var out [][]int
+	for _, pl := range b.Placements {
+		for i := 0; i+g <= len(pl.GPUs); i += g {
+			out = append(out, pl.GPUs[i:i+g])
+		}
+	}
+	if len(out) == 0 {
+		out = [][]int{nil}
+	}
+	return out
+}
+
+// masterPort gives each job its own rendezvous port in 29500–30499.
+func masterPort(j core.Job) int {
+	h := 0
+	for _, c := range j.ID {
+		h = h*31 + int(c)
+	}
+	return 29500 + (h%1000+1000)%1000
+}

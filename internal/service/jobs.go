@@ -1,0 +1,190 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"capblock/internal/api"
+	"capblock/internal/core"
+	"capblock/internal/executor"
+	"capblock/internal/store"
+)
+
+// jobGrace is how long a job's processes have between SIGTERM and SIGKILL.
+const jobGrace = 30 * time.Second
+
+// jobRuntime runs jobs as processes of this machine (the sim and local
+// backends). Only the replica that leads the reconciler runs them.
+type jobRuntime struct {
+	dir   string
+	grace time.Duration
+	kick  chan struct{}
+
+	mu   sync.Mutex
+	exec *executor.Executor // set while leading
+	ok   map[string]int     // run key → instances that exited with code 0
+}
+
+func newJobRuntime(dir string) *jobRuntime {
+	return &jobRuntime{dir: dir, grace: jobGrace, kick: make(chan struct{}, 1), ok: map[string]int{}}
+}
+
+// runKey names one run of a job to the executor: "<job id>/<run>".
+func runKey(j core.Job) string { return j.ID + "/" + strconv.Itoa(j.Run) }
+
+func parseRunKey(key string) (string, int, bool) {
+	id, run, ok := strings.Cut(key, "/")
+	n, err := strconv.Atoi(run)
+	return id, n, ok && err == nil
+}
+
+func (s *Service) kickJobs() {
+	if s.jobs == nil {
+		return
+	}
+	select {
+	case s.jobs.kick <- struct{}{}:
+	default:
+	}
+}
+
+// CreateJob records a job on one of the team's blocks; it starts when
+// the block is active.
+func (s *Service) CreateJob(ctx context.Context, scope string, req api.JobRequest) (core.Job, error) {
+	if s.jobs == nil {
+		return core.Job{}, core.Invalidf("this server runs no jobs (it has no jobs directory)")
+	}
+	if len(req.Command) == 0 || req.Command[0] == "" {
+		return core.Job{}, core.Invalidf("command is required: the program and its arguments, e.g. [\"python\", \"train.py\"]")
+	}
+	if req.BlockID == "" {
+		return core.Job{}, core.Invalidf("blockId is required")
+	}
+	b, err := s.GetBlock(ctx, scope, req.BlockID)
+	if err != nil {
+		return core.Job{}, err
+	}
+	n := req.InstanceCount
+	if n == 0 {
+		n = b.Count
+	}
+	if n < 1 || n > b.Count {
+		return core.Job{}, core.Invalidf("instanceCount %d: block %s has %d instances", n, b.ID, b.Count)
+	}
+	if req.MaxRestarts < 0 || req.MaxRestarts > 100 {
+		return core.Job{}, core.Invalidf("maxRestarts %d: want 0 to 100", req.MaxRestarts)
+	}
+	for k := range req.Env {
+		if k == "" || strings.ContainsAny(k, "=\x00") {
+			return core.Job{}, core.Invalidf("environment variable name %q is not valid", k)
+		}
+	}
+	now := s.clock.Now()
+	j := core.Job{ID: newID("job"), Name: req.Name, Team: b.Team, BlockID: b.ID, Command: req.Command, Env: req.Env,
+		InstanceCount: n, MaxRestarts: req.MaxRestarts, State: core.JobPending, CreatedAt: now}
+	c := store.Change{Jobs: []store.JobWrite{{Job: j}}, Events: []core.Event{s.jobEvent(now, core.EventJobPending, j, "")}}
+	if err := s.store.Commit(ctx, c); err != nil {
+		return core.Job{}, fmt.Errorf("storing job %s: %w", j.ID, err)
+	}
+	s.notifyEvents()
+	s.kickJobs()
+	j.Version = 1
+	return j, nil
+}
+
+// ListJobs returns the jobs in scope.
+func (s *Service) ListJobs(ctx context.Context, scope string) ([]core.Job, error) {
+	js, err := s.store.ListJobs(ctx, scope, false)
+	if err != nil {
+		return nil, fmt.Errorf("listing jobs: %w", err)
+	}
+	return js, nil
+}
+
+// GetJob returns a job in scope; another team's is not found.
+func (s *Service) GetJob(ctx context.Context, scope, id string) (core.Job, error) {
+	j, err := s.store.Job(ctx, id)
+	if errors.Is(err, store.ErrNotFound) || (err == nil && scope != "" && j.Team != scope) {
+		return core.Job{}, fmt.Errorf("%w: job %s", core.ErrNotFound, id)
+	}
+	if err != nil {
+		return core.Job{}, fmt.Errorf("loading job %s: %w", id, err)
+	}
+	return j, nil
+}
+
+// StopJob stops a job: its processes get SIGTERM, then SIGKILL.
+func (s *Service) StopJob(ctx context.Context, scope, id string) (core.Job, error) {
+	j, err := s.GetJob(ctx, scope, id)
+	if err != nil {
+		return core.Job{}, err
+	}
+	now := s.clock.Now()
+	next, step, err := core.StopJob(j, now)
+	if err != nil {
+		return core.Job{}, err
+	}
+	if err := s.commitJob(ctx, j, next, step, now); err != nil {
+		return core.Job{}, err
+	}
+	if step.Stop {
+		s.stopRun(j)
+	}
+	next.Version = j.Version + 1
+	return next, nil
+}
+
+// JobLogs returns up to limit bytes of an instance's log from offset (a
+// negative offset counts from the end), and the offset to read next.
+func (s *Service) JobLogs(ctx context.Context, scope, id string, instance int, offset int64, limit int) ([]byte, int64, error) {
+	j, err := s.GetJob(ctx, scope, id)
+	if err != nil {
+		return nil, 0, err
+	}
+	if instance < 0 || instance >= j.InstanceCount {
+		return nil, 0, core.Invalidf("instance %d: job %s has instances 0 to %d", instance, id, j.InstanceCount-1)
+	}
+	data, next, err := executor.ReadLog(s.jobLogPath(j.ID, instance), offset, limit)
+	if errors.Is(err, os.ErrNotExist) {
+		return []byte{}, 0, nil // not started yet
+	}
+	if err != nil {
+		return nil, 0, fmt.Errorf("reading the log of job %s: %w", id, err)
+	}
+	return data, next, nil
+}
+
+func (s *Service) jobLogPath(id string, instance int) string {
+	return filepath.Join(s.jobs.dir, id, fmt.Sprintf("instance-%d.log", instance))
+}
+
+func (s *Service) jobEvent(at time.Time, typ string, j core.Job, reason string) core.Event {
+	data := map[string]any{"blockId": j.BlockID, "state": string(j.State), "restarts": j.Restarts}
+	if reason != "" {
+		data["reason"] = reason
+	}
+	return core.Event{ID: newID("evt"), Time: at, Type: typ, Subject: j.ID, Team: j.Team, Data: data}
+}
+
+// commitJob stores a job's new state with its event, checking the version
+// it was decided on.
+func (s *Service) commitJob(ctx context.Context, was, next core.Job, step core.JobStep, now time.Time) error {
+	c := store.Change{Jobs: []store.JobWrite{{Job: next, ExpectedVersion: was.Version}}}
+	if step.Event != "" {
+		c.Events = []core.Event{s.jobEvent(now, step.Event, next, step.Reason)}
+	}
+	if err := s.store.Commit(ctx, c); err != nil {
+		return fmt.Errorf("storing job %s: %w", next.ID, err)
+	}
+	if len(c.Events) > 0 {
+		s.notifyEvents()
+	}
+	return nil
+}

@@ -1,0 +1,338 @@
+package service
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"capblock/internal/api"
+	"capblock/internal/core"
+	"capblock/internal/store"
+)
+
+// PlanOfferings searches plan offerings and signs them.
+func (s *Service) PlanOfferings(_ context.Context, req core.PlanSearchRequest) ([]core.PlanOffering, error) {
+	if req.Zone != "" && !s.knownZone(req.Zone) {
+		return nil, core.Invalidf("unknown zone %q", req.Zone)
+	}
+	s.mu.RLock()
+	offers, err := s.index.SearchPlans(req, s.clock.Now())
+	s.mu.RUnlock()
+	if err != nil {
+		return nil, err
+	}
+	for i := range offers {
+		offers[i].Sign(s.secret)
+	}
+	return offers, nil
+}
+
+// PurchasePlan buys a plan offering for a team: every segment becomes a
+// scheduled block carrying the plan's id, stored with the plan in one
+// commit, or nothing is stored. The same client token with the same
+// request returns the plan bought the first time (created false); with
+// another request it is refused. Each segment is charged its quoted fee.
+func (s *Service) PurchasePlan(ctx context.Context, req api.PlanPurchaseRequest) (api.PlanView, bool, error) {
+	if req.ClientToken == "" {
+		return api.PlanView{}, false, core.Invalidf("clientToken is required: pass a unique string per purchase so a retry cannot buy twice")
+	}
+	hash := planPurchaseHash(req)
+	for attempt := 1; ; attempt++ {
+		p, err := s.purchasePlanOnce(ctx, req, hash)
+		if err == nil {
+			return s.planView(p), true, nil
+		}
+		// As for blocks: a retry answers with the plan it bought, whatever
+		// stands in the way of buying again.
+		if v, found, rerr := s.replayPlan(ctx, req.Team, req.ClientToken, hash); found || rerr != nil {
+			return v, false, rerr
+		}
+		if !store.IsConflict(err) || attempt == maxCommitAttempts {
+			return api.PlanView{}, false, err
+		}
+		s.log.Warn("plan purchase conflicted with stored state; retrying on a fresh snapshot", "attempt", attempt, "err", err)
+		s.mu.Lock()
+		rerr := s.rebuildIndex(ctx)
+		s.mu.Unlock()
+		if rerr != nil {
+			return api.PlanView{}, false, rerr
+		}
+	}
+}
+
+// replayPlan looks up a client token already used.
+func (s *Service) replayPlan(ctx context.Context, team, token, hash string) (api.PlanView, bool, error) {
+	rec, err := s.store.Idempotency(ctx, team, token)
+	if errors.Is(err, store.ErrNotFound) {
+		return api.PlanView{}, false, nil
+	}
+	if err != nil {
+		return api.PlanView{}, false, fmt.Errorf("looking up client token: %w", err)
+	}
+	if rec.RequestHash != hash {
+		return api.PlanView{}, true, fmt.Errorf("%w: client token %q was used for %s with other parameters; use a new token for a new purchase", core.ErrIdempotencyMismatch, token, rec.Subject)
+	}
+	p, err := s.store.Plan(ctx, rec.Subject)
+	if err != nil {
+		return api.PlanView{}, true, fmt.Errorf("loading plan %s of client token %q: %w", rec.Subject, token, err)
+	}
+	return s.planView(p), true, nil
+}
+
+func (s *Service) purchasePlanOnce(ctx context.Context, req api.PlanPurchaseRequest, hash string) (core.Plan, error) {
+	// 1. Verify the quote and load what the checks need.
+	now := s.clock.Now()
+	off, err := core.VerifyPlanOffering(s.secret, req.OfferingID, now)
+	if errors.Is(err, core.ErrOfferingExpired) {
+		return core.Plan{}, fmt.Errorf("%w: plan offering expired at %s; search again for a fresh quote", err, off.ExpiresAt.Format(time.RFC3339))
+	}
+	if err != nil {
+		return core.Plan{}, fmt.Errorf("%w: the plan offering id is malformed or was not issued by this server", err)
+	}
+	t, ok := s.fleet.Type(off.InstanceType)
+	if !ok {
+		return core.Plan{}, fmt.Errorf("%w: instance type %s is no longer sold", core.ErrOfferingInvalid, off.InstanceType)
+	}
+	q, err := s.effectiveQuota(ctx, req.Team, t.Name)
+	if err != nil {
+		return core.Plan{}, err
+	}
+	guard, err := s.budgetGuard(ctx, req.Team, now)
+	if err != nil {
+		return core.Plan{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	// 2. Each segment must pass the team's quota, like a block.
+	for i, sg := range off.Segments {
+		held := s.index.Held(req.Team, q.InstanceType, sg.Start, sg.End)
+		if err := core.CheckQuota(q, off.Count, sg.Start, sg.End, now, held); err != nil {
+			return core.Plan{}, fmt.Errorf("segment %d of the plan: %w", i+1, err)
+		}
+	}
+	// 3. Place the segments one after another on the index, each seeing
+	//    the ones before it; the index is put back unless the commit
+	//    succeeds.
+	p := core.Plan{ID: newID("tp"), Name: req.Name, Team: req.Team, Target: off.Target, Fee: off.Fee(), CreatedAt: now}
+	pp := &planPlacement{ix: s.index, saved: map[string]core.Block{}}
+	committed := false
+	defer func() {
+		if !committed {
+			pp.undo()
+		}
+	}()
+	for i, sg := range off.Segments {
+		b := core.Block{
+			ID: newID("cb"), Name: segmentName(req.Name, i, len(off.Segments)), Team: req.Team,
+			InstanceType: t.Name, GPUModel: t.GPUModel, Count: off.Count, Zone: off.Zone,
+			Start: sg.Start, End: sg.End, State: core.StateScheduled, Fee: sg.Fee, CreatedAt: now, PlanID: p.ID,
+		}
+		if err := pp.place(b, t, now); err != nil {
+			return core.Plan{}, fmt.Errorf("segment %d of the plan (%s to %s): %w", i+1,
+				sg.Start.Format(time.RFC3339), sg.End.Format(time.RFC3339), err)
+		}
+	}
+	// 4. Commit the plan, its blocks, charges and events at once.
+	c := store.Change{
+		Insert:      pp.blocks,
+		InsertPlans: []core.Plan{p},
+		Idempotency: []store.IdempotencyRecord{{
+			Team: req.Team, ClientToken: req.ClientToken, RequestHash: hash, Subject: p.ID, CreatedAt: now,
+		}},
+		Budget: guard,
+	}
+	segmentIDs := make([]any, 0, len(pp.blocks))
+	for i, b := range pp.blocks {
+		segmentIDs = append(segmentIDs, b.ID)
+		c.Ledger = append(c.Ledger, core.LedgerEntry{ID: newID("le"), Team: req.Team, Time: now, Kind: core.LedgerCharge,
+			Amount: b.Fee, Subject: b.ID, InstanceType: t.Name, OnDemand: off.Segments[i].OnDemandFee})
+		c.Events = append(c.Events,
+			s.event(now, core.EventBlockPurchased, b, map[string]any{"offeringId": off.ID, "planId": p.ID,
+				"upfrontFee": b.Fee.String(), "currency": b.Fee.Currency}),
+			s.event(now, core.EventBlockScheduled, b, map[string]any{"from": string(core.StatePaymentPending), "to": string(core.StateScheduled)}))
+	}
+	c.Events = append(c.Events, planEvent(now, core.EventPlanScheduled, p, map[string]any{
+		"from": string(core.PlanPending), "to": string(core.PlanScheduled), "offeringId": off.ID,
+		"upfrontFee": p.Fee.String(), "currency": p.Fee.Currency, "segments": segmentIDs,
+	}))
+	s.addMoves(&c, pp.moves, now)
+	if err := s.store.Commit(ctx, c); err != nil {
+		return core.Plan{}, fmt.Errorf("storing plan %s: %w", p.ID, err)
+	}
+	committed = true
+	s.applyCommitted(c)
+	p.Segments = c.Insert // with their versions
+	return p, nil
+}
+
+// planPlacement places a plan's segments one after another on the index,
+// so that each sees the ones before it and the tentative blocks they
+// moved; undo puts the index back as it was.
+type planPlacement struct {
+	ix     *core.Index
+	blocks []core.Block          // the segments, placed
+	moves  []core.Block          // other blocks re-placed: the last placement of each
+	saved  map[string]core.Block // those blocks as they were
+}
+
+func (pp *planPlacement) place(b core.Block, t core.InstanceType, now time.Time) error {
+	plan, err := pp.ix.Place(core.PlaceRequest{Type: t, Count: b.Count, Zone: b.Zone, Start: b.Start, End: b.End}, now)
+	if err != nil {
+		return err
+	}
+	for _, m := range plan.Moves {
+		if err := pp.move(m); err != nil {
+			return err
+		}
+	}
+	b.Placements = plan.Placements
+	pp.blocks = append(pp.blocks, b)
+	return pp.ix.Add(b)
+}
+
+// move records a re-placed block: an earlier segment of the plan (still
+// tentative) is stored where it now is; another block is updated once,
+// from the version it had.
+func (pp *planPlacement) move(m core.Block) error {
+	for i := range pp.blocks {
+		if pp.blocks[i].ID == m.ID {
+			pp.blocks[i].Placements = m.Placements
+			return pp.ix.Add(pp.blocks[i])
+		}
+	}
+	if _, ok := pp.saved[m.ID]; !ok {
+		if orig, ok := pp.ix.Block(m.ID); ok {
+			pp.saved[m.ID] = *orig
+		}
+	}
+	replaced := false
+	for i := range pp.moves {
+		if pp.moves[i].ID == m.ID {
+			pp.moves[i], replaced = m, true
+		}
+	}
+	if !replaced {
+		pp.moves = append(pp.moves, m)
+	}
+	return pp.ix.Add(m)
+}
+
+func (pp *planPlacement) undo() {
+	for _, b := range pp.blocks {
+		pp.ix.Remove(b.ID)
+	}
+	for _, orig := range pp.saved {
+		_ = pp.ix.Add(orig) // it was indexed before, so it indexes again
+	}
+}
+
+// segmentName names a plan's segment block after the plan.
+func segmentName(plan string, i, n int) string {
+	if plan == "" {
+		return fmt.Sprintf("segment %d of %d", i+1, n)
+	}
+	return fmt.Sprintf("%s (segment %d of %d)", plan, i+1, n)
+}
+
+// planPurchaseHash identifies the parameters of a plan purchase for
+// idempotency; it differs from every block purchase's, so a token used for
+// one kind is refused for the other.
+func planPurchaseHash(req api.PlanPurchaseRequest) string {
+	h := sha256.New()
+	fmt.Fprintf(h, "plan\n%q\n%q\n", req.OfferingID, req.Name)
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+func planEvent(at time.Time, typ string, p core.Plan, data map[string]any) core.Event {
+	return core.Event{ID: newID("evt"), Time: at, Type: typ, Subject: p.ID, Team: p.Team, Data: data}
+}
+
+// ListPlans returns a team's plans (every team's for "").
+func (s *Service) ListPlans(ctx context.Context, team string) ([]api.PlanView, error) {
+	plans, err := s.store.ListPlans(ctx, team)
+	if err != nil {
+		return nil, fmt.Errorf("listing plans: %w", err)
+	}
+	out := make([]api.PlanView, 0, len(plans))
+	for _, p := range plans {
+		out = append(out, s.planView(p))
+	}
+	return out, nil
+}
+
+// GetPlan returns one of a team's plans; another team's is not found.
+func (s *Service) GetPlan(ctx context.Context, team, id string) (api.PlanView, error) {
+	p, err := s.store.Plan(ctx, id)
+	if errors.Is(err, store.ErrNotFound) || (err == nil && team != "" && p.Team != team) {
+		return api.PlanView{}, fmt.Errorf("%w: plan %s", core.ErrNotFound, id)
+	}
+	if err != nil {
+		return api.PlanView{}, fmt.Errorf("loading plan %s: %w", id, err)
+	}
+	return s.planView(p), nil
+}
+
+// planView derives a plan's state and capacity now. Callers do not hold mu.
+func (s *Service) planView(p core.Plan) api.PlanView {
+	core.SortSegments(p.Segments)
+	v := api.PlanView{Plan: p, State: core.PlanStateOf(p.Segments)}
+	gpus := 0
+	if len(p.Segments) > 0 {
+		if t, ok := s.fleet.Type(p.Segments[0].InstanceType); ok {
+			gpus = t.GPUsPerInstance
+		}
+	}
+	s.mu.RLock()
+	v.Capacity = core.PlanCapacityOf(p.Segments, gpus, func(node string) bool {
+		n, ok := s.index.Node(node)
+		return ok && n.Health == core.Unhealthy
+	})
+	s.mu.RUnlock()
+	v.Capacity.InUse = s.planInUse(p)
+	return v
+}
+
+// planInUse is the hook for jobs on plans: the instances of the plan's
+// current segment that its jobs run on. Jobs run on blocks only so far,
+// so nothing of a plan is in use yet.
+func (s *Service) planInUse(core.Plan) int { return 0 }
+
+// addPlanEvents adds to a reconciler's change the transitions of the
+// plans whose segments take lifecycle steps in it (plan.active between
+// and during segments, plan.scheduled, plan.expired), in time order with
+// the block events. A plan's segments are read from the store as they
+// were before the change; callers hold mu.
+func (s *Service) addPlanEvents(ctx context.Context, c *store.Change, steps []transition) error {
+	changes := map[string][]core.SegmentChange{}
+	var plans []string
+	for _, st := range steps {
+		to, ok := core.StateAfter(st.Event)
+		if st.block.PlanID == "" || !ok {
+			continue
+		}
+		if _, seen := changes[st.block.PlanID]; !seen {
+			plans = append(plans, st.block.PlanID)
+		}
+		changes[st.block.PlanID] = append(changes[st.block.PlanID], core.SegmentChange{BlockID: st.block.ID, State: to, At: st.At})
+	}
+	if len(plans) == 0 {
+		return nil
+	}
+	for _, id := range plans {
+		p, err := s.store.Plan(ctx, id)
+		if err != nil {
+			return fmt.Errorf("loading plan %s to record its transitions: %w", id, err)
+		}
+		for _, tr := range core.PlanTransitions(p.Segments, changes[id]) {
+			c.Events = append(c.Events, planEvent(tr.At, tr.To.EventOf(), p, map[string]any{
+				"from": string(tr.From), "to": string(tr.To), "segment": tr.BlockID,
+			}))
+		}
+	}
+	sort.SliceStable(c.Events, func(i, j int) bool { return c.Events[i].Time.Before(c.Events[j].Time) })
+	return nil
+}
