@@ -30,8 +30,8 @@ func (a *app) jobsRunCmd() *cobra.Command {
 		Short:   "Run a command on a block: it starts when the block is active and is stopped 30 minutes before its end",
 		Example: `  capblock jobs run --block cb-… --env SEED=7 --max-restarts 2 -- python train.py --epochs 10`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if req.BlockID == "" {
-				return usagef("--block is required: the block whose GPUs run the job (capblock blocks list)")
+			if (req.BlockID == "") == (req.PlanID == "") {
+				return usagef("give --block or --plan: the capacity the job runs on (capblock blocks list, capblock plans list)")
 			}
 			if len(args) == 0 {
 				return usagef("the command is missing: put it after --, e.g. capblock jobs run --block cb-… -- python train.py")
@@ -60,6 +60,7 @@ func (a *app) jobsRunCmd() *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.StringVar(&req.BlockID, "block", "", "the block whose GPUs run the job")
+	f.StringVar(&req.PlanID, "plan", "", "the training plan whose segments run the job")
 	f.StringVar(&req.Name, "name", "", "a name for the job")
 	f.StringArrayVar(&env, "env", nil, "an environment variable NAME=VALUE (repeatable)")
 	f.IntVar(&req.InstanceCount, "instances", 0, "instances to run (default: all of the block's)")
@@ -194,6 +195,9 @@ func (a *app) printJob(j client.Job) error {
 	row("state", j.State)
 	if j.Reason != "" {
 		row("reason", j.Reason)
+	}
+	if j.PlanID != "" {
+		row("plan", j.PlanID)
 	}
 	row("block", j.BlockID)
 	row("command", strings.Join(j.Command, " "))

@@ -28,7 +28,8 @@ type jobJSON struct {
 	ID            string            `json:"id" example:"job-0a1b2c3d4e5f6a7b8"`
 	Name          string            `json:"name"`
 	Team          string            `json:"team"`
-	BlockID       string            `json:"blockId"`
+	BlockID       string            `json:"blockId" doc:"The block the job runs on (for a plan: its current segment)."`
+	PlanID        string            `json:"planId,omitempty"`
 	Command       []string          `json:"command"`
 	Env           map[string]string `json:"env"`
 	InstanceCount int               `json:"instanceCount"`
@@ -53,7 +54,7 @@ func toJob(j core.Job) jobJSON {
 	if env == nil {
 		env = map[string]string{}
 	}
-	return jobJSON{ID: j.ID, Name: j.Name, Team: j.Team, BlockID: j.BlockID, Command: j.Command, Env: env,
+	return jobJSON{ID: j.ID, Name: j.Name, Team: j.Team, BlockID: j.BlockID, PlanID: j.PlanID, Command: j.Command, Env: env,
 		InstanceCount: j.InstanceCount, MaxRestarts: j.MaxRestarts, State: string(j.State), Restarts: j.Restarts,
 		Reason: j.Reason, CreatedAt: j.CreatedAt.UTC(), StartedAt: opt(j.StartedAt), EndedAt: opt(j.EndedAt)}
 }
@@ -61,7 +62,8 @@ func toJob(j core.Job) jobJSON {
 type createJobInput struct {
 	Body struct {
 		Name          string            `json:"name,omitempty" maxLength:"128"`
-		BlockID       string            `json:"blockId" minLength:"1" maxLength:"64" doc:"The block whose GPUs run the job."`
+		BlockID       string            `json:"blockId,omitempty" maxLength:"64" doc:"The block whose GPUs run the job; or give planId."`
+		PlanID        string            `json:"planId,omitempty" maxLength:"64" doc:"A training plan: the job runs in its segments, resuming in each."`
 		Command       []string          `json:"command" minItems:"1" maxItems:"256" doc:"The program and its arguments."`
 		Env           map[string]string `json:"env,omitempty" maxProperties:"256"`
 		InstanceCount int               `json:"instanceCount,omitempty" minimum:"0" maximum:"64" doc:"Instances to run; all of the block's when 0."`
@@ -71,7 +73,7 @@ type createJobInput struct {
 
 func (s *server) createJob(ctx context.Context, in *createJobInput) (*out[jobJSON], error) {
 	b := in.Body
-	j, err := s.svc.CreateJob(ctx, scopeOf(ctx), JobRequest{Name: b.Name, BlockID: b.BlockID, Command: b.Command, Env: b.Env,
+	j, err := s.svc.CreateJob(ctx, scopeOf(ctx), JobRequest{Name: b.Name, BlockID: b.BlockID, PlanID: b.PlanID, Command: b.Command, Env: b.Env,
 		InstanceCount: b.InstanceCount, MaxRestarts: b.MaxRestarts})
 	if err != nil {
 		return nil, serviceProblem(ctx, err)

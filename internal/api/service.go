@@ -155,6 +155,7 @@ type NodeReport struct {
 type JobRequest struct {
 	Name          string
 	BlockID       string
+	PlanID        string
 	Command       []string
 	Env           map[string]string
 	InstanceCount int

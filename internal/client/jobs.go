@@ -15,6 +15,7 @@ type Job struct {
 	Name          string            `json:"name"`
 	Team          string            `json:"team"`
 	BlockID       string            `json:"blockId"`
+	PlanID        string            `json:"planId,omitempty"`
 	Command       []string          `json:"command"`
 	Env           map[string]string `json:"env"`
 	InstanceCount int               `json:"instanceCount"`
@@ -30,7 +31,8 @@ type Job struct {
 // JobRequest is the body of POST /v1/jobs.
 type JobRequest struct {
 	Name          string            `json:"name,omitempty"`
-	BlockID       string            `json:"blockId"`
+	BlockID       string            `json:"blockId,omitempty"`
+	PlanID        string            `json:"planId,omitempty"`
 	Command       []string          `json:"command"`
 	Env           map[string]string `json:"env,omitempty"`
 	InstanceCount int               `json:"instanceCount,omitempty"`

@@ -46,10 +46,13 @@ const MaxPending = 48 * time.Hour
 
 // Job is a command run on a block's GPUs, one process per instance.
 type Job struct {
-	ID            string
-	Name          string
-	Team          string
+	ID   string
+	Name string
+	Team string
+	// BlockID is the block the job runs on; for a job on a plan, the
+	// plan's current segment, which changes as the plan moves on.
 	BlockID       string
+	PlanID        string
 	Command       []string
 	Env           map[string]string
 	InstanceCount int

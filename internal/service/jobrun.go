@@ -64,14 +64,18 @@ func (s *Service) reconcileJobs(ctx context.Context) {
 		return
 	}
 	for _, j := range jobs {
-		b, err := s.store.GetBlock(ctx, j.BlockID)
+		b, err := s.jobBlock(ctx, j)
 		if err != nil {
 			s.log.Error("loading the block of a job", "job", j.ID, "block", j.BlockID, "err", err)
 			continue
 		}
 		now := s.clock.Now()
-		next, step, ok := core.DecideJob(j, b, now)
-		if !ok {
+		moved := j
+		if j.State != core.JobRunning && b.ID != j.BlockID {
+			moved.BlockID = b.ID // a plan's job follows it to its next segment
+		}
+		next, step, ok := core.DecideJob(moved, b, now)
+		if !ok && moved.BlockID == j.BlockID {
 			continue
 		}
 		if err := s.commitJob(ctx, j, next, step, now); err != nil {
@@ -120,7 +124,7 @@ func (s *Service) onExit(ctx context.Context, x executor.Exit) {
 		s.stopRun(j) // the rest of the ended run
 	}
 	if step.Start {
-		b, err := s.store.GetBlock(ctx, j.BlockID)
+		b, err := s.store.GetBlock(ctx, next.BlockID)
 		if err == nil && b.State == core.StateActive && !b.Terminating {
 			s.startRun(ctx, next, b)
 		}
@@ -143,7 +147,7 @@ func (s *Service) startRun(ctx context.Context, j core.Job, b core.Block) {
 	gpus := s.instanceGPUs(b)
 	for i := range j.InstanceCount {
 		env := executor.JobEnv(executor.EnvParams{
-			BlockID: b.ID, SegmentEnd: b.End, CheckpointDir: checkpoint, RestartCount: j.Restarts,
+			BlockID: b.ID, PlanID: j.PlanID, SegmentEnd: b.End, CheckpointDir: checkpoint, RestartCount: j.Restarts,
 			Rank: i, WorldSize: j.InstanceCount, MasterAddr: "127.0.0.1", MasterPort: masterPort(j),
 			GPUs: gpus[i%len(gpus)], User: j.Env,
 		})

@@ -64,12 +64,25 @@ func (s *Service) CreateJob(ctx context.Context, scope string, req api.JobReques
 	if len(req.Command) == 0 || req.Command[0] == "" {
 		return core.Job{}, core.Invalidf("command is required: the program and its arguments, e.g. [\"python\", \"train.py\"]")
 	}
-	if req.BlockID == "" {
-		return core.Job{}, core.Invalidf("blockId is required")
-	}
-	b, err := s.GetBlock(ctx, scope, req.BlockID)
-	if err != nil {
-		return core.Job{}, err
+	var b core.Block
+	switch {
+	case (req.BlockID == "") == (req.PlanID == ""):
+		return core.Job{}, core.Invalidf("give exactly one of blockId and planId: the capacity the job runs on")
+	case req.PlanID != "":
+		p, err := s.GetPlan(ctx, scope, req.PlanID)
+		if err != nil {
+			return core.Job{}, err
+		}
+		seg, ok := jobSegment(p.Plan)
+		if !ok {
+			return core.Job{}, core.Invalidf("plan %s has no segments", req.PlanID)
+		}
+		b = seg
+	default:
+		var err error
+		if b, err = s.GetBlock(ctx, scope, req.BlockID); err != nil {
+			return core.Job{}, err
+		}
 	}
 	n := req.InstanceCount
 	if n == 0 {
@@ -87,7 +100,7 @@ func (s *Service) CreateJob(ctx context.Context, scope string, req api.JobReques
 		}
 	}
 	now := s.clock.Now()
-	j := core.Job{ID: newID("job"), Name: req.Name, Team: b.Team, BlockID: b.ID, Command: req.Command, Env: req.Env,
+	j := core.Job{ID: newID("job"), Name: req.Name, Team: b.Team, BlockID: b.ID, PlanID: req.PlanID, Command: req.Command, Env: req.Env,
 		InstanceCount: n, MaxRestarts: req.MaxRestarts, State: core.JobPending, CreatedAt: now}
 	c := store.Change{Jobs: []store.JobWrite{{Job: j}}, Events: []core.Event{s.jobEvent(now, core.EventJobPending, j, "")}}
 	if err := s.store.Commit(ctx, c); err != nil {
@@ -161,12 +174,45 @@ func (s *Service) JobLogs(ctx context.Context, scope, id string, instance int, o
 	return data, next, nil
 }
 
+// jobSegment is the segment of a plan that its jobs are on: the active
+// one, else the next to come, else the last.
+func jobSegment(p core.Plan) (core.Block, bool) {
+	if len(p.Segments) == 0 {
+		return core.Block{}, false
+	}
+	core.SortSegments(p.Segments)
+	if i := core.CurrentSegment(p.Segments); i >= 0 {
+		return p.Segments[i], true
+	}
+	return p.Segments[len(p.Segments)-1], true
+}
+
+// jobBlock is the block a job should be on now: its block, or its plan's
+// current segment.
+func (s *Service) jobBlock(ctx context.Context, j core.Job) (core.Block, error) {
+	if j.PlanID == "" {
+		return s.store.GetBlock(ctx, j.BlockID)
+	}
+	p, err := s.store.Plan(ctx, j.PlanID)
+	if err != nil {
+		return core.Block{}, err
+	}
+	b, ok := jobSegment(p)
+	if !ok {
+		return core.Block{}, fmt.Errorf("plan %s has no segments", j.PlanID)
+	}
+	return b, nil
+}
+
 func (s *Service) jobLogPath(id string, instance int) string {
 	return filepath.Join(s.jobs.dir, id, fmt.Sprintf("instance-%d.log", instance))
 }
 
 func (s *Service) jobEvent(at time.Time, typ string, j core.Job, reason string) core.Event {
 	data := map[string]any{"blockId": j.BlockID, "state": string(j.State), "restarts": j.Restarts}
+	if j.PlanID != "" {
+		data["planId"] = j.PlanID
+	}
 	if reason != "" {
 		data["reason"] = reason
 	}

@@ -44,7 +44,7 @@ func (s *Service) PurchasePlan(ctx context.Context, req api.PlanPurchaseRequest)
 	for attempt := 1; ; attempt++ {
 		p, err := s.purchasePlanOnce(ctx, req, hash)
 		if err == nil {
-			return s.planView(p), true, nil
+			return s.planView(ctx, p), true, nil
 		}
 		// As for blocks: a retry answers with the plan it bought, whatever
 		// stands in the way of buying again.
@@ -80,7 +80,7 @@ func (s *Service) replayPlan(ctx context.Context, team, token, hash string) (api
 	if err != nil {
 		return api.PlanView{}, true, fmt.Errorf("loading plan %s of client token %q: %w", rec.Subject, token, err)
 	}
-	return s.planView(p), true, nil
+	return s.planView(ctx, p), true, nil
 }
 
 func (s *Service) purchasePlanOnce(ctx context.Context, req api.PlanPurchaseRequest, hash string) (core.Plan, error) {
@@ -259,7 +259,7 @@ func (s *Service) ListPlans(ctx context.Context, team string) ([]api.PlanView, e
 	}
 	out := make([]api.PlanView, 0, len(plans))
 	for _, p := range plans {
-		out = append(out, s.planView(p))
+		out = append(out, s.planView(ctx, p))
 	}
 	return out, nil
 }
@@ -273,11 +273,11 @@ func (s *Service) GetPlan(ctx context.Context, team, id string) (api.PlanView, e
 	if err != nil {
 		return api.PlanView{}, fmt.Errorf("loading plan %s: %w", id, err)
 	}
-	return s.planView(p), nil
+	return s.planView(ctx, p), nil
 }
 
 // planView derives a plan's state and capacity now. Callers do not hold mu.
-func (s *Service) planView(p core.Plan) api.PlanView {
+func (s *Service) planView(ctx context.Context, p core.Plan) api.PlanView {
 	core.SortSegments(p.Segments)
 	v := api.PlanView{Plan: p, State: core.PlanStateOf(p.Segments)}
 	gpus := 0
@@ -292,14 +292,25 @@ func (s *Service) planView(p core.Plan) api.PlanView {
 		return ok && n.Health == core.Unhealthy
 	})
 	s.mu.RUnlock()
-	v.Capacity.InUse = s.planInUse(p)
+	v.Capacity.InUse = s.planInUse(ctx, p)
 	return v
 }
 
-// planInUse is the hook for jobs on plans: the instances of the plan's
-// current segment that its jobs run on. Jobs run on blocks only so far,
-// so nothing of a plan is in use yet.
-func (s *Service) planInUse(core.Plan) int { return 0 }
+// planInUse is the instances of the plan that its running jobs use.
+func (s *Service) planInUse(ctx context.Context, p core.Plan) int {
+	jobs, err := s.store.ListJobs(ctx, p.Team, true)
+	if err != nil {
+		s.log.Error("listing the jobs of a plan", "plan", p.ID, "err", err)
+		return 0
+	}
+	n := 0
+	for _, j := range jobs {
+		if j.PlanID == p.ID && j.State == core.JobRunning {
+			n += j.InstanceCount
+		}
+	}
+	return n
+}
 
 // addPlanEvents adds to a reconciler's change the transitions of the
 // plans whose segments take lifecycle steps in it (plan.active between

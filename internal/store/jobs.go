@@ -31,6 +31,7 @@ type JobWrite struct {
 // time and version also have columns of their own for queries.
 type jobJSON struct {
 	Name          string            `json:"name"`
+	PlanID        string            `json:"planId,omitempty"`
 	Command       []string          `json:"command"`
 	Env           map[string]string `json:"env,omitempty"`
 	InstanceCount int               `json:"instanceCount"`
@@ -44,7 +45,7 @@ type jobJSON struct {
 
 // EncodeJob is the stored document of a job.
 func EncodeJob(j core.Job) string {
-	b, _ := json.Marshal(jobJSON{Name: j.Name, Command: j.Command, Env: j.Env, InstanceCount: j.InstanceCount,
+	b, _ := json.Marshal(jobJSON{Name: j.Name, PlanID: j.PlanID, Command: j.Command, Env: j.Env, InstanceCount: j.InstanceCount,
 		MaxRestarts: j.MaxRestarts, Restarts: j.Restarts, Reason: j.Reason,
 		StartedAt: unixOrZero(j.StartedAt), EndedAt: unixOrZero(j.EndedAt), Run: j.Run}) // strings and ints always marshal
 	return string(b)
@@ -57,7 +58,7 @@ func DecodeJob(id, team, block, state string, created time.Time, version int64, 
 		return core.Job{}, fmt.Errorf("decoding job %s: %w", id, err)
 	}
 	return core.Job{ID: id, Team: team, BlockID: block, State: core.JobState(state), CreatedAt: created, Version: version,
-		Name: d.Name, Command: d.Command, Env: d.Env, InstanceCount: d.InstanceCount, MaxRestarts: d.MaxRestarts,
+		Name: d.Name, PlanID: d.PlanID, Command: d.Command, Env: d.Env, InstanceCount: d.InstanceCount, MaxRestarts: d.MaxRestarts,
 		Restarts: d.Restarts, Reason: d.Reason, StartedAt: timeOrZero(d.StartedAt), EndedAt: timeOrZero(d.EndedAt), Run: d.Run}, nil
 }
 

@@ -65,6 +65,6 @@ func (w *commitWriter) queueJob(jw store.JobWrite) {
 			return fmt.Errorf("updating job %s: not at version %d: %w", j.ID, jw.ExpectedVersion, store.ErrConflict)
 		}
 		return nil
-	}, `UPDATE jobs SET state = $1, version = version + 1, doc = $2 WHERE id = $3 AND version = $4`,
-		string(j.State), store.EncodeJob(j), j.ID, jw.ExpectedVersion)
+	}, `UPDATE jobs SET state = $1, block_id = $2, version = version + 1, doc = $3 WHERE id = $4 AND version = $5`,
+		string(j.State), j.BlockID, store.EncodeJob(j), j.ID, jw.ExpectedVersion)
 }

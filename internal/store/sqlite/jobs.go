@@ -62,8 +62,8 @@ func (w *commitTx) writeJob(jw store.JobWrite) error {
 		}
 		return nil
 	}
-	res, err := w.tx.ExecContext(w.ctx, `UPDATE jobs SET state = ?, version = version + 1, doc = ? WHERE id = ? AND version = ?`,
-		string(j.State), store.EncodeJob(j), j.ID, jw.ExpectedVersion)
+	res, err := w.tx.ExecContext(w.ctx, `UPDATE jobs SET state = ?, block_id = ?, version = version + 1, doc = ? WHERE id = ? AND version = ?`,
+		string(j.State), j.BlockID, store.EncodeJob(j), j.ID, jw.ExpectedVersion)
 	if err != nil {
 		return fmt.Errorf("updating job %s: %w", j.ID, err)
 	}

@@ -43,6 +43,7 @@ func testJobsRoundTrip(t *testing.T, h Harness) {
 	// Every field survives an update.
 	run := j
 	run.State, run.Restarts, run.Run, run.Reason = core.JobRunning, 2, 3, "exit code 1"
+	run.BlockID, run.PlanID = "cb-2", "tp-1"
 	run.StartedAt, run.EndedAt = hour(2), hour(3)
 	mustCommit(t, s, store.Change{Jobs: []store.JobWrite{{Job: run, ExpectedVersion: 1}}})
 	got, _ = s.Job(t.Context(), j.ID)
