@@ -143,3 +143,17 @@ func StopJob(j Job, now time.Time) (Job, JobStep, error) {
 	j.State, j.Reason, j.EndedAt = JobStopped, ReasonStoppedByUser, now
 	return j, JobStep{Event: EventJobStopped, Stop: stop, Reason: ReasonStoppedByUser}, nil
 }
+
+// ReasonNodeFailed is why a job restarts on replacement GPUs.
+const ReasonNodeFailed = "node_failed"
+
+// JobCapacityMoved restarts a running job whose block got replacement
+// GPUs after a node failure: a new run, from its checkpoint directory,
+// that does not count against MaxRestarts (the job did not fail).
+func JobCapacityMoved(j Job, node string) (Job, JobStep, bool) {
+	if j.State != JobRunning {
+		return j, JobStep{}, false
+	}
+	j.Run++
+	return j, JobStep{Event: EventJobRestarted, Stop: true, Start: true, Reason: ReasonNodeFailed + ": " + node}, true
+}

@@ -268,3 +268,23 @@ func postBlock(base, offeringID, token string) (string, int, error) {
 	}
 	return b.ID, resp.StatusCode, nil
 }
+
+// eventsWithData returns every event with its data.
+func (e *env) eventsWithData() []struct {
+	Type    string         `json:"type"`
+	Subject string         `json:"subject"`
+	Data    map[string]any `json:"data"`
+} {
+	e.t.Helper()
+	var out struct {
+		Events []struct {
+			Type    string         `json:"type"`
+			Subject string         `json:"subject"`
+			Data    map[string]any `json:"data"`
+		} `json:"events"`
+	}
+	if code := call(e.t, e.url, "GET", "/v1/events", nil, &out); code != 200 {
+		e.t.Fatalf("events: status %d", code)
+	}
+	return out.Events
+}

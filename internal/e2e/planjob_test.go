@@ -123,3 +123,61 @@ func TestJobAcrossPlanSegments(t *testing.T) {
 		t.Errorf("job events (-want +got):\n%s", diff)
 	}
 }
+
+// TestJobRestartsOnReplacement: a node of an active block fails while its
+// job runs; the block gets a replacement and the job restarts there from
+// its checkpoint, without using one of its restarts, and finishes with
+// every step done once.
+func TestJobRestartsOnReplacement(t *testing.T) {
+	e := start(t)
+	runService(t, e)
+	s := t0.Add(2 * time.Hour)
+	b, _ := e.buy(e.exact(searchQuery("h100.8x", 2, 8, s, s.Add(8*time.Hour)), 8, s).OfferingID, "rep-1")
+	e.advance(2 * time.Hour)
+	script := writeScript(t, stepCounter)
+	const total = 120
+	var j job
+	call(t, e.url, "POST", "/v1/jobs", map[string]any{"blockId": b.ID, "command": []string{script}, "instanceCount": 1,
+		"env": map[string]string{"TOTAL": strconv.Itoa(total)}}, &j)
+	waitJob(t, e, j.ID, func(j job) bool { return j.State == "running" })
+	ckpt := filepath.Join(filepath.Dir(e.db), "jobs", j.ID, "checkpoint")
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if data, _ := os.ReadFile(filepath.Join(ckpt, "step")); len(data) > 0 && string(data) != "1\n" {
+			break
+		}
+	}
+	var st blockStatus
+	call(t, e.url, "GET", "/v1/blocks/"+b.ID+"/status", nil, &st)
+	var rep nodeReport
+	if code := call(t, e.url, "POST", "/v1/admin/nodes/"+st.Placements[0].Node+"/fail", nil, &rep); code != 200 || len(rep.Replaced) != 1 {
+		t.Fatalf("failing a node of the block: %d %+v", code, rep)
+	}
+	j = waitJob(t, e, j.ID, func(j job) bool { return j.State == "succeeded" })
+	if j.Restarts != 0 {
+		t.Errorf("a node failure used %d of the job's restarts", j.Restarts)
+	}
+	data, _ := os.ReadFile(filepath.Join(ckpt, "steps.log"))
+	var want []string
+	for i := 1; i <= total; i++ {
+		want = append(want, strconv.Itoa(i))
+	}
+	if diff := cmp.Diff(want, strings.Fields(string(data))); diff != "" {
+		t.Fatalf("steps (-want +got):\n%s", diff)
+	}
+	var types []string
+	var reason any
+	for _, ev := range e.eventsWithData() {
+		if ev.Subject == j.ID {
+			types = append(types, ev.Type)
+			if ev.Type == "job.restarted" {
+				reason = ev.Data["reason"]
+			}
+		}
+	}
+	if diff := cmp.Diff([]string{"job.pending", "job.running", "job.restarted", "job.succeeded"}, types); diff != "" {
+		t.Errorf("job events (-want +got):\n%s", diff)
+	}
+	if r, _ := reason.(string); !strings.HasPrefix(r, "node_failed: "+st.Placements[0].Node) {
+		t.Errorf("restart reason %v", reason)
+	}
+}

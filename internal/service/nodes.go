@@ -14,13 +14,24 @@ import (
 // ended gets replacement GPUs from free capacity of the same pool, keeping
 // its id; a block for which none is free is degraded.
 func (s *Service) FailNode(ctx context.Context, name string) (api.NodeReport, error) {
+	rep, moved, err := s.failNode(ctx, name)
+	// Outside the lock: starting processes takes a while.
+	for _, b := range moved {
+		s.restartJobsOn(ctx, b, name)
+	}
+	return rep, err
+}
+
+// failNode marks the node failed and replaces it in its blocks; it
+// returns the active blocks that moved, whose jobs must restart.
+func (s *Service) failNode(ctx context.Context, name string) (api.NodeReport, []core.Block, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, ok := s.index.Node(name); !ok {
-		return api.NodeReport{}, fmt.Errorf("%w: node %s", core.ErrNotFound, name)
+		return api.NodeReport{}, nil, fmt.Errorf("%w: node %s", core.ErrNotFound, name)
 	}
 	if err := s.index.SetHealth(name, core.Unhealthy); err != nil {
-		return api.NodeReport{}, err
+		return api.NodeReport{}, nil, err
 	}
 	now := s.clock.Now()
 	rep := api.NodeReport{Node: name, Health: core.Unhealthy}
@@ -41,22 +52,54 @@ func (s *Service) FailNode(ctx context.Context, name string) (api.NodeReport, er
 		rep.Replaced = append(rep.Replaced, b.ID)
 	}
 	if len(c.Events) == 0 {
-		return rep, nil
+		return rep, nil, nil
 	}
 	if err := s.store.Commit(ctx, c); err != nil {
 		// The node stays failed; its blocks are degraded until a retry.
 		if rerr := s.rebuildIndex(ctx); rerr != nil {
 			s.log.Error("rebuilding the index", "err", rerr)
 		}
-		return rep, fmt.Errorf("replacing node %s in its blocks: %w", name, err)
+		return rep, nil, fmt.Errorf("replacing node %s in its blocks: %w", name, err)
 	}
 	s.applyCommitted(c)
+	var moved []core.Block
 	for _, u := range c.Update {
 		if u.Block.State == core.StateActive {
 			go s.act("activate", u.Block) // make the replacement GPUs usable
+			moved = append(moved, u.Block)
 		}
 	}
-	return rep, nil
+	return rep, moved, nil
+}
+
+// restartJobsOn restarts the running jobs of a block whose failed node
+// was replaced, on its new GPUs, from their checkpoint directories.
+func (s *Service) restartJobsOn(ctx context.Context, b core.Block, node string) {
+	if s.jobs == nil {
+		return
+	}
+	jobs, err := s.store.ListJobs(ctx, b.Team, true)
+	if err != nil {
+		s.log.Error("listing the jobs of a block whose node failed", "block", b.ID, "err", err)
+		return
+	}
+	now := s.clock.Now()
+	for _, j := range jobs {
+		if j.BlockID != b.ID {
+			continue
+		}
+		next, step, ok := core.JobCapacityMoved(j, node)
+		if !ok {
+			continue
+		}
+		if err := s.commitJob(ctx, j, next, step, now); err != nil {
+			s.log.Warn("restarting a job after a node failure", "job", j.ID, "err", err)
+			continue
+		}
+		next.Version = j.Version + 1
+		s.stopRun(j)
+		s.startRun(ctx, next, b)
+	}
 }
 
 // RecoverNode marks a node healthy again. Blocks that were degraded by it
