@@ -1,0 +1,79 @@
+package e2e
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestJobsSurviveServerCrash kills the server (SIGKILL) while a job runs;
+// the restarted server adopts the running process instead of starting it
+// again, reports the job running, and records its success when it ends.
+func TestJobsSurviveServerCrash(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the server binary")
+	}
+	bin := buildBinary(t)
+	dir := t.TempDir()
+	db := filepath.Join(dir, "capblock.db")
+	const simStart = "2026-12-01T00:00:00Z"
+	srv := startProcess(t, bin, db, simStart)
+	useToken(t, srv.url, filepath.Join(dir, "admin.token"))
+	e := &env{t: t, url: srv.url}
+
+	s := t0.Add(time.Hour)
+	b, code := e.buy(e.exact(searchQuery("h100.8x", 1, 4, s, s.Add(4*time.Hour)), 4, s).OfferingID, "crash-1")
+	if code != 201 {
+		t.Fatalf("buying: %d", code)
+	}
+	e.advance(time.Hour)
+	marks := filepath.Join(dir, "marks")
+	script := writeScript(t, `echo "$$" >> "`+marks+`.pids"
+i=0
+while [ $i -lt 100 ]; do i=$((i+1)); sleep 0.03; done
+echo done >> "`+marks+`.done"
+`)
+	var j job
+	if code := call(t, e.url, "POST", "/v1/jobs", map[string]any{"blockId": b.ID, "command": []string{script}}, &j); code != 201 {
+		t.Fatalf("creating the job: %d", code)
+	}
+	waitJob(t, e, j.ID, func(j job) bool { return j.State == "running" })
+	for deadline := time.Now().Add(10 * time.Second); readLines(marks+".pids") == nil && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+	}
+
+	// The crash, while the job runs.
+	if err := srv.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = srv.cmd.Wait()
+	srv2 := startProcess(t, bin, db, simStart)
+	useToken(t, srv2.url, filepath.Join(dir, "admin.token"))
+	e2 := &env{t: t, url: srv2.url}
+	e2.advance(time.Hour) // the restarted simulated clock catches up
+
+	if got := waitJob(t, e2, j.ID, func(job) bool { return true }); got.State != "running" && got.State != "succeeded" {
+		t.Fatalf("after the restart the job is %q", got.State)
+	}
+	got := waitJob(t, e2, j.ID, func(j job) bool { return j.State == "succeeded" })
+	if got.Restarts != 0 {
+		t.Errorf("restarts %d", got.Restarts)
+	}
+	if pids := readLines(marks + ".pids"); len(pids) != 1 {
+		t.Fatalf("the job started %d times (%v): it ran twice", len(pids), pids)
+	}
+	if done := readLines(marks + ".done"); len(done) != 1 {
+		t.Fatalf("the job finished %d times", len(done))
+	}
+}
+
+func readLines(path string) []string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil
+	}
+	return strings.Fields(string(data))
+}
+
