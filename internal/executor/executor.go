@@ -173,6 +173,13 @@ type proc struct {
 // it. Only one Executor may use a state directory at a time; the lock is an
 // flock, so a crashed server's lock goes with it.
 func New(stateDir string) (*Executor, error) {
+	// Jobs run in directories of their own: paths they are given must not
+	// depend on the server's working directory.
+	abs, err := filepath.Abs(stateDir)
+	if err != nil {
+		return nil, fmt.Errorf("state directory %s: %w", stateDir, err)
+	}
+	stateDir = abs
 	if err := os.MkdirAll(stateDir, 0o700); err != nil {
 		return nil, fmt.Errorf("creating state directory %s: %w", stateDir, err)
 	}

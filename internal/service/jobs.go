@@ -33,6 +33,9 @@ type jobRuntime struct {
 }
 
 func newJobRuntime(dir string) *jobRuntime {
+	if abs, err := filepath.Abs(dir); err == nil {
+		dir = abs // jobs run in directories of their own
+	}
 	return &jobRuntime{dir: dir, grace: jobGrace, kick: make(chan struct{}, 1), ok: map[string]int{}}
 }
 

@@ -1,0 +1,38 @@
+package executor
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// TestRelativeStateDir: a state directory given relative to the working
+// directory still records exit codes of jobs that run elsewhere.
+func TestRelativeStateDir(t *testing.T) {
+	base := t.TempDir()
+	t.Chdir(base)
+	e, err := New("state")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	jobDir := filepath.Join(base, "job")
+	if err := os.MkdirAll(jobDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Start(Spec{JobID: "j", Command: []string{"/bin/sh", "-c", "exit 3"}, Dir: jobDir, LogPath: filepath.Join(jobDir, "log")}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case x := <-e.Exits():
+		if x.Code != 3 || x.Err != nil {
+			t.Fatalf("exit %+v, want code 3", x)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no exit")
+	}
+	if log, _ := os.ReadFile(filepath.Join(jobDir, "log")); len(log) != 0 {
+		t.Fatalf("the wrapper complained: %s", log)
+	}
+}
