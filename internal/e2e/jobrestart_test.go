@@ -76,4 +76,3 @@ func readLines(path string) []string {
 	}
 	return strings.Fields(string(data))
 }
-
