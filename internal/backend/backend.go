@@ -1,19 +1,30 @@
-// Package backend turns blocks into reality on machines. Each backend
-// implements small, synchronous, idempotent calls that the reconciler may
-// repeat after a crash:
+// Package backend turns blocks into reality on machines, and runs the
+// jobs on them. Each backend implements small, synchronous, idempotent
+// calls that the reconciler may repeat after a crash:
 //
-//	step                 sim        local      kubernetes                       slurm
-//	block becomes active record     record     label + NoSchedule taint         scontrol create reservation
-//	termination (end-30m) SIGTERM   SIGTERM    evict pods with grace period     cancel the reservation's jobs
-//	block ends           release    release    remove label and taint           delete the reservation
+//	step                  sim / local (this package)    kubernetes                           slurm
+//	block becomes active  record                        label + NoSchedule taint naming       scontrol create reservation named
+//	                                                    the block on its nodes                after the block: nodes, start, end
+//	run a job instance    OS process (executor), with   Job/pod tolerating the taint,         sbatch --reservation=<block>
+//	                      CUDA_VISIBLE_DEVICES           selecting the label, GPUs requested
+//	stop an instance      SIGTERM to its process group,  delete the pod: its grace period,     scancel --signal=TERM, then
+//	                      SIGKILL after the grace        then SIGKILL                          scancel after the grace
+//	instance exits        waitpid, or the exit file of   pod phase and container exit code     sacct state and exit code
+//	                      an adopted process             (informer)                            (polled)
+//	after a restart       adopt running processes        list pods by job label                squeue/sacct by job name
+//	termination (end-30m) stop the block's instances     evict the block's pods                cancel the reservation's jobs
+//	block ends            release                       remove label and taint                delete the reservation
 //
-// Only the sim backend exists so far.
+// A Runner carries a run's instances: its keys (job id and run) name the
+// processes, pods or Slurm jobs, so that a new server finds them again.
 package backend
 
 import (
 	"context"
+	"time"
 
 	"capblock/internal/core"
+	"capblock/internal/executor"
 )
 
 // Backend acts on blocks. Every call is idempotent.
@@ -27,3 +38,25 @@ type Backend interface {
 	// Release gives the block's GPUs back when it ends or is cancelled.
 	Release(ctx context.Context, b core.Block) error
 }
+
+// Runner runs the instances of jobs and reports how they end. The sim and
+// local backends run them as processes of this machine (package
+// executor); a cluster backend maps the same calls to pods or Slurm jobs.
+type Runner interface {
+	// Start starts one instance; key names the job's run.
+	Start(spec executor.Spec) (executor.Instance, error)
+	// Stop stops an instance: SIGTERM (or its equivalent), then a kill
+	// after grace. It is idempotent.
+	Stop(key string, instance int, grace time.Duration) error
+	// Adopt finds the instances that an earlier server started and that
+	// still run; the ends of the others come on Exits.
+	Adopt() ([]executor.Instance, error)
+	// Exits reports each instance's end once.
+	Exits() <-chan executor.Exit
+	// Close lets go of the instances without stopping them.
+	Close() error
+}
+
+// NewProcessRunner runs job instances as processes of this machine, with
+// its state (to adopt them after a restart) in stateDir.
+func NewProcessRunner(stateDir string) (Runner, error) { return executor.New(stateDir) }

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"capblock/internal/backend"
 	"capblock/internal/core"
 	"capblock/internal/executor"
 )
@@ -18,7 +19,7 @@ func (s *Service) runJobs(ctx context.Context, lost <-chan struct{}) {
 	if s.jobs == nil {
 		return
 	}
-	ex, err := executor.New(filepath.Join(s.jobs.dir, "state"))
+	ex, err := backend.NewProcessRunner(filepath.Join(s.jobs.dir, "state"))
 	if err != nil {
 		s.log.Error("starting the job executor; jobs will not run", "err", err)
 		return

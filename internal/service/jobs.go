@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"capblock/internal/api"
+	"capblock/internal/backend"
 	"capblock/internal/core"
 	"capblock/internal/executor"
 	"capblock/internal/store"
@@ -28,8 +29,8 @@ type jobRuntime struct {
 	kick  chan struct{}
 
 	mu   sync.Mutex
-	exec *executor.Executor // set while leading
-	ok   map[string]int     // run key → instances that exited with code 0
+	exec backend.Runner // set while leading
+	ok   map[string]int // run key → instances that exited with code 0
 }
 
 func newJobRuntime(dir string) *jobRuntime {
