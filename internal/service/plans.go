@@ -37,50 +37,22 @@ func (s *Service) PlanOfferings(_ context.Context, req core.PlanSearchRequest) (
 // request returns the plan bought the first time (created false); with
 // another request it is refused. Each segment is charged its quoted fee.
 func (s *Service) PurchasePlan(ctx context.Context, req api.PlanPurchaseRequest) (api.PlanView, bool, error) {
-	if req.ClientToken == "" {
-		return api.PlanView{}, false, core.Invalidf("clientToken is required: pass a unique string per purchase so a retry cannot buy twice")
-	}
 	hash := planPurchaseHash(req)
-	for attempt := 1; ; attempt++ {
-		p, err := s.purchasePlanOnce(ctx, req, hash)
-		if err == nil {
-			return s.planView(ctx, p), true, nil
-		}
-		// As for blocks: a retry answers with the plan it bought, whatever
-		// stands in the way of buying again.
-		if v, found, rerr := s.replayPlan(ctx, req.Team, req.ClientToken, hash); found || rerr != nil {
-			return v, false, rerr
-		}
-		if !store.IsConflict(err) || attempt == maxCommitAttempts {
-			return api.PlanView{}, false, err
-		}
-		s.log.Warn("plan purchase conflicted with stored state; retrying on a fresh snapshot", "attempt", attempt, "err", err)
-		s.mu.Lock()
-		rerr := s.rebuildIndex(ctx)
-		s.mu.Unlock()
-		if rerr != nil {
-			return api.PlanView{}, false, rerr
-		}
-	}
-}
-
-// replayPlan looks up a client token already used.
-func (s *Service) replayPlan(ctx context.Context, team, token, hash string) (api.PlanView, bool, error) {
-	rec, err := s.store.Idempotency(ctx, team, token)
-	if errors.Is(err, store.ErrNotFound) {
-		return api.PlanView{}, false, nil
-	}
-	if err != nil {
-		return api.PlanView{}, false, fmt.Errorf("looking up client token: %w", err)
-	}
-	if rec.RequestHash != hash {
-		return api.PlanView{}, true, fmt.Errorf("%w: client token %q was used for %s with other parameters; use a new token for a new purchase", core.ErrIdempotencyMismatch, token, rec.Subject)
-	}
-	p, err := s.store.Plan(ctx, rec.Subject)
-	if err != nil {
-		return api.PlanView{}, true, fmt.Errorf("loading plan %s of client token %q: %w", rec.Subject, token, err)
-	}
-	return s.planView(ctx, p), true, nil
+	return buyOnce(ctx, s, req.Team, req.ClientToken, hash, "plan purchase",
+		func() (api.PlanView, error) {
+			p, err := s.purchasePlanOnce(ctx, req, hash)
+			if err != nil {
+				return api.PlanView{}, err
+			}
+			return s.planView(ctx, p), nil
+		},
+		func(id string) (api.PlanView, error) {
+			p, err := s.store.Plan(ctx, id)
+			if err != nil {
+				return api.PlanView{}, err
+			}
+			return s.planView(ctx, p), nil
+		})
 }
 
 func (s *Service) purchasePlanOnce(ctx context.Context, req api.PlanPurchaseRequest, hash string) (core.Plan, error) {

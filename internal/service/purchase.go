@@ -18,52 +18,10 @@ import (
 // same request returns the block bought the first time (created false);
 // with another request it is refused. The fee charged is the fee quoted.
 func (s *Service) Purchase(ctx context.Context, req api.PurchaseRequest) (core.Block, bool, error) {
-	if req.ClientToken == "" {
-		return core.Block{}, false, core.Invalidf("clientToken is required: pass a unique string per purchase so a retry cannot buy twice")
-	}
 	hash := purchaseHash(req)
-	for attempt := 1; ; attempt++ {
-		b, err := s.purchaseOnce(ctx, req, hash)
-		if err == nil {
-			return b, true, nil
-		}
-		// A retry of an earlier purchase answers with its block, whatever
-		// stands in the way of buying again (an expired quote, capacity it
-		// took itself, its own idempotency record). Looking only on failure
-		// keeps a read off the path of every first purchase.
-		if b, found, rerr := s.replay(ctx, req.Team, req.ClientToken, hash); found || rerr != nil {
-			return b, false, rerr
-		}
-		if !store.IsConflict(err) || attempt == maxCommitAttempts {
-			return core.Block{}, false, err
-		}
-		s.log.Warn("purchase conflicted with stored state; retrying on a fresh snapshot", "attempt", attempt, "err", err)
-		s.mu.Lock()
-		rerr := s.rebuildIndex(ctx)
-		s.mu.Unlock()
-		if rerr != nil {
-			return core.Block{}, false, rerr
-		}
-	}
-}
-
-// replay looks up a client token already used.
-func (s *Service) replay(ctx context.Context, team, token, hash string) (core.Block, bool, error) {
-	rec, err := s.store.Idempotency(ctx, team, token)
-	if errors.Is(err, store.ErrNotFound) {
-		return core.Block{}, false, nil
-	}
-	if err != nil {
-		return core.Block{}, false, fmt.Errorf("looking up client token: %w", err)
-	}
-	if rec.RequestHash != hash {
-		return core.Block{}, true, fmt.Errorf("%w: client token %q was used for %s with other parameters; use a new token for a new purchase", core.ErrIdempotencyMismatch, token, rec.Subject)
-	}
-	b, err := s.store.GetBlock(ctx, rec.Subject)
-	if err != nil {
-		return core.Block{}, true, fmt.Errorf("loading block %s of client token %q: %w", rec.Subject, token, err)
-	}
-	return b, true, nil
+	return buyOnce(ctx, s, req.Team, req.ClientToken, hash, "purchase",
+		func() (core.Block, error) { return s.purchaseOnce(ctx, req, hash) },
+		func(id string) (core.Block, error) { return s.store.GetBlock(ctx, id) })
 }
 
 func (s *Service) purchaseOnce(ctx context.Context, req api.PurchaseRequest, hash string) (core.Block, error) {

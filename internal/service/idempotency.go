@@ -1,0 +1,69 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"capblock/internal/core"
+	"capblock/internal/store"
+)
+
+// buyOnce runs a purchase made under a client token (a block or a plan):
+// buy decides and commits it; when it fails, a retry of an earlier
+// purchase with the same token answers with what that one bought (load
+// reads it), whatever stands in the way of buying again (an expired quote,
+// capacity it took itself, its own idempotency record); the same token
+// with another request is refused; a conflict with the stored state is
+// retried on a fresh snapshot, a bounded number of times. Looking the
+// token up only on failure keeps a read off every first purchase's path.
+func buyOnce[T any](ctx context.Context, s *Service, team, token, hash, what string,
+	buy func() (T, error), load func(subject string) (T, error)) (T, bool, error) {
+	var zero T
+	if token == "" {
+		return zero, false, core.Invalidf("clientToken is required: pass a unique string per purchase so a retry cannot buy twice")
+	}
+	for attempt := 1; ; attempt++ {
+		v, err := buy()
+		if err == nil {
+			return v, true, nil
+		}
+		subject, found, rerr := s.tokenSubject(ctx, team, token, hash)
+		if rerr != nil {
+			return zero, false, rerr
+		}
+		if found {
+			v, err := load(subject)
+			if err != nil {
+				return zero, false, fmt.Errorf("loading %s of client token %q: %w", subject, token, err)
+			}
+			return v, false, nil
+		}
+		if !store.IsConflict(err) || attempt == maxCommitAttempts {
+			return zero, false, err
+		}
+		s.log.Warn(what+" conflicted with stored state; retrying on a fresh snapshot", "attempt", attempt, "err", err)
+		s.mu.Lock()
+		rerr = s.rebuildIndex(ctx)
+		s.mu.Unlock()
+		if rerr != nil {
+			return zero, false, rerr
+		}
+	}
+}
+
+// tokenSubject returns what a client token already bought, if anything;
+// the token with another request's hash is ErrIdempotencyMismatch.
+func (s *Service) tokenSubject(ctx context.Context, team, token, hash string) (string, bool, error) {
+	rec, err := s.store.Idempotency(ctx, team, token)
+	if errors.Is(err, store.ErrNotFound) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, fmt.Errorf("looking up client token: %w", err)
+	}
+	if rec.RequestHash != hash {
+		return "", false, fmt.Errorf("%w: client token %q was used for %s with other parameters; use a new token for a new purchase", core.ErrIdempotencyMismatch, token, rec.Subject)
+	}
+	return rec.Subject, true, nil
+}
