@@ -157,3 +157,17 @@ func JobCapacityMoved(j Job, node string) (Job, JobStep, bool) {
 	j.Run++
 	return j, JobStep{Event: EventJobRestarted, Stop: true, Start: true, Reason: ReasonNodeFailed + ": " + node}, true
 }
+
+// ReasonLost is why a job restarts when the server finds its run gone.
+const ReasonLost = "lost"
+
+// JobLost restarts a running job whose run the server cannot find after a
+// restart (it crashed between recording the run and starting it): a new
+// run, from its checkpoint directory, not counted against MaxRestarts.
+func JobLost(j Job) (Job, JobStep, bool) {
+	if j.State != JobRunning {
+		return j, JobStep{}, false
+	}
+	j.Run++
+	return j, JobStep{Event: EventJobRestarted, Start: true, Reason: ReasonLost}, true
+}

@@ -1,12 +1,16 @@
 package e2e
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"capblock/internal/core"
+	"capblock/internal/store"
 )
 
 // TestJobsSurviveServerCrash kills the server (SIGKILL) while a job runs;
@@ -75,4 +79,38 @@ func readLines(path string) []string {
 		return nil
 	}
 	return strings.Fields(string(data))
+}
+
+// TestLostJobRestarts: a job recorded as running whose processes never
+// started (the server died in between) is found on the next start and
+// started again, from its checkpoint directory.
+func TestLostJobRestarts(t *testing.T) {
+	e := start(t)
+	s := t0.Add(2 * time.Hour)
+	b, _ := e.buy(e.exact(searchQuery("l4.1x", 1, 4, s, s.Add(4*time.Hour)), 4, s).OfferingID, "lost-1")
+	e.advance(2 * time.Hour)
+	marker := filepath.Join(t.TempDir(), "ran")
+	script := writeScript(t, `echo "$CAPBLOCK_RESTART_COUNT" > "`+marker+`"`)
+	lost := core.Job{ID: "job-lost", Team: e.team, BlockID: b.ID, Command: []string{script}, InstanceCount: 1,
+		State: core.JobRunning, Run: 1, CreatedAt: t0, StartedAt: t0.Add(2 * time.Hour)}
+	if err := e.store.Commit(context.Background(), store.Change{Jobs: []store.JobWrite{{Job: lost}}}); err != nil {
+		t.Fatal(err)
+	}
+	runService(t, e)
+	j := waitJob(t, e, lost.ID, func(j job) bool { return j.State == "succeeded" })
+	if j.Restarts != 0 {
+		t.Errorf("a lost run used %d restarts", j.Restarts)
+	}
+	if lines := readLines(marker); len(lines) != 1 {
+		t.Fatalf("the job ran %d times", len(lines))
+	}
+	var reasons []any
+	for _, ev := range e.eventsWithData() {
+		if ev.Subject == lost.ID && ev.Type == "job.restarted" {
+			reasons = append(reasons, ev.Data["reason"])
+		}
+	}
+	if len(reasons) != 1 || reasons[0] != "lost" {
+		t.Errorf("job.restarted events with reasons %v, want one, lost", reasons)
+	}
 }

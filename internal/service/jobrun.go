@@ -25,14 +25,23 @@ func (s *Service) runJobs(ctx context.Context, lost <-chan struct{}) {
 		return
 	}
 	defer ex.Close() // processes keep running; the next leader adopts them
-	if adopted, err := ex.Adopt(); err != nil {
+	adopted, err := ex.Adopt()
+	if err != nil {
 		s.log.Error("adopting the jobs' processes", "err", err)
 	} else if len(adopted) > 0 {
 		s.log.Info("adopted running job processes", "count", len(adopted))
 	}
 	s.jobs.mu.Lock()
 	s.jobs.exec = ex
+	s.jobs.seen = map[string]bool{}
+	for _, in := range adopted {
+		s.jobs.seen[in.JobID] = true
+	}
 	s.jobs.mu.Unlock()
+	// The ends of processes that ended while no server watched come on
+	// Exits shortly after Adopt; a run that neither runs nor ends by then
+	// was lost (recorded, never started) and starts again.
+	lostCheck := time.After(lostAfter)
 	defer func() {
 		s.jobs.mu.Lock()
 		s.jobs.exec = nil
@@ -49,9 +58,50 @@ func (s *Service) runJobs(ctx context.Context, lost <-chan struct{}) {
 			return
 		case x := <-ex.Exits():
 			s.onExit(ctx, x)
+		case <-lostCheck:
+			s.restartLostJobs(ctx)
 		case <-s.jobs.kick:
 		case <-tick.C:
 		}
+	}
+}
+
+// lostAfter is how long after taking over the runner waits for the ends
+// of processes that ended while no server watched, before it restarts
+// the runs it found neither running nor ended.
+const lostAfter = 2 * time.Second
+
+// restartLostJobs starts again the running jobs whose current run this
+// runner neither adopted nor saw end.
+func (s *Service) restartLostJobs(ctx context.Context) {
+	jobs, err := s.store.ListJobs(ctx, "", true)
+	if err != nil {
+		s.log.Error("listing open jobs", "err", err)
+		return
+	}
+	for _, j := range jobs {
+		s.jobs.mu.Lock()
+		known := s.jobs.seen[runKey(j)]
+		s.jobs.mu.Unlock()
+		if j.State != core.JobRunning || known {
+			continue
+		}
+		b, err := s.jobBlock(ctx, j)
+		if err != nil {
+			continue
+		}
+		now := s.clock.Now()
+		next, step, ok := core.JobLost(j)
+		if !ok {
+			continue
+		}
+		if err := s.commitJob(ctx, j, next, step, now); err != nil {
+			s.log.Warn("restarting a lost job", "job", j.ID, "err", err)
+			continue
+		}
+		next.Version = j.Version + 1
+		s.log.Warn("a job's run was lost (recorded, never started): starting it again", "job", j.ID)
+		s.startRun(ctx, next, b)
 	}
 }
 
@@ -105,6 +155,7 @@ func (s *Service) onExit(ctx context.Context, x executor.Exit) {
 	}
 	key := runKey(j)
 	s.jobs.mu.Lock()
+	s.jobs.seen[x.JobID] = true
 	if x.Code == 0 {
 		s.jobs.ok[key]++
 	}
@@ -154,6 +205,9 @@ func (s *Service) startRun(ctx context.Context, j core.Job, b core.Block) {
 		})
 		spec := executor.Spec{JobID: runKey(j), Instance: i, Command: j.Command, Env: env,
 			Dir: filepath.Join(s.jobs.dir, j.ID), LogPath: s.jobLogPath(j.ID, i)}
+		s.jobs.mu.Lock()
+		s.jobs.seen[spec.JobID] = true
+		s.jobs.mu.Unlock()
 		if _, err := ex.Start(spec); err != nil {
 			s.log.Warn("starting a job instance", "job", j.ID, "instance", i, "err", err)
 			s.onExit(ctx, executor.Exit{JobID: spec.JobID, Instance: i, Code: 127, Err: err})

@@ -29,15 +29,16 @@ type jobRuntime struct {
 	kick  chan struct{}
 
 	mu   sync.Mutex
-	exec backend.Runner // set while leading
-	ok   map[string]int // run key → instances that exited with code 0
+	exec backend.Runner  // set while leading
+	ok   map[string]int  // run key → instances that exited with code 0
+	seen map[string]bool // run keys known to run or to have ended, since leading
 }
 
 func newJobRuntime(dir string) *jobRuntime {
 	if abs, err := filepath.Abs(dir); err == nil {
 		dir = abs // jobs run in directories of their own
 	}
-	return &jobRuntime{dir: dir, grace: jobGrace, kick: make(chan struct{}, 1), ok: map[string]int{}}
+	return &jobRuntime{dir: dir, grace: jobGrace, kick: make(chan struct{}, 1), ok: map[string]int{}, seen: map[string]bool{}}
 }
 
 // runKey names one run of a job to the executor: "<job id>/<run>".
