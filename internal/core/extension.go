@@ -47,7 +47,7 @@ func (ix *Index) PlaceExtension(b Block, newEnd time.Time, now time.Time) (Place
 		ext.End = newEnd
 		ix.blocks[b.ID] = &ext
 		defer func() { ix.blocks[b.ID] = &b }()
-		plan, ok := ix.repack(p, repackItem{count: 0, s: s, e: s}, now)
+		plan, ok := ix.repack(p, repackItem{count: 0, s: s, e: e}, now)
 		if !ok {
 			return PlacementPlan{}, nope
 		}
@@ -58,7 +58,7 @@ func (ix *Index) PlaceExtension(b Block, newEnd time.Time, now time.Time) (Place
 		n := ix.nodeIdx[pl.Node]
 		extra[n] = append(extra[n], alloc{block: b.ID, mask: maskOf(pl.GPUs), start: s, end: e})
 	}
-	plan, ok := ix.repack(p, repackItem{count: 0, s: s, e: s}, now, extra)
+	plan, ok := ix.repack(p, repackItem{count: 0, s: s, e: e}, now, extra)
 	if !ok {
 		return PlacementPlan{}, nope
 	}

@@ -44,6 +44,15 @@ func (ix *Index) repack(p *pool, item repackItem, now time.Time, extra ...map[in
 		}
 		return items[i].e-items[i].s > items[j].e-items[j].s
 	})
+	// Only the tentative blocks chained to the request by overlapping
+	// windows can be in its way; the others hold none of the hours that
+	// chain spans, so they stay where they are, as if fixed.
+	items = componentOf(items, item)
+	for id := range skip {
+		if !containsItem(items, id) {
+			delete(skip, id)
+		}
+	}
 	assigned := map[int][]alloc{}
 	for _, x := range extra {
 		for ni, as := range x {
@@ -126,4 +135,35 @@ func sameNodes(a, b []int) bool {
 		}
 	}
 	return true
+}
+
+// componentOf returns the items, sorted by start, whose windows chain by
+// overlap to the window of it (included).
+func componentOf(sorted []repackItem, it repackItem) []repackItem {
+	var comp []repackItem
+	end := -1
+	found := false
+	for _, x := range sorted {
+		if x.s >= end && len(comp) > 0 { // a gap: a new chain starts
+			if found {
+				return comp
+			}
+			comp = comp[:0]
+		}
+		comp = append(comp, x)
+		end = max(end, x.e)
+		if x.id == it.id && x.s == it.s && x.e == it.e && x.count == it.count {
+			found = true
+		}
+	}
+	return comp
+}
+
+func containsItem(items []repackItem, id string) bool {
+	for _, x := range items {
+		if x.id == id {
+			return true
+		}
+	}
+	return false
 }
