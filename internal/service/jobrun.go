@@ -34,8 +34,11 @@ func (s *Service) runJobs(ctx context.Context, lost <-chan struct{}) {
 	s.jobs.mu.Lock()
 	s.jobs.exec = ex
 	s.jobs.seen = map[string]bool{}
+	s.jobs.live = map[string]int{}
+	s.jobs.next = map[string]pendingRun{}
 	for _, in := range adopted {
 		s.jobs.seen[in.JobID] = true
+		s.jobs.live[in.JobID]++
 	}
 	s.jobs.mu.Unlock()
 	// The ends of processes that ended while no server watched come on
@@ -138,13 +141,46 @@ func (s *Service) reconcileJobs(ctx context.Context) {
 			s.stopRun(j)
 		}
 		if step.Start {
-			s.startRun(ctx, next, b)
+			s.startAfter(ctx, j, next, b)
 		}
 	}
 }
 
+// startAfter starts the job's new run once the previous run (of prev)
+// has no process left: at once when it has none.
+func (s *Service) startAfter(ctx context.Context, prev, next core.Job, b core.Block) {
+	key := runKey(prev)
+	s.jobs.mu.Lock()
+	if s.jobs.live[key] > 0 {
+		s.jobs.next[key] = pendingRun{job: next, block: b}
+		s.jobs.mu.Unlock()
+		return
+	}
+	s.jobs.mu.Unlock()
+	s.startRun(ctx, next, b)
+}
+
 // onExit handles the end of one instance of a run.
 func (s *Service) onExit(ctx context.Context, x executor.Exit) {
+	// 1. A run that was waiting for this one to end may start now.
+	s.jobs.mu.Lock()
+	s.jobs.seen[x.JobID] = true
+	if s.jobs.live[x.JobID] > 0 {
+		s.jobs.live[x.JobID]--
+	}
+	pending, waiting := s.jobs.next[x.JobID]
+	if waiting && s.jobs.live[x.JobID] == 0 {
+		delete(s.jobs.next, x.JobID)
+	} else {
+		waiting = false
+	}
+	s.jobs.mu.Unlock()
+	if waiting {
+		if cur, err := s.store.Job(ctx, pending.job.ID); err == nil && cur.Run == pending.job.Run && cur.State == core.JobRunning {
+			s.startRun(ctx, cur, pending.block)
+		}
+	}
+	// 2. What the exit means for the job.
 	id, run, ok := parseRunKey(x.JobID)
 	if !ok {
 		return
@@ -155,7 +191,6 @@ func (s *Service) onExit(ctx context.Context, x executor.Exit) {
 	}
 	key := runKey(j)
 	s.jobs.mu.Lock()
-	s.jobs.seen[x.JobID] = true
 	if x.Code == 0 {
 		s.jobs.ok[key]++
 	}
@@ -178,7 +213,7 @@ func (s *Service) onExit(ctx context.Context, x executor.Exit) {
 	if step.Start {
 		b, err := s.store.GetBlock(ctx, next.BlockID)
 		if err == nil && b.State == core.StateActive && !b.Terminating {
-			s.startRun(ctx, next, b)
+			s.startAfter(ctx, j, next, b)
 		}
 	}
 }
@@ -207,6 +242,7 @@ func (s *Service) startRun(ctx context.Context, j core.Job, b core.Block) {
 			Dir: filepath.Join(s.jobs.dir, j.ID), LogPath: s.jobLogPath(j.ID, i)}
 		s.jobs.mu.Lock()
 		s.jobs.seen[spec.JobID] = true
+		s.jobs.live[spec.JobID]++
 		s.jobs.mu.Unlock()
 		if _, err := ex.Start(spec); err != nil {
 			s.log.Warn("starting a job instance", "job", j.ID, "instance", i, "err", err)

@@ -32,13 +32,25 @@ type jobRuntime struct {
 	exec backend.Runner  // set while leading
 	ok   map[string]int  // run key → instances that exited with code 0
 	seen map[string]bool // run keys known to run or to have ended, since leading
+	// live counts each run's processes still running; a new run of a job
+	// waits in next until its previous run has none left, so that a job
+	// never runs twice at once.
+	live map[string]int
+	next map[string]pendingRun // previous run key → the run to start
+}
+
+// pendingRun is a run to start once the job's previous run has ended.
+type pendingRun struct {
+	job   core.Job
+	block core.Block
 }
 
 func newJobRuntime(dir string) *jobRuntime {
 	if abs, err := filepath.Abs(dir); err == nil {
 		dir = abs // jobs run in directories of their own
 	}
-	return &jobRuntime{dir: dir, grace: jobGrace, kick: make(chan struct{}, 1), ok: map[string]int{}, seen: map[string]bool{}}
+	return &jobRuntime{dir: dir, grace: jobGrace, kick: make(chan struct{}, 1), ok: map[string]int{}, seen: map[string]bool{},
+		live: map[string]int{}, next: map[string]pendingRun{}}
 }
 
 // runKey names one run of a job to the executor: "<job id>/<run>".

@@ -98,7 +98,7 @@ func (s *Service) restartJobsOn(ctx context.Context, b core.Block, node string) 
 		}
 		next.Version = j.Version + 1
 		s.stopRun(j)
-		s.startRun(ctx, next, b)
+		s.startAfter(ctx, j, next, b) // once the old run's processes are gone
 	}
 }
 
