@@ -23,6 +23,7 @@ func (a *app) blocksCmd() *cobra.Command {
 		a.blocksShowCmd(),
 		a.blocksStatusCmd(),
 		a.blocksCancelCmd(),
+		a.blocksApproveCmd(),
 		a.blocksExtensionOfferingsCmd(),
 		a.blocksExtendCmd(),
 	)
@@ -126,6 +127,25 @@ func (a *app) printStatus(s client.BlockStatus) error {
 		t.row(p.Node, formatGPUs(p.GPUs))
 	}
 	return t.flush()
+}
+
+func (a *app) blocksApproveCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "approve BLOCK_ID",
+		Short: "Approve a block waiting in payment-pending under the approval policy (admin)",
+		Args:  exactlyOne("block id"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			b, err := c.ApproveBlock(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			return a.showBlock(b)
+		},
+	}
 }
 
 func (a *app) blocksCancelCmd() *cobra.Command {

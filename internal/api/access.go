@@ -38,6 +38,7 @@ var access = map[string]core.Role{
 	"listBlocks":             core.RoleViewer,
 	"getBlock":               core.RoleViewer,
 	"cancelBlock":            core.RoleMember,
+	"approveBlock":           core.RoleAdmin,
 	"listExtensionOfferings": core.RoleViewer,
 	"extendBlock":            core.RoleMember,
 	"getBlockStatus":         core.RoleViewer,

@@ -42,6 +42,8 @@ func (s *server) registerBlocks(api huma.API) {
 		"Get a block"), s.getBlock)
 	huma.Register(api, s.operation("cancelBlock", http.MethodPost, "/v1/blocks/{id}/cancel", "blocks",
 		"Cancel a block, or release it early; refunded per the operator's policy"), s.cancelBlock)
+	huma.Register(api, s.operation("approveBlock", http.MethodPost, "/v1/blocks/{id}/approve", "blocks",
+		"Approve a block waiting in payment-pending under the approval policy (admin)"), s.approveBlock)
 	huma.Register(api, s.operation("listExtensionOfferings", http.MethodGet, "/v1/blocks/{id}/extension-offerings", "blocks",
 		"Search offerings that extend a block"), s.extensionOfferings)
 	huma.Register(api, s.operation("extendBlock", http.MethodPost, "/v1/blocks/{id}/extensions", "blocks",
@@ -242,4 +244,12 @@ func (s *server) blockStatus(ctx context.Context, in *blockIDInput) (*out[blockS
 		return nil, serviceProblem(ctx, err)
 	}
 	return reply(toBlockStatus(st))
+}
+
+func (s *server) approveBlock(ctx context.Context, in *blockIDInput) (*out[blockJSON], error) {
+	b, err := s.svc.ApproveBlock(ctx, in.ID)
+	if err != nil {
+		return nil, serviceProblem(ctx, err)
+	}
+	return reply(toBlock(b))
 }

@@ -143,6 +143,7 @@ func TestOpenAPI(t *testing.T) {
 				"POST /v1/plans",
 				"POST /v1/blocks",
 				"POST /v1/blocks/{id}/cancel",
+				"POST /v1/blocks/{id}/approve",
 				"POST /v1/blocks/{id}/extensions",
 				"GET /v1/audit",
 				"GET /v1/teams",

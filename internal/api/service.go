@@ -24,6 +24,8 @@ type Service interface {
 	ListBlocks(ctx context.Context, team string, state core.BlockState) ([]core.Block, error)
 	GetBlock(ctx context.Context, team, id string) (core.Block, error)
 	CancelBlock(ctx context.Context, team, id string) (core.Block, error)
+	// ApproveBlock approves a block waiting for approval (admin).
+	ApproveBlock(ctx context.Context, id string) (core.Block, error)
 	ExtensionOfferings(ctx context.Context, team, id string, duration time.Duration) ([]core.Offering, error)
 	Extend(ctx context.Context, team, id, offeringID string) (core.Block, error)
 	BlockStatus(ctx context.Context, team, id string) (BlockStatus, error)

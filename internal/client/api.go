@@ -114,6 +114,16 @@ func (c *Client) CancelBlock(ctx context.Context, id string) (Block, error) {
 	return b, nil
 }
 
+// ApproveBlock approves a block waiting for approval (admin):
+// POST /v1/blocks/{id}/approve.
+func (c *Client) ApproveBlock(ctx context.Context, id string) (Block, error) {
+	var b Block
+	if err := c.do(ctx, request{method: http.MethodPost, path: blockPath(id, "/approve")}, &b); err != nil {
+		return Block{}, fmt.Errorf("approving block %s: %w", id, err)
+	}
+	return b, nil
+}
+
 // ExtensionOfferings lists offerings that extend a block by durationHours:
 // GET /v1/blocks/{id}/extension-offerings.
 func (c *Client) ExtensionOfferings(ctx context.Context, id string, durationHours int) ([]Offering, error) {

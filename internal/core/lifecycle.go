@@ -16,7 +16,25 @@ const (
 	EventBlockCancelled         = "block.cancelled"
 	EventBlockExtended          = "block.extended"
 	EventBlockMoved             = "block.moved"
+	EventBlockPaymentPending    = "block.payment-pending"
+	EventBlockApproved          = "block.approved"
+	EventBlockPaymentFailed     = "block.payment-failed"
 )
+
+// NeedsApproval reports whether a block of count instances waits for an
+// admin's approval under the operator's policy.
+func NeedsApproval(count int, l Limits) bool {
+	return l.ApprovalAboveInstances > 0 && count > l.ApprovalAboveInstances
+}
+
+// Approve moves a block waiting for approval to scheduled.
+func Approve(b Block) (Block, error) {
+	if b.State != StatePaymentPending {
+		return b, fmt.Errorf("%w: block %s is %s; only payment-pending blocks wait for approval", ErrInvalidState, b.ID, b.State)
+	}
+	b.State = StateScheduled
+	return b, nil
+}
 
 // Transition is one lifecycle step the reconciler takes, with its event.
 type Transition struct {
@@ -46,6 +64,11 @@ func step(b Block, now time.Time, l Limits) (Block, Transition, bool) {
 	warnAt := b.End.Add(-l.WarnBefore)
 	termAt := b.End.Add(-l.TerminateBefore)
 	switch b.State {
+	case StatePaymentPending:
+		if failAt := b.Start.Add(-l.ApprovalDeadline); !now.Before(failAt) {
+			b.State = StatePaymentFailed
+			return b, Transition{EventBlockPaymentFailed, failAt}, true
+		}
 	case StateScheduled:
 		if !now.Before(b.Start) {
 			b.State = StateActive
@@ -71,6 +94,8 @@ func step(b Block, now time.Time, l Limits) (Block, Transition, bool) {
 // when it has none.
 func NextDue(b Block, l Limits) (time.Time, bool) {
 	switch b.State {
+	case StatePaymentPending:
+		return b.Start.Add(-l.ApprovalDeadline), true
 	case StateScheduled:
 		return b.Start, true
 	case StateActive:

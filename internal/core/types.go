@@ -89,6 +89,11 @@ type Limits struct {
 	RefundBeforeStart    int           // percent refunded when cancelled before start
 	RefundAfterStart     int           // percent refunded when released after start
 	MaxResults           int
+	// ApprovalAboveInstances, when above 0, makes a block of more
+	// instances wait in payment-pending for an admin's approval; one still
+	// unapproved ApprovalDeadline before its start becomes payment-failed.
+	ApprovalAboveInstances int
+	ApprovalDeadline       time.Duration
 }
 
 // DefaultLimits are the baseline semantics of DESIGN.md.
@@ -109,6 +114,7 @@ func DefaultLimits() Limits {
 		RefundBeforeStart:    100,
 		RefundAfterStart:     0,
 		MaxResults:           6,
+		ApprovalDeadline:     5 * time.Minute,
 	}
 }
 

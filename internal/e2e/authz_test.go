@@ -245,6 +245,11 @@ var authzRequests = map[string]func(f *authzFixture, role core.Role, other bool)
 	"listExtensionOfferings": func(f *authzFixture, _ core.Role, other bool) authzRequest {
 		return authzRequest{need: core.RoleViewer, method: "GET", path: "/v1/blocks/" + f.block(f.teamOf(other)) + "/extension-offerings?durationHours=1", success: 200, scoped: true, otherStatus: 404}
 	},
+	// With the default policy no block waits for approval: an admin's
+	// approval of a scheduled block is an invalid state.
+	"approveBlock": func(f *authzFixture, _ core.Role, other bool) authzRequest {
+		return authzRequest{need: core.RoleAdmin, method: "POST", path: "/v1/blocks/" + f.block(f.teamOf(other)) + "/approve", success: 409}
+	},
 	"extendBlock": func(f *authzFixture, _ core.Role, other bool) authzRequest {
 		id := f.block(f.teamOf(other))
 		return authzRequest{need: core.RoleMember, method: "POST", path: "/v1/blocks/" + id + "/extensions", body: map[string]any{"offeringId": f.extensionOffering(id)},

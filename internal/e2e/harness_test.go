@@ -58,8 +58,14 @@ type env struct {
 // at t0.
 func start(t *testing.T) *env {
 	t.Helper()
+	return startFleet(t, testFleet)
+}
+
+// startFleet is start on a fleet file of the test's own.
+func startFleet(t *testing.T, fleetYAML string) *env {
+	t.Helper()
 	ctx := context.Background()
-	f, err := fleet.Parse([]byte(testFleet))
+	f, err := fleet.Parse([]byte(fleetYAML))
 	if err != nil {
 		t.Fatal(err)
 	}

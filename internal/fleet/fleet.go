@@ -46,6 +46,8 @@ type fileLimits struct {
 	RefundBeforeStartPercent number `yaml:"refundBeforeStartPercent"`
 	RefundAfterStartPercent  number `yaml:"refundAfterStartPercent"`
 	MaxResults               number `yaml:"maxResults"`
+	ApprovalAboveInstances   number `yaml:"approvalAboveInstances"`
+	ApprovalDeadline         string `yaml:"approvalDeadline"`
 }
 
 // filePricing mirrors core.Pricing as factors of the on-demand price

@@ -45,6 +45,8 @@ func (c *checker) limits(fl fileLimits) core.Limits {
 	num(fl.RefundBeforeStartPercent, &l.RefundBeforeStart)
 	num(fl.RefundAfterStartPercent, &l.RefundAfterStart)
 	num(fl.MaxResults, &l.MaxResults)
+	num(fl.ApprovalAboveInstances, &l.ApprovalAboveInstances)
+	dur("approvalDeadline", fl.ApprovalDeadline, &l.ApprovalDeadline)
 
 	// set tells which keys the file gives, to attribute pairwise problems.
 	set := map[string]bool{
@@ -98,6 +100,10 @@ func (c *checker) limits(fl fileLimits) core.Limits {
 		"refundBeforeStartPercent is %d, must be 0 to 100", l.RefundBeforeStart)
 	check(l.RefundAfterStart >= 0 && l.RefundAfterStart <= 100, "$.limits.refundAfterStartPercent",
 		"refundAfterStartPercent is %d, must be 0 to 100", l.RefundAfterStart)
+	check(l.ApprovalAboveInstances >= 0, "$.limits.approvalAboveInstances",
+		"approvalAboveInstances is %d, must be 0 (no approval) or more", l.ApprovalAboveInstances)
+	check(l.ApprovalAboveInstances == 0 || l.ApprovalDeadline < l.MinLeadTime, "$.limits.approvalDeadline",
+		"approvalDeadline %s must be shorter than minLeadTime %s, or a block could fail as soon as bought", f(l.ApprovalDeadline), f(l.MinLeadTime))
 	check(l.MaxResults >= 1 && l.MaxResults <= maxResultsCap, "$.limits.maxResults",
 		"maxResults is %d, must be 1 to %d", l.MaxResults, maxResultsCap)
 	return l

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -430,5 +431,21 @@ func TestParseErrors(t *testing.T) {
 				t.Errorf("ErrorList has %d entries for %d lines; each error must be one line", len(list), len(got))
 			}
 		})
+	}
+}
+
+func TestApprovalLimits(t *testing.T) {
+	base := "currency: USD\ninstanceTypes:\n  - {name: h100.8x, gpuModel: H100, gpusPerInstance: 8, onDemandPrice: \"98.32\"}\nzones:\n  - name: z\n    racks:\n      - name: r\n        nodeGroups:\n          - {prefix: n-, count: 2, gpuModel: H100, gpus: 8}\n"
+	f, err := Parse([]byte(base + "limits: {approvalAboveInstances: 4, approvalDeadline: 10m}\n"))
+	if err != nil || f.Limits.ApprovalAboveInstances != 4 || f.Limits.ApprovalDeadline != 10*time.Minute {
+		t.Fatalf("Parse: %+v, %v", f.Limits, err)
+	}
+	for name, limits := range map[string]string{
+		"negative":               "limits: {approvalAboveInstances: -1}\n",
+		"deadline past the lead": "limits: {approvalAboveInstances: 4, approvalDeadline: 45m}\n",
+	} {
+		if _, err := Parse([]byte(base + limits)); err == nil || !strings.Contains(err.Error(), "approval") {
+			t.Errorf("%s: %v, want an error about approval", name, err)
+		}
 	}
 }

@@ -74,6 +74,24 @@ func (s *Service) CancelBlock(ctx context.Context, team, id string) (core.Block,
 	return b, err
 }
 
+// ApproveBlock approves a block waiting in payment-pending (admin): it is
+// scheduled like any other.
+func (s *Service) ApproveBlock(ctx context.Context, id string) (core.Block, error) {
+	return s.mutate(ctx, "", id, func(b core.Block, now time.Time) (store.Change, error) {
+		approved, err := core.Approve(b)
+		if err != nil {
+			return store.Change{}, err
+		}
+		return store.Change{
+			Update: []store.BlockUpdate{{Block: approved, ExpectedVersion: b.Version}},
+			Events: []core.Event{
+				s.event(now, core.EventBlockApproved, approved, nil),
+				s.event(now, core.EventBlockScheduled, approved, map[string]any{"from": string(core.StatePaymentPending), "to": string(core.StateScheduled)}),
+			},
+		}, nil
+	})
+}
+
 // ExtensionOfferings quotes an extension of a block by d.
 func (s *Service) ExtensionOfferings(ctx context.Context, team, id string, d time.Duration) ([]core.Offering, error) {
 	b, err := s.GetBlock(ctx, team, id)

@@ -55,9 +55,13 @@ func (s *Service) purchaseOnce(ctx context.Context, req api.PurchaseRequest, has
 	if err != nil {
 		return core.Block{}, err
 	}
+	state, stateEvent := core.StateScheduled, core.EventBlockScheduled
+	if core.NeedsApproval(off.Count, s.fleet.Limits) {
+		state, stateEvent = core.StatePaymentPending, core.EventBlockPaymentPending // an admin approves it
+	}
 	b := core.Block{
 		ID: newID("cb"), Name: req.Name, Team: req.Team, InstanceType: t.Name, GPUModel: t.GPUModel,
-		Count: off.Count, Zone: off.Zone, Start: off.Start, End: off.End, State: core.StateScheduled,
+		Count: off.Count, Zone: off.Zone, Start: off.Start, End: off.End, State: state,
 		Fee: off.Fee, CreatedAt: now, Tags: req.Tags, Placements: plan.Placements,
 	}
 	c := store.Change{
@@ -69,7 +73,7 @@ func (s *Service) purchaseOnce(ctx context.Context, req api.PurchaseRequest, has
 			InstanceType: t.Name, OnDemand: off.OnDemandFee}},
 		Events: []core.Event{
 			s.event(now, core.EventBlockPurchased, b, map[string]any{"offeringId": off.ID, "upfrontFee": b.Fee.String(), "currency": b.Fee.Currency}),
-			s.event(now, core.EventBlockScheduled, b, map[string]any{"from": string(core.StatePaymentPending), "to": string(core.StateScheduled)}),
+			s.event(now, stateEvent, b, map[string]any{"from": string(core.StatePaymentPending), "to": string(state)}),
 		},
 	}
 	c.Budget = guard

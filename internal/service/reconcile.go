@@ -194,6 +194,11 @@ func (s *Service) Reconcile(ctx context.Context) error {
 	})
 	for _, st := range steps {
 		c.Events = append(c.Events, s.event(st.At, st.Event, st.block, transitionData(st)))
+		if st.Event == core.EventBlockPaymentFailed && st.block.Fee.Minor > 0 {
+			// Never approved: the charge is reversed in full.
+			c.Ledger = append(c.Ledger, core.LedgerEntry{ID: newID("le"), Team: st.block.Team, Time: st.At, Kind: core.LedgerRefund,
+				Amount: st.block.Fee, Subject: st.block.ID, InstanceType: st.block.InstanceType})
+		}
 	}
 	// Plans whose segments take a step record their own transitions.
 	if err := s.addPlanEvents(ctx, &c, steps); err != nil {
@@ -226,7 +231,7 @@ func (s *Service) Reconcile(ctx context.Context) error {
 			s.act("activate", st.block)
 		case core.EventBlockTerminating:
 			s.act("terminate", st.block)
-		case core.EventBlockExpired:
+		case core.EventBlockExpired, core.EventBlockPaymentFailed:
 			s.act("release", st.block)
 		}
 	}
@@ -240,6 +245,9 @@ func transitionData(st transition) map[string]any {
 		d["from"], d["to"] = string(core.StateScheduled), string(core.StateActive)
 	case core.EventBlockExpired:
 		d["from"], d["to"] = string(core.StateActive), string(core.StateExpired)
+	case core.EventBlockPaymentFailed:
+		d["from"], d["to"] = string(core.StatePaymentPending), string(core.StatePaymentFailed)
+		d["reason"] = "not approved in time; the charge is reversed"
 	}
 	return d
 }
