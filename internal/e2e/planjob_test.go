@@ -15,7 +15,9 @@ import (
 // it resumes from the step in $CAPBLOCK_CHECKPOINT_DIR/step, records every
 // step it does in steps.log, saves each step before the next, and on
 // SIGTERM finishes the step in hand, saves and exits 0. It logs the end
-// of its segment at each start.
+// of its segment at each start. SIGTERM goes to the job's whole process
+// group, so a step is saved with shell builtins only: an external command
+// (mv) would be killed by the signal half-way through the step.
 const stepCounter = `ck="$CAPBLOCK_CHECKPOINT_DIR"
 s=$(cat "$ck/step" 2>/dev/null || echo 0)
 echo "start at step $s, segment ends $CAPBLOCK_SEGMENT_END, restart $CAPBLOCK_RESTART_COUNT"
@@ -26,7 +28,7 @@ while [ "$s" -lt "$TOTAL" ]; do
   [ -n "$stop" ] && { echo "stopped at step $s"; exit 0; }
   s=$((s+1))
   echo "$s" >> "$ck/steps.log"
-  echo "$s" > "$ck/step.tmp" && mv "$ck/step.tmp" "$ck/step"
+  echo "$s" > "$ck/step"
   sleep 0.02
 done
 echo "done at step $s"
