@@ -165,7 +165,7 @@ func (s *Service) Extend(ctx context.Context, team, id, offeringID string) (core
 				"offeringId": off.ID, "fee": off.Fee.String(), "currency": off.Fee.Currency,
 			})},
 		}
-		c.Budget = guard
+		c.Budgets = guards(guard)
 		s.addMoves(&c, plan.Moves, now)
 		return c, nil
 	})

@@ -146,3 +146,12 @@ func (s *Service) Ledger(ctx context.Context, scope, team string) (api.LedgerVie
 	}
 	return v, nil
 }
+
+// guards is the budget guards of a change: none when the team has no
+// budget.
+func guards(g *core.BudgetGuard) []core.BudgetGuard {
+	if g == nil {
+		return nil
+	}
+	return []core.BudgetGuard{*g}
+}

@@ -115,7 +115,7 @@ func (s *Service) purchasePlanOnce(ctx context.Context, req api.PlanPurchaseRequ
 		Idempotency: []store.IdempotencyRecord{{
 			Team: req.Team, ClientToken: req.ClientToken, RequestHash: hash, Subject: p.ID, CreatedAt: now,
 		}},
-		Budget: guard,
+		Budgets: guards(guard),
 	}
 	segmentIDs := make([]any, 0, len(pp.blocks))
 	for i, b := range pp.blocks {

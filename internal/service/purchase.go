@@ -76,7 +76,7 @@ func (s *Service) purchaseOnce(ctx context.Context, req api.PurchaseRequest, has
 			s.event(now, stateEvent, b, map[string]any{"from": string(core.StatePaymentPending), "to": string(state)}),
 		},
 	}
-	c.Budget = guard
+	c.Budgets = guards(guard)
 	s.addMoves(&c, plan.Moves, now)
 	if err := s.store.Commit(ctx, c); err != nil {
 		return core.Block{}, fmt.Errorf("storing block %s: %w", b.ID, err)

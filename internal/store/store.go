@@ -80,12 +80,12 @@ type Change struct {
 	// their segments are blocks of Insert with PlanID set. A duplicate
 	// plan id is a conflict.
 	InsertPlans []core.Plan
-	// Budget, when set, makes the commit check that the team's net spend
-	// (charges minus refunds) with time at or after Since, including this
-	// change's own ledger entries of that team, stays within Limit; if
+	// Budgets make the commit check, for each guard, that the team's net
+	// spend (charges minus refunds) with time at or after Since, including
+	// this change's own ledger entries of that team, stays within Limit; if
 	// not, Commit stores nothing and returns an error wrapping
 	// core.ErrBudgetExceeded.
-	Budget *core.BudgetGuard
+	Budgets []core.BudgetGuard
 }
 
 // BlockUpdate replaces a stored block's mutable fields (State, End, Name,

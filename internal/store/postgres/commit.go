@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sort"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -214,8 +215,8 @@ type commitWriter struct {
 
 // queue queues c's statements, in the order of the sqlite driver.
 func (w *commitWriter) queue(c store.Change, eventData []string) error {
-	if c.Budget != nil {
-		w.queueBudget(*c.Budget, c.Ledger)
+	for _, g := range sortedGuards(c.Budgets) {
+		w.queueBudget(g, c.Ledger)
 	}
 	for _, r := range c.Idempotency {
 		w.queueIdempotency(r)
@@ -451,4 +452,12 @@ func (w *commitWriter) queueEvents(events []core.Event, data []string) {
 			return nil
 		}))
 	}
+}
+
+// sortedGuards orders budget guards by team, so that commits lock teams
+// in one order and never deadlock on each other.
+func sortedGuards(gs []core.BudgetGuard) []core.BudgetGuard {
+	out := append([]core.BudgetGuard(nil), gs...)
+	sort.Slice(out, func(i, j int) bool { return out[i].Team < out[j].Team })
+	return out
 }

@@ -83,8 +83,8 @@ func (w *commitTx) stmt(st *sql.Stmt) *sql.Stmt { return w.tx.StmtContext(w.ctx,
 func (w *commitTx) apply(c store.Change, eventData []string) ([]int64, error) {
 	// 0. The budget guard, before anything is written: the transaction
 	//    holds the write lock, so no other commit spends meanwhile.
-	if c.Budget != nil {
-		if err := w.checkBudget(*c.Budget, c.Ledger); err != nil {
+	for _, g := range c.Budgets {
+		if err := w.checkBudget(g, c.Ledger); err != nil {
 			return nil, err
 		}
 	}

@@ -14,7 +14,7 @@ import (
 	"capblock/internal/store"
 )
 
-// budgetTests check the budget guard of Commit (store.Change.Budget).
+// budgetTests check the budget guards of Commit (store.Change.Budgets).
 var budgetTests = []struct {
 	name string
 	run  func(*testing.T, Harness)
@@ -24,6 +24,7 @@ var budgetTests = []struct {
 	{"BudgetRefunds", testBudgetRefunds},
 	{"BudgetSince", testBudgetSince},
 	{"BudgetOtherTeams", testBudgetOtherTeams},
+	{"BudgetSeveralGuards", testBudgetSeveralGuards},
 	{"BudgetConcurrentPurchases", testBudgetConcurrent},
 }
 
@@ -51,7 +52,7 @@ func budgetGuard(team string, limit int64, since time.Time) *core.BudgetGuard {
 
 // spending is a change of ledger entries under a budget guard.
 func spending(g *core.BudgetGuard, entries ...core.LedgerEntry) store.Change {
-	return store.Change{Ledger: entries, Budget: g}
+	return store.Change{Ledger: entries, Budgets: guardList(g)}
 }
 
 // wantBudgetExceeded fails the test unless c is refused as over budget
@@ -99,7 +100,7 @@ func testBudgetWithinLimit(t *testing.T, h Harness) {
 	mustCommit(t, s, spending(g, chargeEntry("l2", "team-a", 1, 300), chargeEntry("l3", "team-a", 1, 100)))
 	wantLedger(t, s, "team-a", "l1", "l2", "l3")
 	// A change without ledger entries passes a full budget.
-	mustCommit(t, s, store.Change{Insert: []core.Block{makeBlock("b2").on("n2", 0).obj()}, Budget: g})
+	mustCommit(t, s, store.Change{Insert: []core.Block{makeBlock("b2").on("n2", 0).obj()}, Budgets: guardList(g)})
 	wantBlock(t, s, withVersion(makeBlock("b2").on("n2", 0).obj(), 1))
 	// One cent more does not.
 	wantBudgetExceeded(t, s, spending(g, chargeEntry("l4", "team-a", 2, 1)), "10.01", "10.00")
@@ -125,7 +126,7 @@ func testBudgetExceeded(t *testing.T, h Harness) {
 		Idempotency: []store.IdempotencyRecord{{Team: "team-a", ClientToken: "tok", RequestHash: "h", Subject: "b2", CreatedAt: hour(0)}},
 		Ledger:      []core.LedgerEntry{chargeEntry("l2", "team-a", 1, 500)},
 		Events:      []core.Event{{ID: "e2", Time: hour(1), Type: "block.created", Subject: "b2", Team: "team-a"}},
-		Budget:      budgetGuard("team-a", 1000, time.Time{}),
+		Budgets:     guardList(budgetGuard("team-a", 1000, time.Time{})),
 	}
 	wantBudgetExceeded(t, s, over, "11.00", "10.00")
 	wantNoBlock(t, s, "b2")
@@ -140,7 +141,7 @@ func testBudgetExceeded(t *testing.T, h Harness) {
 	}
 
 	// Its GPUs stay free and its ids unused: within budget it commits.
-	over.Budget = budgetGuard("team-a", 1100, time.Time{})
+	over.Budgets = guardList(budgetGuard("team-a", 1100, time.Time{}))
 	mustCommit(t, s, over)
 	wantBlock(t, s, withVersion(b2, 1))
 	wantBlock(t, s, withVersion(renamed, 2))
@@ -207,7 +208,7 @@ func testBudgetConcurrent(t *testing.T, h Harness) {
 			Idempotency: []store.IdempotencyRecord{{Team: "team-a", ClientToken: "tok-" + id, RequestHash: "h", Subject: id, CreatedAt: hour(0)}},
 			Ledger:      []core.LedgerEntry{{ID: "l-" + id, Team: "team-a", Time: hour(0), Kind: core.LedgerCharge, Amount: guardDollars(price), Subject: id}},
 			Events:      []core.Event{{ID: "e-" + id, Time: hour(0), Type: "block.purchased", Subject: id, Team: "team-a"}},
-			Budget:      g,
+			Budgets:     guardList(g),
 		}
 		wg.Go(func() {
 			<-start
@@ -255,5 +256,32 @@ func testBudgetConcurrent(t *testing.T, h Harness) {
 	mustDo(t, "Events", err)
 	if len(events) != len(won) {
 		t.Errorf("stored %d events, want %d", len(events), len(won))
+	}
+}
+
+// guardList is a change's guards for one guard, or none for nil.
+func guardList(g *core.BudgetGuard) []core.BudgetGuard {
+	if g == nil {
+		return nil
+	}
+	return []core.BudgetGuard{*g}
+}
+
+// testBudgetSeveralGuards: a change charging two teams is checked against
+// each team's guard; one over its budget refuses the whole change.
+func testBudgetSeveralGuards(t *testing.T, h Harness) {
+	s := h.Open(t)
+	a, b := budgetGuard("team-a", 1000, time.Time{}), budgetGuard("team-b", 500, time.Time{})
+	both := []core.BudgetGuard{*a, *b}
+	mustCommit(t, s, store.Change{Ledger: []core.LedgerEntry{chargeEntry("l1", "team-a", 1, 900), chargeEntry("l2", "team-b", 1, 400)}, Budgets: both})
+	err := s.Commit(t.Context(), store.Change{Ledger: []core.LedgerEntry{chargeEntry("l3", "team-a", 2, 100), chargeEntry("l4", "team-b", 2, 200)}, Budgets: both})
+	if !errors.Is(err, core.ErrBudgetExceeded) || !strings.Contains(err.Error(), "team-b") {
+		t.Fatalf("team-b over its budget: %v, want ErrBudgetExceeded naming team-b", err)
+	}
+	for team, want := range map[string]int{"team-a": 1, "team-b": 1} {
+		entries, err := s.Ledger(t.Context(), team)
+		if err != nil || len(entries) != want {
+			t.Fatalf("ledger of %s: %d entries, %v; the refused change stored some", team, len(entries), err)
+		}
 	}
 }
