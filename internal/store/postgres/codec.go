@@ -32,6 +32,7 @@ const (
 	codeExclusionViolation   = "23P01"
 	codeSerializationFailure = "40001"
 	codeDeadlockDetected     = "40P01"
+	codeLockNotAvailable     = "55P03" // lock_timeout ran out
 )
 
 func sqlState(err error) string {
@@ -46,7 +47,7 @@ func sqlState(err error) string {
 // because it raced another one, so that running it again may succeed.
 func retryable(err error) bool {
 	switch sqlState(err) {
-	case codeSerializationFailure, codeDeadlockDetected:
+	case codeSerializationFailure, codeDeadlockDetected, codeLockNotAvailable:
 		return true
 	}
 	return false

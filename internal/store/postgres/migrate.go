@@ -39,6 +39,11 @@ func migrate(ctx context.Context, pool *pgxpool.Pool) error {
 		return fmt.Errorf("beginning migrations: %w", err)
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
+	// A replica starting beside another waits for its migrations however
+	// long they take, not the store's usual lock timeout.
+	if _, err := tx.Exec(ctx, `SET LOCAL lock_timeout = 0`); err != nil {
+		return fmt.Errorf("beginning migrations: %w", err)
+	}
 	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, migrationLock); err != nil {
 		return fmt.Errorf("taking the migration lock: %w", err)
 	}

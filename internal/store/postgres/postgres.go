@@ -43,6 +43,9 @@ const (
 	auditLockClass int32 = 0x6362_0004           // key: 0
 )
 
+// lockTimeout bounds every lock wait of the store's sessions.
+const lockTimeout = "2s"
+
 // Store is a store.Full (blocks and accounts) on one PostgreSQL database.
 type Store struct {
 	pool *pgxpool.Pool
@@ -63,6 +66,13 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("parsing PostgreSQL connection string: %w", err)
+	}
+	// No statement waits for a lock without end: a wait that a cycle
+	// through several locks (advisory locks, a deferred exclusion check,
+	// the events lock's queue) keeps from ending fails after lockTimeout
+	// and the transaction is run again (see retryable).
+	if _, set := cfg.ConnConfig.RuntimeParams["lock_timeout"]; !set {
+		cfg.ConnConfig.RuntimeParams["lock_timeout"] = lockTimeout
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {

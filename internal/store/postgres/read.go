@@ -102,6 +102,16 @@ func (s *Store) Idempotency(ctx context.Context, team, clientToken string) (stor
 // committing) and keeps new ones from taking a seq until it is done. Lock
 // and read travel in one batch, which is one implicit transaction.
 func (s *Store) Events(ctx context.Context, after int64, limit int) ([]core.Event, error) {
+	for attempt := 1; ; attempt++ {
+		events, err := s.readEvents(ctx, after, limit)
+		if err == nil || !retryable(err) || attempt == maxAttempts {
+			return events, err
+		}
+		s.retries.Inc()
+	}
+}
+
+func (s *Store) readEvents(ctx context.Context, after int64, limit int) ([]core.Event, error) {
 	n := int64(limit)
 	if limit <= 0 {
 		n = math.MaxInt64
