@@ -52,6 +52,7 @@ func startReplicas(t testing.TB, n int) (dsn string, rs []*replica) {
 		found := make(chan string, 1)
 		go func() {
 			sc := bufio.NewScanner(stderr)
+			sc.Buffer(make([]byte, 1<<20), 1<<24)
 			for sc.Scan() {
 				line := sc.Text()
 				r.logs.Write([]byte(line + "\n"))

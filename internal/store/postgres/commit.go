@@ -215,6 +215,7 @@ type commitWriter struct {
 
 // queue queues c's statements, in the order of the sqlite driver.
 func (w *commitWriter) queue(c store.Change, eventData []string) error {
+	w.queueNodeLocks(c)
 	for _, g := range sortedGuards(c.Budgets) {
 		w.queueBudget(g, c.Ledger)
 	}
@@ -460,4 +461,36 @@ func sortedGuards(gs []core.BudgetGuard) []core.BudgetGuard {
 	out := append([]core.BudgetGuard(nil), gs...)
 	sort.Slice(out, func(i, j int) bool { return out[i].Team < out[j].Team })
 	return out
+}
+
+// queueNodeLocks locks, before anything is written, every node that the
+// change's blocks hold, in one order. Were the locks taken after the
+// allocation rows are written (as the overlap re-check needs them), two
+// commits on one node would wait for each other in a cycle (one for the
+// node's lock, the other, at COMMIT, for the first one's uncommitted row
+// under the deferred exclusion constraint) that only PostgreSQL's
+// deadlock detection breaks, a second later each time.
+func (w *commitWriter) queueNodeLocks(c store.Change) {
+	set := map[int32]bool{}
+	for _, b := range c.Insert {
+		for _, p := range b.Placements {
+			set[lockKey(p.Node)] = true
+		}
+	}
+	for _, u := range c.Update {
+		for _, p := range u.Block.Placements {
+			set[lockKey(p.Node)] = true
+		}
+	}
+	if len(set) == 0 {
+		return
+	}
+	keys := make([]int32, 0, len(set))
+	for k := range set {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	w.exec("locking nodes", nil,
+		`SELECT pg_advisory_xact_lock($1, k) FROM unnest($2::int4[]) WITH ORDINALITY AS u (k, i) ORDER BY i`,
+		nodeLockClass, keys)
 }
