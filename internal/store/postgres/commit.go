@@ -210,7 +210,9 @@ type commitWriter struct {
 	// are on.
 	recheck []string
 	nodes   map[int32]bool
-	seqs    []int64
+	// locked are the node locks the commit already holds.
+	locked map[int32]bool
+	seqs   []int64
 }
 
 // queue queues c's statements, in the order of the sqlite driver.
@@ -392,14 +394,7 @@ func (w *commitWriter) queueOverlapCheck() {
 	if len(w.recheck) == 0 {
 		return
 	}
-	keys := make([]int32, 0, len(w.nodes))
-	for k := range w.nodes {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	w.exec("locking nodes", nil,
-		`SELECT pg_advisory_xact_lock($1, k) FROM unnest($2::int4[]) WITH ORDINALITY AS u (k, i) ORDER BY i`,
-		nodeLockClass, keys)
+	w.lockNodes(w.nodes) // those the change's blocks did not name up front
 	for _, id := range w.recheck {
 		w.batch.Queue(findOverlapSQL, id).QueryRow(step(func(row pgx.Row) error {
 			var (
@@ -482,12 +477,24 @@ func (w *commitWriter) queueNodeLocks(c store.Change) {
 			set[lockKey(p.Node)] = true
 		}
 	}
-	if len(set) == 0 {
-		return
+	w.lockNodes(set)
+}
+
+// lockNodes locks the nodes of set that the commit does not hold yet, in
+// one order.
+func (w *commitWriter) lockNodes(set map[int32]bool) {
+	if w.locked == nil {
+		w.locked = map[int32]bool{}
 	}
-	keys := make([]int32, 0, len(set))
+	var keys []int32
 	for k := range set {
-		keys = append(keys, k)
+		if !w.locked[k] {
+			keys = append(keys, k)
+			w.locked[k] = true
+		}
+	}
+	if len(keys) == 0 {
+		return
 	}
 	slices.Sort(keys)
 	w.exec("locking nodes", nil,
