@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/bits"
 	"time"
 
 	"capblock/internal/api"
@@ -226,7 +225,6 @@ func (s *Service) BlockStatus(ctx context.Context, team, id string) (api.BlockSt
 	if err != nil {
 		return api.BlockStatus{}, err
 	}
-	t, _ := s.fleet.Type(b.InstanceType)
 	now := s.clock.Now()
 	st := api.BlockStatus{
 		Total:          b.Count,
@@ -235,23 +233,11 @@ func (s *Service) BlockStatus(ctx context.Context, team, id string) (api.BlockSt
 		Placements:     b.Placements,
 	}
 	s.mu.RLock()
-	for _, pl := range b.Placements {
-		if n, ok := s.index.Node(pl.Node); ok && n.Health == core.Unhealthy && t.GPUsPerInstance > 0 {
-			st.Unavailable += bits.OnesCount64(maskOfGPUs(pl.GPUs)) / t.GPUsPerInstance
-		}
-	}
+	st.Unavailable = s.unavailable(b)
 	s.mu.RUnlock()
 	if b.State == core.StateActive {
 		st.Available = st.Total - st.Unavailable
 	}
 	st.Degraded = st.Unavailable > 0 && b.State.Live()
 	return st, nil
-}
-
-func maskOfGPUs(gpus []int) uint64 {
-	var m uint64
-	for _, g := range gpus {
-		m |= 1 << g
-	}
-	return m
 }

@@ -137,7 +137,7 @@ func (s *Service) RecoverNode(ctx context.Context, name string) (api.NodeReport,
 }
 
 // unavailable counts a block's instances on unhealthy nodes. Callers
-// hold mu.
+// hold mu (shared is enough).
 func (s *Service) unavailable(b core.Block) int {
 	t, _ := s.fleet.Type(b.InstanceType)
 	if t.GPUsPerInstance < 1 {
