@@ -64,7 +64,11 @@ func dbError(what string, err error) error {
 		return fmt.Errorf("%s: %w", what, err)
 	}
 	switch {
-	case pgErr.Code == codeUniqueViolation || pgErr.Code == codeExclusionViolation:
+	case pgErr.Code == codeExclusionViolation:
+		// The detail names nodes by number: see the nodes table.
+		return fmt.Errorf("%s: a GPU it allocates is held by another live block at the same time (%s: %s): %w",
+			what, pgErr.ConstraintName, strings.TrimSuffix(pgErr.Detail, "."), store.ErrConflict)
+	case pgErr.Code == codeUniqueViolation:
 		detail := pgErr.Detail
 		if detail == "" {
 			detail = "constraint " + pgErr.ConstraintName + " refused it"

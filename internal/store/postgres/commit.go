@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"time"
@@ -20,12 +21,14 @@ import (
 const maxAttempts = 5
 
 // Commit applies c in one transaction after re-checking it (see
-// store.Store), with the sqlite driver's semantics: the overlap re-check
-// runs on the state the change leaves behind, so it also rejects overlaps
-// between two blocks of one change and a block that becomes live again on
-// GPUs taken meanwhile, and it ignores the allocations of blocks that are
-// not live. The exclusion constraint on allocations checks the same at
-// COMMIT, as the last line of defence; its violation is a conflict too.
+// store.Store), with the sqlite driver's semantics. The overlap re-check
+// is the exclusion constraint on allocations itself, checked at COMMIT on
+// the state the change leaves behind: it also rejects overlaps between
+// two blocks of one change and a block that becomes live again on GPUs
+// taken meanwhile, and it ignores the allocations of blocks that are not
+// live. Its violation is a conflict. (A query of the same overlaps before
+// COMMIT, as the sqlite driver runs, would only repeat the constraint's
+// index scans: it cost more than the rows' insertion.)
 //
 // A transaction that the database aborts as a deadlock or a serialization
 // failure is run again, up to maxAttempts times, and then reported as a
@@ -204,14 +207,6 @@ func queueLockBlocks(b *pgx.Batch, updates []store.BlockUpdate, stored *map[stri
 type commitWriter struct {
 	batch  *pgx.Batch
 	stored map[string]*storedBlock
-
-	// recheck are the live blocks whose allocations are new, moved,
-	// longer or alive again; nodes are the nodes that those allocations
-	// are on.
-	recheck []string
-	nodes   map[int32]bool
-	// locked are the node locks the commit already holds.
-	locked map[int32]bool
 	seqs   []int64
 }
 
@@ -247,7 +242,6 @@ func (w *commitWriter) queue(c store.Change, eventData []string) error {
 			e.ID, e.Team, seconds(e.Time), e.Kind, e.Amount.Minor, e.Amount.Currency, e.Subject,
 			e.InstanceType, e.OnDemand.Minor)
 	}
-	w.queueOverlapCheck()
 	w.queueEvents(c.Events, eventData)
 	w.queueNotify(c)
 	return nil
@@ -287,9 +281,6 @@ func (w *commitWriter) queueInsert(b core.Block) {
 		seconds(b.Start), seconds(b.End), string(b.State), b.Fee.Minor, b.Fee.Currency,
 		seconds(b.CreatedAt), store.EncodeTags(b.Tags), store.EncodePlacements(b.Placements), b.Warned, b.Terminating, b.PlanID)
 	w.queueAllocations(b.ID, seconds(b.Start), seconds(b.End), b.State.Live(), b.Placements)
-	if b.State.Live() {
-		w.addRecheck(b.ID, b.Placements)
-	}
 }
 
 // queueUpdate checks u against the locked row and queues its writes.
@@ -327,7 +318,6 @@ func (w *commitWriter) queueUpdate(u store.BlockUpdate) error {
 		b.Fee.Minor, b.Fee.Currency, placements, b.ID, u.ExpectedVersion)
 
 	live, wasLive := b.State.Live(), sb.state.Live()
-	recheck := live
 	switch {
 	case u.Replace:
 		w.exec(fmt.Sprintf("deleting allocations of block %s", b.ID), nil,
@@ -338,14 +328,6 @@ func (w *commitWriter) queueUpdate(u store.BlockUpdate) error {
 		w.exec(fmt.Sprintf("updating allocations of block %s", b.ID), nil,
 			`UPDATE allocations SET during = tstzrange(lower(during), $2), live = $3 WHERE block_id = $1`,
 			b.ID, newEnd, live)
-	default:
-		recheck = false
-	}
-	// Allocations of a block that is not live hold nothing and need no
-	// check; a live block's need one when they moved, their range changed
-	// or they came back to life.
-	if recheck {
-		w.addRecheck(b.ID, sb.placements)
 	}
 	// A later update of the same block in this change sees this one.
 	sb.version, sb.end, sb.state = u.ExpectedVersion+1, newEnd, b.State
@@ -368,66 +350,21 @@ func (w *commitWriter) queueAllocations(id string, start, end time.Time, live bo
 	if len(nodes) == 0 {
 		return
 	}
+	w.queueNodes(nodes)
 	w.exec(fmt.Sprintf("inserting allocations of block %s", id), nil,
 		`INSERT INTO allocations (block_id, node, gpu, during, live)
-		SELECT $1, a.node, a.gpu, tstzrange($2, $3), $4 FROM unnest($5::text[], $6::int4[]) AS a (node, gpu)`,
+		SELECT $1, n.id, a.gpu, tstzrange($2, $3), $4
+		FROM unnest($5::text[], $6::int4[]) AS a (name, gpu) JOIN nodes n ON n.name = a.name`,
 		id, start, end, live, nodes, gpus)
 }
 
-func (w *commitWriter) addRecheck(id string, placements []core.Placement) {
-	w.recheck = append(w.recheck, id)
-	if w.nodes == nil {
-		w.nodes = map[int32]bool{}
-	}
-	for _, p := range placements {
-		w.nodes[lockKey(p.Node)] = true
-	}
+// queueNodes numbers the nodes of names that have no number yet (see
+// 0007_node_ids). Two commits that number one node wait for each other
+// on the unique name, but they already hold that node's lock in turn.
+func (w *commitWriter) queueNodes(names []string) {
+	w.exec("numbering nodes", nil,
+		`INSERT INTO nodes (name) SELECT DISTINCT unnest($1::text[]) ORDER BY 1 ON CONFLICT (name) DO NOTHING`, names)
 }
-
-// queueOverlapCheck locks the nodes of the re-checked allocations, in key
-// order, and then looks for a live allocation of another block that
-// overlaps one of them. A commit that could conflict with this one on a
-// node either committed before the lock was granted, and the check (a new
-// statement, so a new snapshot) sees its rows, or waits for this one to
-// commit and then sees this one's.
-func (w *commitWriter) queueOverlapCheck() {
-	if len(w.recheck) == 0 {
-		return
-	}
-	w.lockNodes(w.nodes) // those the change's blocks did not name up front
-	for _, id := range w.recheck {
-		w.batch.Queue(findOverlapSQL, id).QueryRow(step(func(row pgx.Row) error {
-			var (
-				other, node string
-				gpu         int
-			)
-			err := row.Scan(&other, &node, &gpu)
-			if errors.Is(err, pgx.ErrNoRows) {
-				return nil
-			}
-			if err != nil {
-				return dbError(fmt.Sprintf("checking allocations of block %s", id), err)
-			}
-			return fmt.Errorf("block %s: GPU %d of node %s is taken by block %s: %w", id, gpu, node, other, store.ErrConflict)
-		}))
-	}
-}
-
-// findOverlapSQL finds one live allocation of another block that shares a
-// GPU and intersects the time range of an allocation of block $1. It runs
-// after the change is written, so it sees the change's own new rows (two
-// blocks of one change may not overlap either) and none of the rows the
-// change replaced. The exclusion constraint's GiST index finds the other
-// side. It takes one block, not an array of them: the statement is
-// prepared, and with an array PostgreSQL's generic plan expects many rows
-// on the left and scans every live allocation on the right.
-const findOverlapSQL = `SELECT o.block_id, a.node, a.gpu
-	FROM allocations a
-	JOIN allocations o
-	  ON o.node = a.node AND o.gpu = a.gpu AND o.during && a.during AND o.live
-	 AND o.block_id <> a.block_id
-	WHERE a.block_id = $1
-	LIMIT 1`
 
 // queueEvents inserts the events while holding the events lock shared:
 // Events takes it exclusively, so it reads only when no commit holds a seq
@@ -458,45 +395,33 @@ func sortedGuards(gs []core.BudgetGuard) []core.BudgetGuard {
 	return out
 }
 
-// queueNodeLocks locks, before anything is written, every node that the
-// change's blocks hold, in one order. Were the locks taken after the
-// allocation rows are written (as the overlap re-check needs them), two
-// commits on one node would wait for each other in a cycle (one for the
-// node's lock, the other, at COMMIT, for the first one's uncommitted row
-// under the deferred exclusion constraint) that only PostgreSQL's
+// queueNodeLocks locks, before anything is written, every node whose
+// allocations the change writes (those its blocks hold now and, for an
+// update, those they held before), in one order, so that commits on one
+// node run one after the other. Without the locks two of them could wait
+// for each other in a cycle at COMMIT, each for the other's uncommitted
+// rows under the deferred exclusion constraint, which only PostgreSQL's
 // deadlock detection breaks, a second later each time.
 func (w *commitWriter) queueNodeLocks(c store.Change) {
 	set := map[int32]bool{}
-	for _, b := range c.Insert {
-		for _, p := range b.Placements {
+	add := func(ps []core.Placement) {
+		for _, p := range ps {
 			set[lockKey(p.Node)] = true
 		}
+	}
+	for _, b := range c.Insert {
+		add(b.Placements)
 	}
 	for _, u := range c.Update {
-		for _, p := range u.Block.Placements {
-			set[lockKey(p.Node)] = true
+		add(u.Block.Placements)
+		if sb, ok := w.stored[u.Block.ID]; ok {
+			add(sb.placements)
 		}
 	}
-	w.lockNodes(set)
-}
-
-// lockNodes locks the nodes of set that the commit does not hold yet, in
-// one order.
-func (w *commitWriter) lockNodes(set map[int32]bool) {
-	if w.locked == nil {
-		w.locked = map[int32]bool{}
-	}
-	var keys []int32
-	for k := range set {
-		if !w.locked[k] {
-			keys = append(keys, k)
-			w.locked[k] = true
-		}
-	}
-	if len(keys) == 0 {
+	if len(set) == 0 {
 		return
 	}
-	slices.Sort(keys)
+	keys := slices.Sorted(maps.Keys(set))
 	w.exec("locking nodes", nil,
 		`SELECT pg_advisory_xact_lock($1, k) FROM unnest($2::int4[]) WITH ORDINALITY AS u (k, i) ORDER BY i`,
 		nodeLockClass, keys)

@@ -1,0 +1,99 @@
+package postgres
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"capblock/internal/core"
+	"capblock/internal/store"
+	"capblock/internal/store/pgtest"
+)
+
+// TestNodeIDsMigration upgrades a database that allocations on node names
+// (migrations 0001 to 0006) to node numbers (0007): every row keeps its
+// node, the exclusion constraint still refuses overlaps, and later
+// commits reuse the numbers.
+func TestNodeIDsMigration(t *testing.T) {
+	ctx := t.Context()
+	dsn := pgtest.NewDatabase(t)
+	ms, err := migrations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, `CREATE TABLE schema_migrations (version integer PRIMARY KEY, name text NOT NULL,
+		applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range ms {
+		if m.Version >= 7 {
+			break
+		}
+		if _, err := conn.Exec(ctx, m.SQL); err != nil {
+			t.Fatalf("applying %s: %v", m.Name, err)
+		}
+		if _, err := conn.Exec(ctx, `INSERT INTO schema_migrations (version, name) VALUES ($1, $2)`, m.Version, m.Name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Two blocks as 0006 stored them: a on n2 GPUs 0-1, b on n1 GPU 0 and n2 GPU 2.
+	start := time.Date(2030, 1, 7, 0, 0, 0, 0, time.UTC)
+	for _, q := range []string{
+		`INSERT INTO blocks (` + blockColumns + `) VALUES
+			('a', 'a', 't', 'x', 'H100', 1, 'z', $1, $2, 'scheduled', 1, 'USD', $1, '{}', '[]', false, false, 1),
+			('b', 'b', 't', 'x', 'H100', 1, 'z', $1, $2, 'scheduled', 1, 'USD', $1, '{}', '[]', false, false, 1)`,
+		`INSERT INTO allocations (block_id, node, gpu, during, live) VALUES
+			('a', 'n2', 0, tstzrange($1, $2), true), ('a', 'n2', 1, tstzrange($1, $2), true),
+			('b', 'n1', 0, tstzrange($1, $2), true), ('b', 'n2', 2, tstzrange($1, $2), true)`,
+	} {
+		if _, err := conn.Exec(ctx, q, start, start.Add(4*time.Hour)); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+
+	s := openTemp(t, dsn) // applies 0007
+	rows, err := conn.Query(ctx, `SELECT a.block_id || '/' || n.name || '/' || a.gpu
+		FROM allocations a JOIN nodes n ON n.id = a.node ORDER BY 1`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"a/n2/0", "a/n2/1", "b/n1/0", "b/n2/2"}
+	if len(got) != len(want) {
+		t.Fatalf("allocations after 0007: %v, want %v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("allocations after 0007: %v, want %v", got, want)
+		}
+	}
+
+	block := func(id, node string, gpu int, from int) core.Block {
+		return core.Block{ID: id, Name: id, Team: "t", InstanceType: "x", GPUModel: "H100", Count: 1, Zone: "z",
+			Start: start.Add(time.Duration(from) * time.Hour), End: start.Add(time.Duration(from+4) * time.Hour),
+			State: core.StateScheduled, Fee: core.Money{Minor: 1, Currency: "USD"}, CreatedAt: start,
+			Placements: []core.Placement{{Node: node, GPUs: []int{gpu}}}}
+	}
+	// n1's GPU 0 is b's until hour 4.
+	err = s.Commit(ctx, store.Change{Insert: []core.Block{block("c", "n1", 0, 2)}})
+	if !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("overlapping b on a migrated allocation: got %v, want a conflict", err)
+	}
+	if err := s.Commit(ctx, store.Change{Insert: []core.Block{block("d", "n1", 0, 4), block("e", "n3", 0, 0)}}); err != nil {
+		t.Fatalf("Commit after b, and on a new node: %v", err)
+	}
+	var nodes int
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM nodes`).Scan(&nodes); err != nil || nodes != 3 {
+		t.Fatalf("nodes after the commits: %d (%v), want 3 (n1 and n2 kept their numbers, n3 is new)", nodes, err)
+	}
+}
