@@ -13,8 +13,8 @@ func (ix *Index) Held(team, instanceType string, start, end time.Time) int {
 		delta int
 	}
 	var edges []edge
-	for _, b := range ix.blocks {
-		if b.Team != team || (instanceType != "" && b.InstanceType != instanceType) {
+	for _, b := range ix.byTeam[team] {
+		if instanceType != "" && b.InstanceType != instanceType {
 			continue
 		}
 		if !b.Start.Before(end) || !start.Before(b.End) {
@@ -35,6 +35,17 @@ func (ix *Index) Held(team, instanceType string, start, end time.Time) int {
 		most = max(most, cur)
 	}
 	return most
+}
+
+// CheckQuota checks a block of count instances over [start, end) for the
+// team against its quota q (see the function CheckQuota), counting what
+// the team already holds only when q limits it.
+func (ix *Index) CheckQuota(team string, q Quota, count int, start, end, now time.Time) error {
+	held := 0
+	if q.MaxInstancesHeld > 0 {
+		held = ix.Held(team, q.InstanceType, start, end)
+	}
+	return CheckQuota(q, count, start, end, now, held)
 }
 
 func maxTime(a, b time.Time) time.Time {

@@ -139,8 +139,10 @@ func (s *Service) Extend(ctx context.Context, team, id, offeringID string) (core
 		if q.MaxDuration > 0 && off.End.Sub(b.Start) > q.MaxDuration {
 			return store.Change{}, fmt.Errorf("%w: the extended block would last %dh, above the team's longest of %dh", core.ErrQuotaExceeded, int(off.End.Sub(b.Start)/time.Hour), int(q.MaxDuration/time.Hour))
 		}
-		if held := s.index.Held(b.Team, q.InstanceType, off.Start, off.End); q.MaxInstancesHeld > 0 && held+b.Count > q.MaxInstancesHeld {
-			return store.Change{}, fmt.Errorf("%w: the team would hold %d instances at once (%d already), above its limit of %d", core.ErrQuotaExceeded, held+b.Count, held, q.MaxInstancesHeld)
+		if q.MaxInstancesHeld > 0 {
+			if held := s.index.Held(b.Team, q.InstanceType, off.Start, off.End); held+b.Count > q.MaxInstancesHeld {
+				return store.Change{}, fmt.Errorf("%w: the team would hold %d instances at once (%d already), above its limit of %d", core.ErrQuotaExceeded, held+b.Count, held, q.MaxInstancesHeld)
+			}
 		}
 		guard, err := s.budgetGuard(ctx, b.Team, now)
 		if err != nil {

@@ -81,8 +81,7 @@ func (s *Service) purchasePlanOnce(ctx context.Context, req api.PlanPurchaseRequ
 	defer s.mu.Unlock()
 	// 2. Each segment must pass the team's quota, like a block.
 	for i, sg := range off.Segments {
-		held := s.index.Held(req.Team, q.InstanceType, sg.Start, sg.End)
-		if err := core.CheckQuota(q, off.Count, sg.Start, sg.End, now, held); err != nil {
+		if err := s.index.CheckQuota(req.Team, q, off.Count, sg.Start, sg.End, now); err != nil {
 			return core.Plan{}, fmt.Errorf("segment %d of the plan: %w", i+1, err)
 		}
 	}

@@ -47,8 +47,7 @@ func (s *Service) purchaseOnce(ctx context.Context, req api.PurchaseRequest, has
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	held := s.index.Held(req.Team, q.InstanceType, off.Start, off.End)
-	if err := core.CheckQuota(q, off.Count, off.Start, off.End, now, held); err != nil {
+	if err := s.index.CheckQuota(req.Team, q, off.Count, off.Start, off.End, now); err != nil {
 		return core.Block{}, err
 	}
 	plan, err := s.index.Place(core.PlaceRequest{Type: t, Count: off.Count, Zone: off.Zone, Start: off.Start, End: off.End}, now)
