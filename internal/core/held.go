@@ -1,40 +1,62 @@
 package core
 
-import (
-	"sort"
-	"time"
-)
+import "time"
+
+// holdings counts, hour by hour from the index's origin, the instances a
+// team holds in live blocks: in all, and per instance type. Hours are the
+// index's own (a partial hour counts whole), so Held costs the hours of
+// its window, however many blocks the team has.
+type holdings struct {
+	all    []int32
+	byType map[string][]int32
+}
+
+// hold adds delta instances of b to its team's counts over b's hours.
+func (ix *Index) hold(b *Block, delta int) {
+	s, e := ix.hourOf(b.Start), ix.hourOf(b.End)
+	if e <= s {
+		return
+	}
+	h := ix.held[b.Team]
+	if h == nil {
+		h = &holdings{byType: map[string][]int32{}}
+		ix.held[b.Team] = h
+	}
+	add := func(counts []int32) []int32 {
+		for len(counts) < e {
+			counts = append(counts, 0)
+		}
+		for i := s; i < e; i++ {
+			counts[i] += int32(delta)
+		}
+		return counts
+	}
+	h.all = add(h.all)
+	h.byType[b.InstanceType] = add(h.byType[b.InstanceType])
+}
 
 // Held returns the most instances the team holds at once in [start, end)
-// in live blocks (of instanceType only, when not empty).
+// in live blocks (of instanceType only, when not empty), counted by the
+// index's hours.
 func (ix *Index) Held(team, instanceType string, start, end time.Time) int {
-	type edge struct {
-		at    time.Time
-		delta int
+	h := ix.held[team]
+	if h == nil {
+		return 0
 	}
-	var edges []edge
-	for _, b := range ix.byTeam[team] {
-		if instanceType != "" && b.InstanceType != instanceType {
-			continue
-		}
-		if !b.Start.Before(end) || !start.Before(b.End) {
-			continue
-		}
-		edges = append(edges, edge{maxTime(b.Start, start), b.Count}, edge{minTime(b.End, end), -b.Count})
+	counts := h.all
+	if instanceType != "" {
+		counts = h.byType[instanceType]
 	}
-	// Ends sort before starts at the same instant: [a,b) then [b,c) never overlap.
-	sort.Slice(edges, func(i, j int) bool {
-		if !edges[i].at.Equal(edges[j].at) {
-			return edges[i].at.Before(edges[j].at)
-		}
-		return edges[i].delta < edges[j].delta
-	})
-	cur, most := 0, 0
-	for _, e := range edges {
-		cur += e.delta
-		most = max(most, cur)
+	s := 0 // the hour that start falls in
+	if start.After(ix.Origin) {
+		s = int(start.Sub(ix.Origin) / time.Hour)
 	}
-	return most
+	e := min(ix.hourOf(end), len(counts))
+	most := int32(0)
+	for i := s; i < e; i++ {
+		most = max(most, counts[i])
+	}
+	return int(most)
 }
 
 // CheckQuota checks a block of count instances over [start, end) for the
@@ -46,18 +68,4 @@ func (ix *Index) CheckQuota(team string, q Quota, count int, start, end, now tim
 		held = ix.Held(team, q.InstanceType, start, end)
 	}
 	return CheckQuota(q, count, start, end, now, held)
-}
-
-func maxTime(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
-	}
-	return b
-}
-
-func minTime(a, b time.Time) time.Time {
-	if a.Before(b) {
-		return a
-	}
-	return b
 }

@@ -61,6 +61,13 @@ func TestHeld(t *testing.T) {
 		}
 	}
 	check("after adding")
+	// A window off the hour: [19:30, 20:30) sees a1 and a2 until 20:00.
+	if got := ix.Held("a", "t1", at(19).Add(30*time.Minute), at(20).Add(30*time.Minute)); got != 5 {
+		t.Errorf("Held over [19:30, 20:30) = %d, want 5", got)
+	}
+	if got := ix.Held("a", "t1", at(20).Add(30*time.Minute), at(21)); got != 3 {
+		t.Errorf("Held over [20:30, 21:00) = %d, want 3", got)
+	}
 
 	// a2 removed and a3 no longer live: team a holds less, team b the same.
 	ix.Remove("a2")

@@ -27,8 +27,8 @@ type Index struct {
 	nodeIdx map[string]int
 	pools   []*pool
 	blocks  map[string]*Block
-	// byTeam holds the same blocks by team, for Held.
-	byTeam map[string]map[string]*Block
+	// held counts what each team holds, for Held.
+	held map[string]*holdings
 
 	// rackNames names the racks (zone/rack); rackFree is scratch space
 	// for placement, all zero between calls.
@@ -64,7 +64,7 @@ type pool struct {
 // hour 0 at now truncated to the hour.
 func NewIndex(f *Fleet, blocks []Block, now time.Time) (*Index, error) {
 	ix := &Index{Fleet: f, Origin: now.UTC().Truncate(time.Hour), nodeIdx: map[string]int{}, blocks: map[string]*Block{},
-		byTeam: map[string]map[string]*Block{}}
+		held: map[string]*holdings{}}
 	poolOf := map[string]*pool{}
 	rackOf := map[string]int{}
 	for i, n := range f.Nodes {
@@ -192,12 +192,7 @@ func (ix *Index) Add(b Block) error {
 	}
 	cp := b
 	ix.blocks[b.ID] = &cp
-	team := ix.byTeam[b.Team]
-	if team == nil {
-		team = map[string]*Block{}
-		ix.byTeam[b.Team] = team
-	}
-	team[b.ID] = &cp
+	ix.hold(&cp, cp.Count)
 	return nil
 }
 
@@ -208,11 +203,7 @@ func (ix *Index) Remove(id string) {
 		return
 	}
 	delete(ix.blocks, id)
-	if team := ix.byTeam[b.Team]; len(team) > 1 {
-		delete(team, id)
-	} else {
-		delete(ix.byTeam, b.Team)
-	}
+	ix.hold(b, -b.Count)
 	for _, pl := range b.Placements {
 		if ni, ok := ix.nodeIdx[pl.Node]; ok {
 			ix.removeAllocs(ni, id)
