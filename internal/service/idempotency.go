@@ -42,12 +42,9 @@ func buyOnce[T any](ctx context.Context, s *Service, team, token, hash, what str
 		if !store.IsConflict(err) || attempt == maxCommitAttempts {
 			return zero, false, err
 		}
-		s.log.Warn(what+" conflicted with stored state; retrying on a fresh snapshot", "attempt", attempt, "err", err)
-		s.mu.Lock()
-		rerr = s.rebuildIndex(ctx)
-		s.mu.Unlock()
-		if rerr != nil {
-			return zero, false, rerr
+		s.log.Warn(what+" conflicted with stored state; retrying once the index has caught up", "attempt", attempt, "err", err)
+		if err := s.catchUp(ctx); err != nil {
+			return zero, false, err
 		}
 	}
 }

@@ -96,39 +96,6 @@ func (s *Service) lead(ctx context.Context, lost <-chan struct{}) {
 	}
 }
 
-// follow applies the blocks that any replica commits to this replica's
-// index, so its searches stay current, and wakes its event long polls.
-func (s *Service) follow(ctx context.Context, co store.Coordinator) {
-	for ids := range co.WatchBlocks(ctx) {
-		if ids == nil {
-			s.mu.Lock()
-			if err := s.rebuildIndex(ctx); err != nil && ctx.Err() == nil {
-				s.log.Error("rebuilding the index after a lost watch", "err", err)
-			}
-			s.mu.Unlock()
-			s.notifyEvents()
-			continue
-		}
-		for _, id := range ids {
-			b, err := s.store.GetBlock(ctx, id)
-			if err != nil {
-				if ctx.Err() == nil {
-					s.log.Error("loading a block another replica changed", "block", id, "err", err)
-				}
-				continue
-			}
-			s.mu.Lock()
-			if cur, ok := s.index.Block(id); !ok || cur.Version < b.Version {
-				if err := s.index.Add(b); err != nil {
-					s.log.Error("indexing a block another replica changed", "block", id, "err", err)
-				}
-			}
-			s.mu.Unlock()
-		}
-		s.notifyEvents()
-	}
-}
-
 // resyncBackend re-applies the backend state of every live block.
 func (s *Service) resyncBackend(ctx context.Context) {
 	blocks, err := s.store.ListBlocks(ctx, store.BlockFilter{States: []core.BlockState{core.StateActive}})

@@ -59,6 +59,12 @@ type Service struct {
 	// leading is set while this replica runs the reconciler.
 	leading atomic.Bool
 
+	// following is set while follow applies the other replicas' commits;
+	// barriers are the catch-ups waiting for it to pass their token.
+	following atomic.Bool
+	barrierMu sync.Mutex
+	barriers  map[string]chan bool
+
 	jobs *jobRuntime // nil when the server runs no jobs
 
 	// events is closed and replaced whenever events are committed, waking

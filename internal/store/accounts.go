@@ -68,12 +68,33 @@ type Full interface {
 // replica keeps its in-memory index current by watching what the others
 // commit, and runs the reconciler only while it holds the lead.
 type Coordinator interface {
-	// WatchBlocks reports the ids of the blocks that any replica's commits
-	// changed, shortly after each commit, until ctx ends. A nil slice means
-	// changes may have been missed (the watch reconnected): reload all.
-	WatchBlocks(ctx context.Context) <-chan []string
+	// WatchBlocks reports, shortly after each commit of any replica and in
+	// commit order, the blocks it changed, until ctx ends.
+	WatchBlocks(ctx context.Context) <-chan Notice
+	// Barrier sends a notice with token to every watch: each one receives
+	// it after the notices of every commit that had ended when Barrier
+	// was called.
+	Barrier(ctx context.Context, token string) error
 	// TryLead tries once to become the replica that runs the reconciler.
 	// On success, lost is closed if the lead is lost (the database
 	// connection that holds it broke) and release gives it up.
 	TryLead(ctx context.Context) (lost <-chan struct{}, release func(), ok bool, err error)
+}
+
+// Notice is what WatchBlocks reports: the blocks one commit changed, a
+// barrier, or that notices may have been lost.
+type Notice struct {
+	// Blocks are the blocks a commit changed, at the versions it left.
+	Blocks []BlockVersion
+	// Barrier is the token of a Barrier call.
+	Barrier string
+	// Lost says that notices may have been missed (the watch
+	// reconnected): reload every block.
+	Lost bool
+}
+
+// BlockVersion names a block at a version.
+type BlockVersion struct {
+	ID      string
+	Version int64
 }

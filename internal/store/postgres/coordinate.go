@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -26,31 +27,81 @@ const (
 
 var _ store.Coordinator = (*Store)(nil)
 
-// queueNotify names the blocks of a change on blocksChannel. NOTIFY is
-// transactional: listeners hear it when, and only if, the change commits.
+// queueNotify names the blocks of a change, at the versions it leaves, on
+// blocksChannel. NOTIFY is transactional: listeners hear it when, and only
+// if, the change commits, in commit order.
 func (w *commitWriter) queueNotify(c store.Change) {
-	var ids []string
+	var bs []store.BlockVersion
 	for _, b := range c.Insert {
-		ids = append(ids, b.ID)
+		bs = append(bs, store.BlockVersion{ID: b.ID, Version: 1})
 	}
 	for _, u := range c.Update {
-		ids = append(ids, u.Block.ID)
+		bs = append(bs, store.BlockVersion{ID: u.Block.ID, Version: u.ExpectedVersion + 1})
 	}
-	for len(ids) > 0 {
-		n, size := 0, 0
-		for n < len(ids) && size+len(ids[n])+1 <= maxPayload {
-			size += len(ids[n]) + 1
-			n++
-		}
-		w.exec("notifying replicas", nil, `SELECT pg_notify($1, $2)`, blocksChannel, strings.Join(ids[:n], ","))
-		ids = ids[n:]
+	for _, payload := range encodeNotices(bs) {
+		w.exec("notifying replicas", nil, `SELECT pg_notify($1, $2)`, blocksChannel, payload)
 	}
 }
 
+// A payload on blocksChannel is either "!" and a barrier's token or a
+// comma-separated list of id@version.
+const barrierMark = "!"
+
+// encodeNotices splits bs into payloads of at most maxPayload bytes.
+func encodeNotices(bs []store.BlockVersion) []string {
+	var (
+		out []string
+		cur strings.Builder
+	)
+	for _, b := range bs {
+		item := b.ID + "@" + strconv.FormatInt(b.Version, 10)
+		if cur.Len() > 0 && cur.Len()+1+len(item) > maxPayload {
+			out = append(out, cur.String())
+			cur.Reset()
+		}
+		if cur.Len() > 0 {
+			cur.WriteByte(',')
+		}
+		cur.WriteString(item)
+	}
+	if cur.Len() > 0 {
+		out = append(out, cur.String())
+	}
+	return out
+}
+
+// decodeNotice reads a payload of blocksChannel.
+func decodeNotice(payload string) (store.Notice, error) {
+	if token, ok := strings.CutPrefix(payload, barrierMark); ok {
+		return store.Notice{Barrier: token}, nil
+	}
+	var n store.Notice
+	for item := range strings.SplitSeq(payload, ",") {
+		id, v, ok := strings.Cut(item, "@")
+		version, err := strconv.ParseInt(v, 10, 64)
+		if !ok || err != nil || id == "" {
+			return store.Notice{}, fmt.Errorf("notice %q: want id@version, got %q", payload, item)
+		}
+		n.Blocks = append(n.Blocks, store.BlockVersion{ID: id, Version: version})
+	}
+	return n, nil
+}
+
+// Barrier notifies every watch of token (see store.Coordinator). A
+// commit's NOTIFY is delivered when it commits, in commit order, so the
+// barrier comes after every commit that ended before it was sent.
+func (s *Store) Barrier(ctx context.Context, token string) error {
+	if _, err := s.pool.Exec(ctx, `SELECT pg_notify($1, $2)`, blocksChannel, barrierMark+token); err != nil {
+		return fmt.Errorf("sending barrier: %w", err)
+	}
+	return nil
+}
+
 // WatchBlocks listens on a dedicated connection for the blocks that
-// commits change, reconnecting when it breaks.
-func (s *Store) WatchBlocks(ctx context.Context) <-chan []string {
-	out := make(chan []string, 64)
+// commits change, reconnecting when it breaks; after a break it reports a
+// Lost notice, since commits may have been missed meanwhile.
+func (s *Store) WatchBlocks(ctx context.Context) <-chan store.Notice {
+	out := make(chan store.Notice, 64)
 	go func() {
 		defer close(out)
 		for ctx.Err() == nil {
@@ -58,9 +109,9 @@ func (s *Store) WatchBlocks(ctx context.Context) <-chan []string {
 			if ctx.Err() != nil {
 				return
 			}
-			_ = err // the service logs nothing here: a nil batch tells it to reload
+			_ = err // the service logs nothing here: a Lost notice tells it to reload
 			select {
-			case out <- nil:
+			case out <- store.Notice{Lost: true}:
 			case <-ctx.Done():
 				return
 			}
@@ -74,7 +125,7 @@ func (s *Store) WatchBlocks(ctx context.Context) <-chan []string {
 	return out
 }
 
-func (s *Store) listen(ctx context.Context, out chan<- []string) error {
+func (s *Store) listen(ctx context.Context, out chan<- store.Notice) error {
 	conn, err := pgx.ConnectConfig(ctx, s.pool.Config().ConnConfig.Copy())
 	if err != nil {
 		return fmt.Errorf("connecting to listen: %w", err)
@@ -88,8 +139,12 @@ func (s *Store) listen(ctx context.Context, out chan<- []string) error {
 		if err != nil {
 			return fmt.Errorf("waiting for notifications: %w", err)
 		}
+		notice, err := decodeNotice(n.Payload)
+		if err != nil {
+			return err // only another program's NOTIFY gets here: reload
+		}
 		select {
-		case out <- strings.Split(n.Payload, ","):
+		case out <- notice:
 		case <-ctx.Done():
 			return ctx.Err()
 		}

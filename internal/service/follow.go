@@ -1,0 +1,128 @@
+package service
+
+import (
+	"context"
+	"time"
+
+	"capblock/internal/store"
+)
+
+// catchUpWait is how long a replica waits for its watch to deliver a
+// barrier before it rebuilds its index from the store instead.
+const catchUpWait = time.Second
+
+// follow applies the blocks that any replica commits to this replica's
+// index, so its searches stay current, and wakes its event long polls. A
+// notice of a version the index already holds (this replica's own
+// commits) costs no read.
+func (s *Service) follow(ctx context.Context, co store.Coordinator) {
+	s.following.Store(true)
+	defer s.following.Store(false)
+	for n := range co.WatchBlocks(ctx) {
+		switch {
+		case n.Lost:
+			s.mu.Lock()
+			if err := s.rebuildIndex(ctx); err != nil && ctx.Err() == nil {
+				s.log.Error("rebuilding the index after a lost watch", "err", err)
+			}
+			s.mu.Unlock()
+			s.passBarriers(false) // theirs may be lost too
+		case n.Barrier != "":
+			s.passBarrier(n.Barrier)
+			continue
+		default:
+			for _, bv := range n.Blocks {
+				s.applyNotice(ctx, bv)
+			}
+		}
+		s.notifyEvents()
+	}
+}
+
+// applyNotice brings one block of the index up to the version a commit
+// left it at.
+func (s *Service) applyNotice(ctx context.Context, bv store.BlockVersion) {
+	s.mu.RLock()
+	cur, ok := s.index.Block(bv.ID)
+	known := ok && cur.Version >= bv.Version
+	s.mu.RUnlock()
+	if known {
+		return
+	}
+	b, err := s.store.GetBlock(ctx, bv.ID)
+	if err != nil {
+		if ctx.Err() == nil {
+			s.log.Error("loading a block another replica changed", "block", bv.ID, "err", err)
+		}
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if cur, ok := s.index.Block(bv.ID); !ok || cur.Version < b.Version {
+		if err := s.index.Add(b); err != nil {
+			s.log.Error("indexing a block another replica changed", "block", bv.ID, "err", err)
+		}
+	}
+}
+
+// catchUp brings the index up to date with every commit that has ended,
+// after one of them made a commit of this replica conflict. On a shared
+// store it sends a barrier and waits for the watch to deliver it: by then
+// follow has applied every commit before it, at the cost of the blocks
+// that changed. Otherwise, or when the barrier does not come back in
+// time, it rebuilds the index from the store. The caller must not hold
+// s.mu.
+func (s *Service) catchUp(ctx context.Context) error {
+	if co, shared := s.store.(store.Coordinator); shared && s.following.Load() {
+		token := newID("sync")
+		passed := make(chan bool, 1)
+		s.barrierMu.Lock()
+		if s.barriers == nil {
+			s.barriers = map[string]chan bool{}
+		}
+		s.barriers[token] = passed
+		s.barrierMu.Unlock()
+		defer func() {
+			s.barrierMu.Lock()
+			delete(s.barriers, token)
+			s.barrierMu.Unlock()
+		}()
+		if err := co.Barrier(ctx, token); err != nil {
+			s.log.Warn("sending a barrier; rebuilding the index instead", "err", err)
+		} else {
+			select {
+			case ok := <-passed:
+				if ok {
+					return nil
+				}
+			case <-time.After(catchUpWait):
+				s.log.Warn("the watch did not deliver a barrier in time; rebuilding the index instead", "wait", catchUpWait)
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.rebuildIndex(ctx)
+}
+
+// passBarrier tells the catch-up that sent token that follow reached it.
+func (s *Service) passBarrier(token string) {
+	s.barrierMu.Lock()
+	defer s.barrierMu.Unlock()
+	if ch, ok := s.barriers[token]; ok {
+		ch <- true
+		delete(s.barriers, token)
+	}
+}
+
+// passBarriers answers every waiting catch-up at once.
+func (s *Service) passBarriers(ok bool) {
+	s.barrierMu.Lock()
+	defer s.barrierMu.Unlock()
+	for token, ch := range s.barriers {
+		ch <- ok
+		delete(s.barriers, token)
+	}
+}

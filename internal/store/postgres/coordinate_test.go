@@ -1,0 +1,124 @@
+package postgres
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"capblock/internal/core"
+	"capblock/internal/store"
+	"capblock/internal/store/pgtest"
+)
+
+// TestWatchBlocks follows commits and barriers through a watch: each
+// commit's blocks at the versions it left, in commit order, and a
+// barrier after the commits that ended before it.
+func TestWatchBlocks(t *testing.T) {
+	dsn := pgtest.NewDatabase(t)
+	s := openTemp(t, dsn)
+	other := openTemp(t, dsn) // another replica on the same database
+	notices := s.WatchBlocks(t.Context())
+	next := func() store.Notice {
+		t.Helper()
+		select {
+		case n := <-notices:
+			return n
+		case <-time.After(10 * time.Second):
+			t.Fatal("no notice within 10s")
+			return store.Notice{}
+		}
+	}
+	// The watch listens once its connection is up: wait for a barrier.
+	for {
+		if err := s.Barrier(t.Context(), "ready"); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case n := <-notices:
+			if n.Barrier != "ready" {
+				t.Fatalf("first notice %+v, want the barrier", n)
+			}
+		case <-time.After(100 * time.Millisecond):
+			continue
+		}
+		break
+	}
+
+	start := time.Date(2030, 1, 7, 0, 0, 0, 0, time.UTC)
+	block := func(id string, node string) core.Block {
+		return core.Block{ID: id, Name: id, Team: "t", InstanceType: "x", GPUModel: "H100", Count: 1, Zone: "z",
+			Start: start, End: start.Add(4 * time.Hour), State: core.StateScheduled,
+			Fee: core.Money{Minor: 1, Currency: "USD"}, CreatedAt: start,
+			Placements: []core.Placement{{Node: node, GPUs: []int{0}}}}
+	}
+	a, b := block("a", "n1"), block("b", "n2")
+	if err := other.Commit(t.Context(), store.Change{Insert: []core.Block{a, b}}); err != nil {
+		t.Fatal(err)
+	}
+	a.Version = 1
+	a.End = a.End.Add(time.Hour)
+	if err := other.Commit(t.Context(), store.Change{Update: []store.BlockUpdate{{Block: a, ExpectedVersion: 1}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := other.Barrier(t.Context(), "after-both"); err != nil {
+		t.Fatal(err)
+	}
+	want := []store.Notice{
+		{Blocks: []store.BlockVersion{{ID: "a", Version: 1}, {ID: "b", Version: 1}}},
+		{Blocks: []store.BlockVersion{{ID: "a", Version: 2}}},
+		{Barrier: "after-both"},
+	}
+	for i, w := range want {
+		if diff := cmp.Diff(w, next()); diff != "" {
+			t.Fatalf("notice %d (-want +got):\n%s", i, diff)
+		}
+	}
+	// A refused commit notifies nothing: the next notice is the barrier.
+	if err := other.Commit(t.Context(), store.Change{Insert: []core.Block{block("c", "n1")}}); !store.IsConflict(err) {
+		t.Fatalf("Commit of c over a: got %v, want a conflict", err)
+	}
+	if err := other.Barrier(t.Context(), "after-refusal"); err != nil {
+		t.Fatal(err)
+	}
+	if n := next(); n.Barrier != "after-refusal" {
+		t.Fatalf("notice after a refused commit: %+v, want the barrier", n)
+	}
+}
+
+// TestNoticePayloads splits long lists of blocks under NOTIFY's payload
+// limit and reads back what it wrote.
+func TestNoticePayloads(t *testing.T) {
+	var bs []store.BlockVersion
+	for i := range 2000 {
+		bs = append(bs, store.BlockVersion{ID: fmt.Sprintf("cb-%026d", i), Version: int64(i % 7)})
+	}
+	payloads := encodeNotices(bs)
+	if len(payloads) < 2 {
+		t.Fatalf("%d blocks fit in %d payload(s), want several", len(bs), len(payloads))
+	}
+	var got []store.BlockVersion
+	for _, p := range payloads {
+		if len(p) > maxPayload {
+			t.Errorf("payload of %d bytes, above %d", len(p), maxPayload)
+		}
+		n, err := decodeNotice(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, n.Blocks...)
+	}
+	if diff := cmp.Diff(bs, got); diff != "" {
+		t.Errorf("round trip (-want +got):\n%s", diff)
+	}
+	if n, err := decodeNotice(barrierMark + "tok"); err != nil || n.Barrier != "tok" || n.Blocks != nil {
+		t.Errorf("barrier payload: %+v, %v", n, err)
+	}
+	for _, bad := range []string{"", "a", "a@", "@1", "a@x", "a@1,,b@2", strings.Repeat("a@1,", 3)} {
+		if n, err := decodeNotice(bad); err == nil {
+			t.Errorf("decodeNotice(%q) = %+v, want an error", bad, n)
+		}
+	}
+}
