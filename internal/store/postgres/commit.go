@@ -351,8 +351,14 @@ func (w *commitWriter) queueAllocations(id string, start, end time.Time, live bo
 		return
 	}
 	w.queueNodes(nodes)
-	w.exec(fmt.Sprintf("inserting allocations of block %s", id), nil,
-		`INSERT INTO allocations (block_id, node, gpu, during, live)
+	what := fmt.Sprintf("inserting allocations of block %s", id)
+	w.exec(what, func(tag pgconn.CommandTag) error {
+		// A node without a number would drop its rows from the join.
+		if got := tag.RowsAffected(); got != int64(len(nodes)) {
+			return fmt.Errorf("%s: %d of %d rows stored (a node has no number)", what, got, len(nodes))
+		}
+		return nil
+	}, `INSERT INTO allocations (block_id, node, gpu, during, live)
 		SELECT $1, n.id, a.gpu, tstzrange($2, $3), $4
 		FROM unnest($5::text[], $6::int4[]) AS a (name, gpu) JOIN nodes n ON n.name = a.name`,
 		id, start, end, live, nodes, gpus)

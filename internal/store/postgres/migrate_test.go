@@ -97,3 +97,34 @@ func TestNodeIDsMigration(t *testing.T) {
 		t.Fatalf("nodes after the commits: %d (%v), want 3 (n1 and n2 kept their numbers, n3 is new)", nodes, err)
 	}
 }
+
+// TestAllocationsNeedNodeNumbers checks that a commit never drops the
+// allocation rows of a node that has no number: it fails instead, and
+// stores nothing. (Commits number new nodes first; here a trigger undoes
+// that behind their back.)
+func TestAllocationsNeedNodeNumbers(t *testing.T) {
+	ctx := t.Context()
+	s := openTemp(t, pgtest.NewDatabase(t))
+	start := time.Date(2030, 1, 7, 0, 0, 0, 0, time.UTC)
+	block := func(id string, from int) core.Block {
+		return core.Block{ID: id, Name: id, Team: "t", InstanceType: "x", GPUModel: "H100", Count: 1, Zone: "z",
+			Start: start.Add(time.Duration(from) * time.Hour), End: start.Add(time.Duration(from+4) * time.Hour),
+			State: core.StateScheduled, Fee: core.Money{Minor: 1, Currency: "USD"}, CreatedAt: start,
+			Placements: []core.Placement{{Node: "n1", GPUs: []int{0, 1}}}}
+	}
+	if err := s.Commit(ctx, store.Change{Insert: []core.Block{block("a", 0)}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.pool.Exec(ctx, `DELETE FROM allocations; DELETE FROM nodes;
+		CREATE FUNCTION forget() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NULL; END $$;
+		CREATE TRIGGER forget BEFORE INSERT ON nodes FOR EACH ROW EXECUTE FUNCTION forget()`); err != nil {
+		t.Fatal(err)
+	}
+	err := s.Commit(ctx, store.Change{Insert: []core.Block{block("b", 8)}})
+	if err == nil {
+		t.Fatal("Commit on a node without a number succeeded")
+	}
+	if _, gerr := s.GetBlock(ctx, "b"); !errors.Is(gerr, store.ErrNotFound) {
+		t.Fatalf("after the failed commit (%v), GetBlock(b): %v, want not found", err, gerr)
+	}
+}
