@@ -2,8 +2,13 @@ package e2e
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -12,7 +17,8 @@ import (
 // HTTP API of 1 and of 3 replicas on one PostgreSQL, 16 clients spread
 // over the replicas, each purchase one h100.8x for an hour (8 allocation
 // rows, the charge, 2 events, in one transaction). Everything runs on
-// this machine: the replicas, PostgreSQL and the clients share its cores.
+// this machine: the replicas, PostgreSQL and the clients share its cores,
+// so it also reports the CPU time each of them spent per purchase.
 func BenchmarkReplicaPurchases(b *testing.B) {
 	for _, n := range []int{1, 3} {
 		b.Run(fmt.Sprintf("replicas=%d", n), func(b *testing.B) {
@@ -31,6 +37,7 @@ func BenchmarkReplicaPurchases(b *testing.B) {
 			}
 			var next, failed atomic.Int64
 			var wg sync.WaitGroup
+			cpu0 := benchCPU(rs)
 			b.ResetTimer()
 			start := time.Now()
 			for c := range 16 {
@@ -53,9 +60,66 @@ func BenchmarkReplicaPurchases(b *testing.B) {
 			}
 			wg.Wait()
 			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "purchases/s")
+			cpu := benchCPU(rs)
+			per := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(b.N) }
+			b.ReportMetric(per(cpu.postgres-cpu0.postgres), "pg-cpu-µs/op")
+			b.ReportMetric(per(cpu.replicas-cpu0.replicas), "replicas-cpu-µs/op")
+			b.ReportMetric(per(cpu.clients-cpu0.clients), "clients-cpu-µs/op")
 			if f := failed.Load(); f > 0 {
 				b.Fatalf("%d of %d purchases failed", f, b.N)
 			}
 		})
 	}
+}
+
+// cpuTimes are the CPU times (user and system) of the parts of the
+// benchmark so far.
+type cpuTimes struct{ postgres, replicas, clients time.Duration }
+
+// benchCPU reads the CPU times of every PostgreSQL process on the machine
+// (the test's server is the only one), of the replicas and of this
+// process, whose goroutines are the clients.
+func benchCPU(rs []*replica) cpuTimes {
+	var c cpuTimes
+	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
+	for _, f := range stats {
+		if comm, cpu, ok := procCPU(f); ok && comm == "postgres" {
+			c.postgres += cpu
+		}
+	}
+	for _, r := range rs {
+		if _, cpu, ok := procCPU(fmt.Sprintf("/proc/%d/stat", r.cmd.Process.Pid)); ok {
+			c.replicas += cpu
+		}
+	}
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
+		c.clients = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	}
+	return c
+}
+
+// procCPU reads a process's command name and CPU time from its
+// /proc/PID/stat (proc(5): utime and stime are fields 14 and 15, in
+// USER_HZ ticks, 100 per second).
+func procCPU(path string) (string, time.Duration, bool) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return "", 0, false
+	}
+	s := string(data)
+	open, end := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
+	if open < 0 || end < open {
+		return "", 0, false
+	}
+	fields := strings.Fields(s[end+1:]) // fields 3 onwards
+	if len(fields) < 13 {
+		return "", 0, false
+	}
+	utime, err1 := strconv.ParseInt(fields[11], 10, 64)
+	stime, err2 := strconv.ParseInt(fields[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return "", 0, false
+	}
+	return s[open+1 : end], time.Duration(utime+stime) * (time.Second / 100), true
 }
