@@ -45,6 +45,10 @@ type WebhookOptions struct {
 	// Poll is how often the worker looks for events when no commit of
 	// this process wakes it (5s).
 	Poll time.Duration
+	// Gather is how long the worker, woken by a commit, waits for more
+	// before it reads the events (50ms), so that a burst of purchases
+	// costs one pass instead of one each.
+	Gather time.Duration
 }
 
 func (o WebhookOptions) withDefaults() WebhookOptions {
@@ -65,6 +69,9 @@ func (o WebhookOptions) withDefaults() WebhookOptions {
 	}
 	if o.Poll <= 0 {
 		o.Poll = 5 * time.Second
+	}
+	if o.Gather <= 0 {
+		o.Gather = 50 * time.Millisecond
 	}
 	return o
 }
@@ -128,6 +135,9 @@ func (s *Service) RunWebhooksWith(ctx context.Context, opts WebhookOptions) {
 		case <-ctx.Done():
 			return
 		case <-changed:
+			if !sleepCtx(ctx, w.opts.Gather) {
+				return
+			}
 		case <-time.After(w.opts.Poll):
 		}
 	}
