@@ -61,13 +61,31 @@ func (s *Service) Bootstrap(ctx context.Context, tokenPath string) (bool, error)
 // Authenticate finds who a token belongs to. Unknown, revoked and expired
 // tokens are all ErrUnauthenticated, with a reason.
 func (s *Service) Authenticate(ctx context.Context, token string) (core.Principal, error) {
-	t, err := s.store.TokenByHash(ctx, auth.Hash(token))
-	if errors.Is(err, store.ErrNotFound) {
+	type credential struct {
+		token core.Token
+		user  core.User
+	}
+	hash := auth.Hash(token)
+	unknown := false // unknown tokens are not cached: the read always runs
+	c, err := cachedRead(&s.accounts, "token:"+hash, false, func() (credential, error) {
+		t, err := s.store.TokenByHash(ctx, hash)
+		if err != nil {
+			unknown = errors.Is(err, store.ErrNotFound)
+			return credential{}, fmt.Errorf("looking up a token: %w", err)
+		}
+		u, err := s.store.User(ctx, t.User)
+		if err != nil {
+			return credential{}, fmt.Errorf("loading the user of token %s: %w", t.ID, err)
+		}
+		return credential{t, u}, nil
+	})
+	if unknown {
 		return core.Principal{}, fmt.Errorf("%w: the token is not known to this server", core.ErrUnauthenticated)
 	}
 	if err != nil {
-		return core.Principal{}, fmt.Errorf("looking up a token: %w", err)
+		return core.Principal{}, err
 	}
+	t := c.token
 	now := s.clock.Now()
 	switch {
 	case !t.RevokedAt.IsZero():
@@ -75,11 +93,7 @@ func (s *Service) Authenticate(ctx context.Context, token string) (core.Principa
 	case !t.Usable(now):
 		return core.Principal{}, fmt.Errorf("%w: token %s expired at %s", core.ErrUnauthenticated, t.ID, t.ExpiresAt.Format(time.RFC3339))
 	}
-	u, err := s.store.User(ctx, t.User)
-	if err != nil {
-		return core.Principal{}, fmt.Errorf("loading the user of token %s: %w", t.ID, err)
-	}
-	return core.Principal{User: u, TokenID: t.ID}, nil
+	return core.Principal{User: c.user, TokenID: t.ID}, nil
 }
 
 var namePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}$`)
@@ -215,7 +229,9 @@ func (s *Service) RevokeToken(ctx context.Context, p core.Principal, id string) 
 	if err != nil {
 		return core.Token{}, fmt.Errorf("loading token %s: %w", id, err)
 	}
-	if err := s.store.RevokeToken(ctx, id, s.clock.Now()); err != nil {
+	err = s.store.RevokeToken(ctx, id, s.clock.Now())
+	s.accounts.forget() // the other replicas hear of it from the store
+	if err != nil {
 		return core.Token{}, fmt.Errorf("revoking token %s: %w", id, err)
 	}
 	return s.store.Token(ctx, id)

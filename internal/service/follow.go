@@ -12,7 +12,8 @@ import (
 const catchUpWait = time.Second
 
 // follow applies the blocks that any replica commits to this replica's
-// index, so its searches stay current, and wakes its event long polls. A
+// index, so its searches stay current, wakes its event long polls, and
+// forgets the accounts it cached when any replica changes them. A
 // notice of a version the index already holds (this replica's own
 // commits) costs no read.
 func (s *Service) follow(ctx context.Context, co store.Coordinator) {
@@ -20,7 +21,11 @@ func (s *Service) follow(ctx context.Context, co store.Coordinator) {
 	defer s.following.Store(false)
 	for n := range co.WatchBlocks(ctx) {
 		switch {
+		case n.Accounts:
+			s.accounts.forget()
+			continue
 		case n.Lost:
+			s.accounts.forget()
 			s.mu.Lock()
 			if err := s.rebuildIndex(ctx); err != nil && ctx.Err() == nil {
 				s.log.Error("rebuilding the index after a lost watch", "err", err)

@@ -28,7 +28,9 @@ func (s *Service) PutQuota(ctx context.Context, q core.Quota) (core.Quota, error
 	if q.MaxDuration%time.Hour != 0 {
 		return core.Quota{}, core.Invalidf("maxDurationHours must be whole hours")
 	}
-	if err := s.store.PutQuota(ctx, q); err != nil {
+	err := s.store.PutQuota(ctx, q)
+	s.accounts.forget() // the other replicas hear of it from the store
+	if err != nil {
 		return core.Quota{}, fmt.Errorf("storing the quota of team %s: %w", q.Team, err)
 	}
 	return q, nil
@@ -52,7 +54,9 @@ func (s *Service) Quotas(ctx context.Context, scope, team string) ([]core.Quota,
 // per-type row, and so counts that type only.
 func (s *Service) effectiveQuota(ctx context.Context, team, instanceType string) (core.Quota, error) {
 	q := core.DefaultQuota(s.fleet.Limits)
-	qs, err := s.store.Quotas(ctx, team)
+	qs, err := cachedRead(&s.accounts, "quotas:"+team, false, func() ([]core.Quota, error) {
+		return s.store.Quotas(ctx, team)
+	})
 	if err != nil {
 		return q, fmt.Errorf("loading the quotas of team %s: %w", team, err)
 	}
@@ -98,7 +102,9 @@ func (s *Service) PutBudget(ctx context.Context, b core.Budget) (core.Budget, er
 	if b.Amount.Currency != s.fleet.Currency {
 		return core.Budget{}, core.Invalidf("budget currency %q: this fleet prices in %s", b.Amount.Currency, s.fleet.Currency)
 	}
-	if err := s.store.PutBudget(ctx, b); err != nil {
+	err := s.store.PutBudget(ctx, b)
+	s.accounts.forget() // the other replicas hear of it from the store
+	if err != nil {
 		return core.Budget{}, fmt.Errorf("storing the budget of team %s: %w", b.Team, err)
 	}
 	return b, nil
@@ -107,7 +113,9 @@ func (s *Service) PutBudget(ctx context.Context, b core.Budget) (core.Budget, er
 // budgetGuard is the check a commit charging the team must pass, or nil
 // when the team has no budget.
 func (s *Service) budgetGuard(ctx context.Context, team string, now time.Time) (*core.BudgetGuard, error) {
-	b, err := s.store.Budget(ctx, team)
+	b, err := cachedRead(&s.accounts, "budget:"+team, true, func() (core.Budget, error) {
+		return s.store.Budget(ctx, team)
+	})
 	if errors.Is(err, store.ErrNotFound) || (err == nil && b.Period == core.BudgetNone) {
 		return nil, nil
 	}

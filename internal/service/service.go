@@ -65,6 +65,9 @@ type Service struct {
 	barrierMu sync.Mutex
 	barriers  map[string]chan bool
 
+	// accounts caches tokens, quotas and budgets for requests.
+	accounts accountCache
+
 	jobs *jobRuntime // nil when the server runs no jobs
 
 	// events is closed and replaced whenever events are committed, waking

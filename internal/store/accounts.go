@@ -88,6 +88,9 @@ type Notice struct {
 	Blocks []BlockVersion
 	// Barrier is the token of a Barrier call.
 	Barrier string
+	// Accounts says that tokens, quotas or budgets changed: forget what
+	// was cached of them.
+	Accounts bool
 	// Lost says that notices may have been missed (the watch
 	// reconnected): reload every block.
 	Lost bool

@@ -187,7 +187,7 @@ func (s *Store) Tokens(ctx context.Context, user string) ([]core.Token, error) {
 // RevokeToken marks a token revoked at at; a token already revoked keeps
 // its first time.
 func (s *Store) RevokeToken(ctx context.Context, id string, at time.Time) error {
-	tag, err := s.pool.Exec(ctx, `UPDATE tokens SET revoked_at = coalesce(revoked_at, $1) WHERE id = $2`,
+	tag, err := s.execAccounts(ctx, `UPDATE tokens SET revoked_at = coalesce(revoked_at, $1) WHERE id = $2`,
 		seconds(at), id)
 	if err != nil {
 		return dbError("revoking token "+id, err)
@@ -214,7 +214,7 @@ func scanToken(r rowScanner) (core.Token, error) {
 // PutQuota stores a team's quota for an instance type ("" for all types),
 // replacing the one stored for that pair.
 func (s *Store) PutQuota(ctx context.Context, q core.Quota) error {
-	_, err := s.pool.Exec(ctx, `INSERT INTO quotas (team, instance_type, max_instances_per_block,
+	_, err := s.execAccounts(ctx, `INSERT INTO quotas (team, instance_type, max_instances_per_block,
 			max_instances_held, max_duration_seconds, max_lead_seconds)
 		VALUES ($1, $2, $3, $4, $5, $6)
 		ON CONFLICT (team, instance_type) DO UPDATE SET
@@ -256,7 +256,7 @@ func scanQuota(r rowScanner) (core.Quota, error) {
 
 // PutBudget stores a team's budget, replacing the previous one.
 func (s *Store) PutBudget(ctx context.Context, b core.Budget) error {
-	_, err := s.pool.Exec(ctx, `INSERT INTO budgets (team, amount_minor, currency, period)
+	_, err := s.execAccounts(ctx, `INSERT INTO budgets (team, amount_minor, currency, period)
 		VALUES ($1, $2, $3, $4)
 		ON CONFLICT (team) DO UPDATE SET amount_minor = excluded.amount_minor,
 			currency = excluded.currency, period = excluded.period`,

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"capblock/internal/store"
 )
@@ -43,9 +45,12 @@ func (w *commitWriter) queueNotify(c store.Change) {
 	}
 }
 
-// A payload on blocksChannel is either "!" and a barrier's token or a
-// comma-separated list of id@version.
-const barrierMark = "!"
+// A payload on blocksChannel is either "!" and a barrier's token,
+// accountsNotice, or a comma-separated list of id@version.
+const (
+	barrierMark    = "!"
+	accountsNotice = "#accounts"
+)
 
 // encodeNotices splits bs into payloads of at most maxPayload bytes.
 func encodeNotices(bs []store.BlockVersion) []string {
@@ -75,6 +80,9 @@ func decodeNotice(payload string) (store.Notice, error) {
 	if token, ok := strings.CutPrefix(payload, barrierMark); ok {
 		return store.Notice{Barrier: token}, nil
 	}
+	if payload == accountsNotice {
+		return store.Notice{Accounts: true}, nil
+	}
 	var n store.Notice
 	for item := range strings.SplitSeq(payload, ",") {
 		id, v, ok := strings.Cut(item, "@")
@@ -85,6 +93,20 @@ func decodeNotice(payload string) (store.Notice, error) {
 		n.Blocks = append(n.Blocks, store.BlockVersion{ID: id, Version: version})
 	}
 	return n, nil
+}
+
+// execAccounts runs a statement that changes tokens, quotas or budgets
+// and, in the same transaction, tells every watch so (see store.Notice).
+func (s *Store) execAccounts(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	b := &pgx.Batch{}
+	b.Queue(sql, args...)
+	b.Queue(`SELECT pg_notify($1, $2)`, blocksChannel, accountsNotice)
+	br := s.pool.SendBatch(ctx, b) // one implicit transaction
+	tag, err := br.Exec()
+	if err == nil {
+		_, err = br.Exec()
+	}
+	return tag, errors.Join(err, br.Close())
 }
 
 // Barrier notifies every watch of token (see store.Coordinator). A

@@ -86,6 +86,18 @@ func TestWatchBlocks(t *testing.T) {
 	if n := next(); n.Barrier != "after-refusal" {
 		t.Fatalf("notice after a refused commit: %+v, want the barrier", n)
 	}
+	// Changes to tokens, quotas and budgets tell the watches too.
+	if err := other.PutBudget(t.Context(), core.Budget{Team: "t", Amount: core.Money{Minor: 5, Currency: "USD"}, Period: core.BudgetMonth}); err != nil {
+		t.Fatal(err)
+	}
+	if err := other.PutQuota(t.Context(), core.Quota{Team: "t", MaxInstancesHeld: 3}); err != nil {
+		t.Fatal(err)
+	}
+	for _, what := range []string{"budget", "quota"} {
+		if n := next(); !n.Accounts {
+			t.Fatalf("notice after a %s change: %+v, want Accounts", what, n)
+		}
+	}
 }
 
 // TestNoticePayloads splits long lists of blocks under NOTIFY's payload
