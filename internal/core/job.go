@@ -2,6 +2,7 @@ package core
 
 import (
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -65,7 +66,11 @@ type Job struct {
 	EndedAt       time.Time
 	// Run counts the job's starts; each start's processes carry it, so
 	// that the exit of an earlier run is never taken for the current one.
-	Run     int
+	Run int
+	// Done are the instances of the current run that exited with code 0,
+	// stored so that whichever server sees the last exit knows the run
+	// succeeded (a restart or another replica's lead in between).
+	Done    []int
 	Version int64
 }
 
@@ -89,7 +94,7 @@ func DecideJob(j Job, b Block, now time.Time) (Job, JobStep, bool) {
 		switch {
 		case b.State == StateActive && !b.Terminating:
 			// Its block is usable: first start, or (an extended block) again.
-			j.State, j.Run = JobRunning, j.Run+1
+			j.State, j.Run, j.Done = JobRunning, j.Run+1, nil
 			if j.StartedAt.IsZero() {
 				j.StartedAt = now
 			}
@@ -110,23 +115,28 @@ func DecideJob(j Job, b Block, now time.Time) (Job, JobStep, bool) {
 	return j, JobStep{}, false
 }
 
-// JobExited decides what an exit of a running job's run means: all
-// instances done with code 0 is success; a non-zero exit is restarted
-// while restarts remain, else the job fails. An exit of an interrupted or
-// stopped job changes nothing more.
-func JobExited(j Job, code int, allDone bool, now time.Time) (Job, JobStep, bool) {
+// JobExited decides what the exit of one instance of a running job's
+// current run means: every instance done with code 0 is success, and
+// fewer are recorded in Done to wait for the others; a non-zero exit is
+// restarted while restarts remain, else the job fails. An exit of an
+// interrupted or stopped job, or one already recorded, changes nothing.
+func JobExited(j Job, instance, code int, now time.Time) (Job, JobStep, bool) {
 	if j.State != JobRunning {
 		return j, JobStep{}, false
 	}
 	switch {
-	case code == 0 && allDone:
-		j.State, j.EndedAt, j.Reason = JobSucceeded, now, ""
+	case code == 0 && slices.Contains(j.Done, instance):
+		return j, JobStep{}, false // seen before (an exit file read again)
+	case code == 0 && len(j.Done)+1 >= j.InstanceCount:
+		j.State, j.EndedAt, j.Reason, j.Done = JobSucceeded, now, "", nil
 		return j, JobStep{Event: EventJobSucceeded}, true
 	case code == 0:
-		return j, JobStep{}, false // wait for the other instances
+		j.Done = append(slices.Clone(j.Done), instance)
+		slices.Sort(j.Done)
+		return j, JobStep{}, true // stored; wait for the other instances
 	case j.Restarts < j.MaxRestarts:
 		j.Restarts++
-		j.Run++
+		j.Run, j.Done = j.Run+1, nil
 		return j, JobStep{Event: EventJobRestarted, Stop: true, Start: true, Reason: fmt.Sprintf("exit code %d", code)}, true
 	default:
 		j.State, j.EndedAt, j.Reason = JobFailed, now, fmt.Sprintf("%s %d", ReasonExitCode, code)
@@ -154,7 +164,7 @@ func JobCapacityMoved(j Job, node string) (Job, JobStep, bool) {
 	if j.State != JobRunning {
 		return j, JobStep{}, false
 	}
-	j.Run++
+	j.Run, j.Done = j.Run+1, nil
 	return j, JobStep{Event: EventJobRestarted, Stop: true, Start: true, Reason: ReasonNodeFailed + ": " + node}, true
 }
 
@@ -168,6 +178,6 @@ func JobLost(j Job) (Job, JobStep, bool) {
 	if j.State != JobRunning {
 		return j, JobStep{}, false
 	}
-	j.Run++
+	j.Run, j.Done = j.Run+1, nil
 	return j, JobStep{Event: EventJobRestarted, Start: true, Reason: ReasonLost}, true
 }

@@ -1,6 +1,7 @@
 package core
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -48,29 +49,44 @@ func TestDecideJob(t *testing.T) {
 
 func TestJobExited(t *testing.T) {
 	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	two := func(done ...int) Job { return Job{State: JobRunning, Run: 1, InstanceCount: 2, Done: done} }
 	tests := map[string]struct {
 		job          Job
+		instance     int
 		code         int
-		allDone      bool
+		wantOK       bool
 		wantState    JobState
+		wantDone     []int
 		wantRestarts int
 		wantRun      int
 		wantEvent    string
 	}{
-		"all done, code 0":           {Job{State: JobRunning, Run: 1}, 0, true, JobSucceeded, 0, 1, EventJobSucceeded},
-		"one of two done, code 0":    {Job{State: JobRunning, Run: 1}, 0, false, JobRunning, 0, 1, ""},
-		"code 1, restarts left":      {Job{State: JobRunning, Run: 1, MaxRestarts: 2, Restarts: 1}, 1, false, JobRunning, 2, 2, EventJobRestarted},
-		"code 1, no restarts left":   {Job{State: JobRunning, Run: 3, MaxRestarts: 2, Restarts: 2}, 1, false, JobFailed, 2, 3, EventJobFailed},
-		"exit after an interruption": {Job{State: JobInterrupted, Run: 1}, 143, true, JobInterrupted, 0, 1, ""},
+		"the only instance, code 0": {Job{State: JobRunning, Run: 1, InstanceCount: 1}, 0, 0, true, JobSucceeded, nil, 0, 1, EventJobSucceeded},
+		"first of two, code 0":      {two(), 1, 0, true, JobRunning, []int{1}, 0, 1, ""},
+		"second of two, code 0":     {two(1), 0, 0, true, JobSucceeded, nil, 0, 1, EventJobSucceeded},
+		"the same instance again":   {two(1), 1, 0, false, JobRunning, []int{1}, 0, 1, ""},
+		"code 1, restarts left": {Job{State: JobRunning, Run: 1, InstanceCount: 2, MaxRestarts: 2, Restarts: 1, Done: []int{0}}, 1, 1,
+			true, JobRunning, nil, 2, 2, EventJobRestarted},
+		"code 1, no restarts left":   {Job{State: JobRunning, Run: 3, MaxRestarts: 2, Restarts: 2}, 0, 1, true, JobFailed, nil, 2, 3, EventJobFailed},
+		"exit after an interruption": {Job{State: JobInterrupted, Run: 1, InstanceCount: 1}, 0, 143, false, JobInterrupted, nil, 0, 1, ""},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			got, step, _ := JobExited(tc.job, tc.code, tc.allDone, now)
-			if got.State != tc.wantState || got.Restarts != tc.wantRestarts || got.Run != tc.wantRun || step.Event != tc.wantEvent {
-				t.Errorf("got %s restarts %d run %d event %q, want %s %d %d %q", got.State, got.Restarts, got.Run, step.Event,
-					tc.wantState, tc.wantRestarts, tc.wantRun, tc.wantEvent)
+			got, step, ok := JobExited(tc.job, tc.instance, tc.code, now)
+			if ok != tc.wantOK || got.State != tc.wantState || got.Restarts != tc.wantRestarts || got.Run != tc.wantRun || step.Event != tc.wantEvent {
+				t.Errorf("got ok %v %s restarts %d run %d event %q, want %v %s %d %d %q", ok, got.State, got.Restarts, got.Run, step.Event,
+					tc.wantOK, tc.wantState, tc.wantRestarts, tc.wantRun, tc.wantEvent)
+			}
+			if !slices.Equal(got.Done, tc.wantDone) {
+				t.Errorf("done %v, want %v", got.Done, tc.wantDone)
 			}
 		})
+	}
+	// The caller's job is not changed.
+	j := two(1)
+	JobExited(j, 0, 0, now)
+	if !slices.Equal(j.Done, []int{1}) {
+		t.Errorf("JobExited changed its argument's Done: %v", j.Done)
 	}
 	if _, _, err := StopJob(Job{ID: "job-1", State: JobSucceeded}, now); err == nil {
 		t.Error("stopping a finished job succeeded")

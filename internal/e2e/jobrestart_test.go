@@ -114,3 +114,68 @@ func TestLostJobRestarts(t *testing.T) {
 		t.Errorf("job.restarted events with reasons %v, want one, lost", reasons)
 	}
 }
+
+// TestJobInstancesCountedAcrossCrash runs a job of two instances: the
+// first ends with code 0, the server is killed (SIGKILL) and restarted,
+// and the second ends after. The restarted server must count the first
+// instance's success, recorded with the job by the server that saw it,
+// and report the job succeeded.
+func TestJobInstancesCountedAcrossCrash(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the server binary")
+	}
+	bin := buildBinary(t)
+	dir := t.TempDir()
+	db := filepath.Join(dir, "capblock.db")
+	const simStart = "2026-12-01T00:00:00Z"
+	srv := startProcess(t, bin, db, simStart)
+	useToken(t, srv.url, filepath.Join(dir, "admin.token"))
+	e := &env{t: t, url: srv.url}
+
+	s := t0.Add(time.Hour)
+	b, code := e.buy(e.exact(searchQuery("h100.8x", 2, 4, s, s.Add(4*time.Hour)), 4, s).OfferingID, "two-1")
+	if code != 201 {
+		t.Fatalf("buying: %d", code)
+	}
+	e.advance(time.Hour)
+	marks, release := filepath.Join(dir, "marks"), filepath.Join(dir, "release")
+	// Rank 0 ends at once; rank 1 waits for the release file.
+	script := writeScript(t, `echo "$RANK" >> "`+marks+`.started"
+if [ "$RANK" = 1 ]; then
+  i=0
+  while [ ! -e "`+release+`" ] && [ $i -lt 600 ]; do i=$((i+1)); sleep 0.05; done
+fi
+echo "$RANK" >> "`+marks+`.done"
+`)
+	var j job
+	if code := call(t, e.url, "POST", "/v1/jobs", map[string]any{"blockId": b.ID, "command": []string{script}, "instanceCount": 2}, &j); code != 201 {
+		t.Fatalf("creating the job: %d", code)
+	}
+	waitJob(t, e, j.ID, func(j job) bool { return j.State == "running" })
+	for deadline := time.Now().Add(10 * time.Second); len(readLines(marks+".done")) == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("rank 0 did not end within 10s")
+		}
+	}
+	time.Sleep(time.Second) // for the server to record rank 0's exit
+
+	if err := srv.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = srv.cmd.Wait()
+	srv2 := startProcess(t, bin, db, simStart)
+	useToken(t, srv2.url, filepath.Join(dir, "admin.token"))
+	e2 := &env{t: t, url: srv2.url}
+	e2.advance(time.Hour) // the restarted simulated clock catches up
+	if err := os.WriteFile(release, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	got := waitJob(t, e2, j.ID, func(j job) bool { return j.State != "running" })
+	if got.State != "succeeded" || got.Restarts != 0 {
+		t.Fatalf("after both instances ended with code 0: %+v, want succeeded without restarts", got)
+	}
+	if started := readLines(marks + ".started"); len(started) != 2 {
+		t.Fatalf("instances started %v: want each once", started)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"capblock/internal/backend"
 	"capblock/internal/core"
 	"capblock/internal/executor"
+	"capblock/internal/store"
 )
 
 // runJobs drives jobs while this replica leads: it starts an executor on
@@ -180,31 +181,35 @@ func (s *Service) onExit(ctx context.Context, x executor.Exit) {
 			s.startRun(ctx, cur, pending.block)
 		}
 	}
-	// 2. What the exit means for the job.
+	// 2. What the exit means for the job, recorded with it (the instances
+	//    done so far too, so that another server can finish the count).
+	//    A write that conflicts (a stop, a decision on the block) is
+	//    decided again on the stored job.
 	id, run, ok := parseRunKey(x.JobID)
 	if !ok {
 		return
 	}
-	j, err := s.store.Job(ctx, id)
-	if err != nil || j.Run != run {
-		return // an earlier run's exit, or a job gone
-	}
-	key := runKey(j)
-	s.jobs.mu.Lock()
-	if x.Code == 0 {
-		s.jobs.ok[key]++
-	}
-	allDone := s.jobs.ok[key] >= j.InstanceCount
-	s.jobs.mu.Unlock()
 	s.log.Info("job instance exited", "job", id, "run", run, "instance", x.Instance, "code", x.Code, "signal", x.Signal)
-	now := s.clock.Now()
-	next, step, ok := core.JobExited(j, x.Code, allDone, now)
-	if !ok {
-		return
-	}
-	if err := s.commitJob(ctx, j, next, step, now); err != nil {
-		s.log.Warn("recording a job's exit", "job", id, "err", err)
-		return
+	var j, next core.Job
+	var step core.JobStep
+	for attempt := 1; ; attempt++ {
+		var err error
+		j, err = s.store.Job(ctx, id)
+		if err != nil || j.Run != run {
+			return // an earlier run's exit, or a job gone
+		}
+		now := s.clock.Now()
+		if next, step, ok = core.JobExited(j, x.Instance, x.Code, now); !ok {
+			return
+		}
+		err = s.commitJob(ctx, j, next, step, now)
+		if err == nil {
+			break
+		}
+		if !store.IsConflict(err) || attempt == maxCommitAttempts {
+			s.log.Warn("recording a job's exit", "job", id, "err", err)
+			return
+		}
 	}
 	next.Version = j.Version + 1
 	if step.Stop {

@@ -30,7 +30,6 @@ type jobRuntime struct {
 
 	mu   sync.Mutex
 	exec backend.Runner  // set while leading
-	ok   map[string]int  // run key → instances that exited with code 0
 	seen map[string]bool // run keys known to run or to have ended, since leading
 	// live counts each run's processes still running; a new run of a job
 	// waits in next until its previous run has none left, so that a job
@@ -49,7 +48,7 @@ func newJobRuntime(dir string) *jobRuntime {
 	if abs, err := filepath.Abs(dir); err == nil {
 		dir = abs // jobs run in directories of their own
 	}
-	return &jobRuntime{dir: dir, grace: jobGrace, kick: make(chan struct{}, 1), ok: map[string]int{}, seen: map[string]bool{},
+	return &jobRuntime{dir: dir, grace: jobGrace, kick: make(chan struct{}, 1), seen: map[string]bool{},
 		live: map[string]int{}, next: map[string]pendingRun{}}
 }
 

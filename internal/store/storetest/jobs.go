@@ -42,7 +42,7 @@ func testJobsRoundTrip(t *testing.T, h Harness) {
 	}
 	// Every field survives an update.
 	run := j
-	run.State, run.Restarts, run.Run, run.Reason = core.JobRunning, 2, 3, "exit code 1"
+	run.State, run.Restarts, run.Run, run.Reason, run.Done = core.JobRunning, 2, 3, "exit code 1", []int{1}
 	run.BlockID, run.PlanID = "cb-2", "tp-1"
 	run.StartedAt, run.EndedAt = hour(2), hour(3)
 	mustCommit(t, s, store.Change{Jobs: []store.JobWrite{{Job: run, ExpectedVersion: 1}}})
