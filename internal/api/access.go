@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
@@ -195,15 +196,70 @@ func (g *guard) middleware(ctx huma.Context, next func(huma.Context)) {
 		return
 	}
 	ctx = huma.WithValue(ctx, principalKey{}, p)
+	intent := &AuditIntent{}
+	if mutating(ctx.Method()) {
+		intent.rec = g.record(ctx, p)
+		ctx = huma.WithValue(ctx, auditKey{}, intent)
+	}
 	next(ctx)
-	g.audit(ctx, p)
+	if !intent.stored.Load() {
+		g.audit(ctx, p)
+	}
+}
+
+type auditKey struct{}
+
+// AuditIntent is the audit record of a mutating request in progress. The
+// service may store it with the change that the request commits (Take and
+// Stored), so that the change is never durable without its record; the
+// guard then does not store it again. Otherwise the guard stores it once
+// the answer is known.
+type AuditIntent struct {
+	rec    core.AuditRecord
+	stored atomic.Bool
+}
+
+// PendingAudit returns the audit intent of the request of ctx, or nil.
+func PendingAudit(ctx context.Context) *AuditIntent {
+	a, _ := ctx.Value(auditKey{}).(*AuditIntent)
+	return a
+}
+
+// Take returns the record for a request that succeeds at now with status;
+// subject names what it made, when its route names nothing (a purchase's
+// new block).
+func (a *AuditIntent) Take(now time.Time, status int, subject string) core.AuditRecord {
+	r := a.rec
+	r.Time, r.Status, r.Outcome = now, status, "ok"
+	if r.Subject == "" {
+		r.Subject = subject
+	}
+	return r
+}
+
+// Stored says that a committed change holds the record.
+func (a *AuditIntent) Stored() { a.stored.Store(true) }
+
+func mutating(method string) bool {
+	switch method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions:
+		return false
+	}
+	return true
+}
+
+// record is the audit record of a request by p, without its outcome.
+func (g *guard) record(ctx huma.Context, p core.Principal) core.AuditRecord {
+	return core.AuditRecord{
+		User: p.User.ID, Team: p.User.Team, TokenID: p.TokenID,
+		Method: ctx.Method(), Route: ctx.Operation().Path, Subject: ctx.Param("id"),
+	}
 }
 
 // audit records a mutating request: who, which token, what, the outcome.
 // A request refused for its token is recorded with no user.
 func (g *guard) audit(ctx huma.Context, p core.Principal) {
-	switch ctx.Method() {
-	case http.MethodGet, http.MethodHead, http.MethodOptions:
+	if !mutating(ctx.Method()) {
 		return
 	}
 	status := ctx.Status()
@@ -214,11 +270,9 @@ func (g *guard) audit(ctx huma.Context, p core.Principal) {
 	if status >= 400 {
 		outcome = codeForStatus(status)
 	}
-	g.svc.RecordAudit(ctx.Context(), core.AuditRecord{
-		User: p.User.ID, Team: p.User.Team, TokenID: p.TokenID,
-		Method: ctx.Method(), Route: ctx.Operation().Path, Subject: ctx.Param("id"),
-		Status: status, Outcome: outcome,
-	})
+	r := g.record(ctx, p)
+	r.Status, r.Outcome = status, outcome
+	g.svc.RecordAudit(ctx.Context(), r)
 }
 
 // limiter is a token bucket per API token.

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -202,5 +203,33 @@ func TestAudit(t *testing.T) {
 	}
 	if code := call(t, e.url, "GET", "/v1/audit", nil, &p, f.token(core.RoleMember)); code != 403 {
 		t.Fatalf("a member reading the audit log: %d", code)
+	}
+
+	// A purchase is recorded once, in the transaction that stores the
+	// block, naming the block; its replay (same client token) once more.
+	s := t0.Add(2 * time.Hour)
+	o := e.exact(searchQuery("l4.1x", 1, 2, s, s.Add(2*time.Hour)), 2, s)
+	b, code := e.buy(o.OfferingID, "audited-1")
+	if code != 201 {
+		t.Fatalf("buying: %d", code)
+	}
+	if _, code := e.buy(o.OfferingID, "audited-1"); code != 200 {
+		t.Fatalf("replaying the purchase: %d", code)
+	}
+	var after struct {
+		Records []struct {
+			Route, Subject, Outcome string
+			Status                  int
+		} `json:"records"`
+	}
+	call(t, e.url, "GET", "/v1/audit", nil, &after)
+	var got []string
+	for _, r := range after.Records {
+		if r.Route == "/v1/blocks" {
+			got = append(got, fmt.Sprintf("%d %s %s", r.Status, r.Outcome, r.Subject))
+		}
+	}
+	if want := []string{"201 ok " + b.ID, "200 ok "}; !slices.Equal(got, want) {
+		t.Fatalf("audit records of the purchase and its replay: %q, want %q", got, want)
 	}
 }

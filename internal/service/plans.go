@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net/http"
 	"sort"
 	"time"
 
@@ -131,7 +132,7 @@ func (s *Service) purchasePlanOnce(ctx context.Context, req api.PlanPurchaseRequ
 		"upfrontFee": p.Fee.String(), "currency": p.Fee.Currency, "segments": segmentIDs,
 	}))
 	s.addMoves(&c, pp.moves, now)
-	if err := s.store.Commit(ctx, c); err != nil {
+	if err := s.commitAudited(ctx, c, now, http.StatusCreated, p.ID); err != nil {
 		return core.Plan{}, fmt.Errorf("storing plan %s: %w", p.ID, err)
 	}
 	committed = true

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net/http"
 	"sort"
 	"time"
 
@@ -77,12 +78,30 @@ func (s *Service) purchaseOnce(ctx context.Context, req api.PurchaseRequest, has
 	}
 	c.Budgets = guards(guard)
 	s.addMoves(&c, plan.Moves, now)
-	if err := s.store.Commit(ctx, c); err != nil {
+	if err := s.commitAudited(ctx, c, now, http.StatusCreated, b.ID); err != nil {
 		return core.Block{}, fmt.Errorf("storing block %s: %w", b.ID, err)
 	}
 	b.Version = 1
 	s.applyCommitted(c)
 	return b, nil
+}
+
+// commitAudited commits c together with the audit record of the request
+// of ctx, when it has one, as a success with status about subject: the
+// change is then never durable without its record, and the request costs
+// one transaction instead of two.
+func (s *Service) commitAudited(ctx context.Context, c store.Change, now time.Time, status int, subject string) error {
+	a := api.PendingAudit(ctx)
+	if a != nil {
+		c.Audit = append(c.Audit, a.Take(now, status, subject))
+	}
+	if err := s.store.Commit(ctx, c); err != nil {
+		return err
+	}
+	if a != nil {
+		a.Stored()
+	}
+	return nil
 }
 
 // addMoves adds tentative blocks that a decision re-placed to a change.

@@ -86,6 +86,10 @@ type Change struct {
 	// not, Commit stores nothing and returns an error wrapping
 	// core.ErrBudgetExceeded.
 	Budgets []core.BudgetGuard
+	// Audit are the audit records of the requests that made the change,
+	// stored with it, so that a change is never durable without its
+	// record; their Seq is assigned as by AppendAudit.
+	Audit []core.AuditRecord
 }
 
 // BlockUpdate replaces a stored block's mutable fields (State, End, Name,

@@ -287,15 +287,26 @@ func (s *Store) Budget(ctx context.Context, team string) (core.Budget, error) {
 // that Audit never returns a seq before a smaller one still in flight.
 func (s *Store) AppendAudit(ctx context.Context, r core.AuditRecord) error {
 	b := &pgx.Batch{}
-	b.Queue(`SELECT pg_advisory_xact_lock_shared($1, 0)`, auditLockClass)
-	b.Queue(`INSERT INTO audit (time, user_id, team, token_id, method, route, subject, status, outcome)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
-		seconds(r.Time), r.User, r.Team, r.TokenID, r.Method, r.Route, r.Subject, r.Status, r.Outcome).
-		Exec(func(pgconn.CommandTag) error { return nil })
+	queueAudit(b, []core.AuditRecord{r})
 	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
 		return dbError(fmt.Sprintf("storing audit record of %s %s", r.Method, r.Route), err)
 	}
 	return nil
+}
+
+// queueAudit queues the audit lock, taken shared, and the records'
+// inserts, alone or in a commit (Change.Audit).
+func queueAudit(b *pgx.Batch, rs []core.AuditRecord) {
+	if len(rs) == 0 {
+		return
+	}
+	b.Queue(`SELECT pg_advisory_xact_lock_shared($1, 0)`, auditLockClass)
+	for _, r := range rs {
+		b.Queue(`INSERT INTO audit (time, user_id, team, token_id, method, route, subject, status, outcome)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
+			seconds(r.Time), r.User, r.Team, r.TokenID, r.Method, r.Route, r.Subject, r.Status, r.Outcome).
+			Exec(func(pgconn.CommandTag) error { return nil })
+	}
 }
 
 // Audit returns up to limit records with Seq > after, ordered by Seq; a

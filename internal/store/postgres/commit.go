@@ -243,6 +243,7 @@ func (w *commitWriter) queue(c store.Change, eventData []string) error {
 			e.InstanceType, e.OnDemand.Minor)
 	}
 	w.queueEvents(c.Events, eventData)
+	queueAudit(w.batch, c.Audit)
 	w.queueNotify(c)
 	return nil
 }

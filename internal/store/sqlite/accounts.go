@@ -299,7 +299,17 @@ func (s *Store) Budget(ctx context.Context, team string) (core.Budget, error) {
 
 // AppendAudit stores one audit record; its Seq is assigned by the table.
 func (s *Store) AppendAudit(ctx context.Context, r core.AuditRecord) error {
-	_, err := s.w.ExecContext(ctx, `INSERT INTO audit (time, user, team, token_id, method, route, subject, status, outcome)
+	return insertAudit(ctx, s.w, r)
+}
+
+// execer is the writer's connection pool or a commit's transaction.
+type execer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
+// insertAudit stores one audit record, alone or in a commit (Change.Audit).
+func insertAudit(ctx context.Context, x execer, r core.AuditRecord) error {
+	_, err := x.ExecContext(ctx, `INSERT INTO audit (time, user, team, token_id, method, route, subject, status, outcome)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		unixSeconds(r.Time), r.User, r.Team, r.TokenID, r.Method, r.Route, r.Subject, r.Status, r.Outcome)
 	if err != nil {

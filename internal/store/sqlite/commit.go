@@ -150,6 +150,11 @@ func (w *commitTx) apply(c store.Change, eventData []string) ([]int64, error) {
 			return nil, err
 		}
 	}
+	for _, r := range c.Audit {
+		if err := insertAudit(w.ctx, w.tx, r); err != nil {
+			return nil, err
+		}
+	}
 	seqs := make([]int64, len(c.Events))
 	for i, e := range c.Events {
 		seq, err := w.insertEvent(e, eventData[i])

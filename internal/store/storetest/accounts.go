@@ -24,6 +24,7 @@ var accountsTests = []struct {
 	{"Quotas", testQuotas},
 	{"Budgets", testBudgets},
 	{"Audit", testAudit},
+	{"AuditInCommit", testAuditInCommit},
 	{"AccountsReopen", testAccountsReopen},
 }
 
@@ -372,6 +373,34 @@ func testAudit(t *testing.T, h Harness) {
 	mustDo(t, "Audit", err)
 	if len(later) != 1 || later[0].Seq <= all[3].Seq {
 		t.Fatalf("Audit after the last = %+v, want one record with Seq > %d", later, all[3].Seq)
+	}
+}
+
+// testAuditInCommit stores audit records with a change (Change.Audit):
+// after a commit they follow the records appended before, and a refused
+// commit stores none.
+func testAuditInCommit(t *testing.T, h Harness) {
+	s := h.Open(t)
+	before := core.AuditRecord{Time: hour(0), User: "u1", Team: "t1", TokenID: "k1", Method: "DELETE",
+		Route: "/v1/tokens/{id}", Subject: "k2", Status: 200, Outcome: "ok"}
+	mustDo(t, "AppendAudit", s.AppendAudit(t.Context(), before))
+	buy := core.AuditRecord{Time: hour(1), User: "u1", Team: "t1", TokenID: "k1", Method: "POST",
+		Route: "/v1/blocks", Status: 201, Outcome: "ok"}
+	a := makeBlock("cb-a").on("n1", 0).obj()
+	mustCommit(t, s, store.Change{Insert: []core.Block{a}, Audit: []core.AuditRecord{buy}})
+	// The same GPU again: refused, and its record with it.
+	refused := buy
+	refused.Time = hour(2)
+	wantConflict(t, s, store.Change{Insert: []core.Block{makeBlock("cb-b").on("n1", 0).obj()}, Audit: []core.AuditRecord{refused}})
+
+	got, err := s.Audit(t.Context(), 0, 10)
+	mustDo(t, "Audit", err)
+	ignoreSeq := cmpopts.IgnoreFields(core.AuditRecord{}, "Seq")
+	if diff := cmp.Diff([]core.AuditRecord{before, buy}, got, ignoreSeq); diff != "" {
+		t.Fatalf("Audit (-want +got):\n%s", diff)
+	}
+	if got[1].Seq <= got[0].Seq {
+		t.Errorf("the commit's record has seq %d, not after %d", got[1].Seq, got[0].Seq)
 	}
 }
 
