@@ -255,8 +255,16 @@ func searchQuery(typ string, count, hours int, after, before time.Time) string {
 }
 
 // postBlock buys an offering and returns the block id and status, or an
-// error when the server cannot be reached.
+// error when the server cannot be reached or cuts its answer off (not
+// acknowledged).
 func postBlock(base, offeringID, token string) (string, int, error) {
+	id, status, _, err := postBlockProblem(base, offeringID, token)
+	return id, status, err
+}
+
+// postBlockProblem buys an offering and returns the block id, the status
+// and, for a refusal, the problem's code.
+func postBlockProblem(base, offeringID, token string) (id string, status int, code string, err error) {
 	body, _ := json.Marshal(map[string]any{"offeringId": offeringID, "clientToken": token})
 	req, _ := http.NewRequest("POST", base+"/v1/blocks", bytes.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
@@ -265,14 +273,14 @@ func postBlock(base, offeringID, token string) (string, int, error) {
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return "", 0, err
+		return "", 0, "", err
 	}
 	defer resp.Body.Close()
-	var b block
-	if err := json.NewDecoder(resp.Body).Decode(&b); err != nil {
-		return "", 0, err // cut off mid-answer: not acknowledged
+	var out struct{ ID, Code string }
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+		return "", 0, "", err
 	}
-	return b.ID, resp.StatusCode, nil
+	return out.ID, resp.StatusCode, out.Code, nil
 }
 
 // eventsWithData returns every event with its data.

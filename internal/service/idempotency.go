@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	mathrand "math/rand/v2"
+	"time"
 
 	"capblock/internal/core"
 	"capblock/internal/store"
@@ -39,12 +41,23 @@ func buyOnce[T any](ctx context.Context, s *Service, team, token, hash, what str
 			}
 			return v, false, nil
 		}
-		if !store.IsConflict(err) || attempt == maxCommitAttempts {
+		if !store.IsConflict(err) {
 			return zero, false, err
+		}
+		if attempt == maxCommitAttempts {
+			return zero, false, fmt.Errorf("%s lost to concurrent purchases %d times in a row; retry with the same clientToken: %w", what, attempt, err)
 		}
 		s.log.Warn(what+" conflicted with stored state; retrying once the index has caught up", "attempt", attempt, "err", err)
 		if err := s.catchUp(ctx); err != nil {
 			return zero, false, err
+		}
+		// Purchases that collide again and again decided at the same
+		// moments: a random pause, growing with the attempts, sets them
+		// apart.
+		if attempt > 1 {
+			if !sleepCtx(ctx, time.Duration(mathrand.Int64N(int64(attempt)*int64(2*time.Millisecond)))) {
+				return zero, false, ctx.Err()
+			}
 		}
 	}
 }

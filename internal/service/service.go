@@ -28,7 +28,7 @@ import (
 
 // maxCommitAttempts bounds the retries of a decision whose commit found
 // the stored state changed under it (another replica committed first).
-const maxCommitAttempts = 6
+const maxCommitAttempts = 10
 
 // Config is what a Service is built from.
 type Config struct {
