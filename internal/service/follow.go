@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"capblock/internal/core"
 	"capblock/internal/store"
 )
 
@@ -45,7 +46,8 @@ func (s *Service) follow(ctx context.Context, co store.Coordinator) {
 }
 
 // applyNotice brings one block of the index up to the version a commit
-// left it at.
+// left it at, from the notice when it carries the block, from the store
+// otherwise.
 func (s *Service) applyNotice(ctx context.Context, bv store.BlockVersion) {
 	s.mu.RLock()
 	cur, ok := s.index.Block(bv.ID)
@@ -54,12 +56,17 @@ func (s *Service) applyNotice(ctx context.Context, bv store.BlockVersion) {
 	if known {
 		return
 	}
-	b, err := s.store.GetBlock(ctx, bv.ID)
-	if err != nil {
-		if ctx.Err() == nil {
-			s.log.Error("loading a block another replica changed", "block", bv.ID, "err", err)
+	var b core.Block
+	if bv.Block != nil {
+		b = *bv.Block
+	} else {
+		var err error
+		if b, err = s.store.GetBlock(ctx, bv.ID); err != nil {
+			if ctx.Err() == nil {
+				s.log.Error("loading a block another replica changed", "block", bv.ID, "err", err)
+			}
+			return
 		}
-		return
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

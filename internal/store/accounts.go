@@ -100,4 +100,7 @@ type Notice struct {
 type BlockVersion struct {
 	ID      string
 	Version int64
+	// Block, when set, is the block at that version as the committing
+	// replica holds it; otherwise read it from the store.
+	Block *core.Block
 }

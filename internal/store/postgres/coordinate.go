@@ -2,9 +2,9 @@ package postgres
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"capblock/internal/core"
 	"capblock/internal/store"
 )
 
@@ -29,16 +30,24 @@ const (
 
 var _ store.Coordinator = (*Store)(nil)
 
-// queueNotify names the blocks of a change, at the versions it leaves, on
+// queueNotify tells the watches of the blocks a change leaves, on
 // blocksChannel. NOTIFY is transactional: listeners hear it when, and only
-// if, the change commits, in commit order.
+// if, the change commits, in commit order. A notice carries each block as
+// the committing replica indexes it, so that the others need not read it
+// back, unless the block is too large for a payload.
 func (w *commitWriter) queueNotify(c store.Change) {
 	var bs []store.BlockVersion
 	for _, b := range c.Insert {
-		bs = append(bs, store.BlockVersion{ID: b.ID, Version: 1})
+		b.Version = 1
+		bs = append(bs, store.BlockVersion{ID: b.ID, Version: 1, Block: &b})
 	}
 	for _, u := range c.Update {
-		bs = append(bs, store.BlockVersion{ID: u.Block.ID, Version: u.ExpectedVersion + 1})
+		b := u.Block
+		b.Version = u.ExpectedVersion + 1
+		if sb, ok := w.stored[b.ID]; ok { // what the commit leaves stored
+			b.Start, b.Placements = sb.start, sb.placements
+		}
+		bs = append(bs, store.BlockVersion{ID: b.ID, Version: b.Version, Block: &b})
 	}
 	for _, payload := range encodeNotices(bs) {
 		w.exec("notifying replicas", nil, `SELECT pg_notify($1, $2)`, blocksChannel, payload)
@@ -46,32 +55,45 @@ func (w *commitWriter) queueNotify(c store.Change) {
 }
 
 // A payload on blocksChannel is either "!" and a barrier's token,
-// accountsNotice, or a comma-separated list of id@version.
+// accountsNotice, or a JSON array of noticeItem.
 const (
 	barrierMark    = "!"
 	accountsNotice = "#accounts"
 )
 
-// encodeNotices splits bs into payloads of at most maxPayload bytes.
+type noticeItem struct {
+	ID      string      `json:"id"`
+	Version int64       `json:"v"`
+	Block   *core.Block `json:"b,omitempty"`
+}
+
+// encodeNotices packs bs into payloads of at most maxPayload bytes, each
+// block with its contents when they fit in one payload.
 func encodeNotices(bs []store.BlockVersion) []string {
 	var (
-		out []string
-		cur strings.Builder
+		out   []string
+		items []json.RawMessage
+		size  int
 	)
+	flush := func() {
+		if len(items) > 0 {
+			data, _ := json.Marshal(items) // raw messages always encode
+			out = append(out, string(data))
+			items, size = nil, 0
+		}
+	}
 	for _, b := range bs {
-		item := b.ID + "@" + strconv.FormatInt(b.Version, 10)
-		if cur.Len() > 0 && cur.Len()+1+len(item) > maxPayload {
-			out = append(out, cur.String())
-			cur.Reset()
+		item, err := json.Marshal(noticeItem{ID: b.ID, Version: b.Version, Block: b.Block})
+		if err != nil || len(item)+2 > maxPayload {
+			item, _ = json.Marshal(noticeItem{ID: b.ID, Version: b.Version}) // readers load it
 		}
-		if cur.Len() > 0 {
-			cur.WriteByte(',')
+		if size+len(item)+2 > maxPayload { // brackets and a comma
+			flush()
 		}
-		cur.WriteString(item)
+		items = append(items, item)
+		size += len(item) + 1
 	}
-	if cur.Len() > 0 {
-		out = append(out, cur.String())
-	}
+	flush()
 	return out
 }
 
@@ -83,14 +105,19 @@ func decodeNotice(payload string) (store.Notice, error) {
 	if payload == accountsNotice {
 		return store.Notice{Accounts: true}, nil
 	}
-	var n store.Notice
-	for item := range strings.SplitSeq(payload, ",") {
-		id, v, ok := strings.Cut(item, "@")
-		version, err := strconv.ParseInt(v, 10, 64)
-		if !ok || err != nil || id == "" {
-			return store.Notice{}, fmt.Errorf("notice %q: want id@version, got %q", payload, item)
+	var items []noticeItem
+	if err := json.Unmarshal([]byte(payload), &items); err != nil {
+		return store.Notice{}, fmt.Errorf("notice %.100q: %w", payload, err)
+	}
+	if len(items) == 0 {
+		return store.Notice{}, fmt.Errorf("notice %.100q names no block", payload)
+	}
+	n := store.Notice{Blocks: make([]store.BlockVersion, len(items))}
+	for i, it := range items {
+		if it.ID == "" || (it.Block != nil && (it.Block.ID != it.ID || it.Block.Version != it.Version)) {
+			return store.Notice{}, fmt.Errorf("notice %.100q: item %d is inconsistent", payload, i)
 		}
-		n.Blocks = append(n.Blocks, store.BlockVersion{ID: id, Version: version})
+		n.Blocks[i] = store.BlockVersion{ID: it.ID, Version: it.Version, Block: it.Block}
 	}
 	return n, nil
 }

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -66,9 +67,13 @@ func TestWatchBlocks(t *testing.T) {
 	if err := other.Barrier(t.Context(), "after-both"); err != nil {
 		t.Fatal(err)
 	}
+	// The notices carry the blocks as the commits left them.
+	a1, a2, b1 := a, a, b
+	a1.Version, a1.End = 1, b.End
+	a2.Version, b1.Version = 2, 1
 	want := []store.Notice{
-		{Blocks: []store.BlockVersion{{ID: "a", Version: 1}, {ID: "b", Version: 1}}},
-		{Blocks: []store.BlockVersion{{ID: "a", Version: 2}}},
+		{Blocks: []store.BlockVersion{{ID: "a", Version: 1, Block: &a1}, {ID: "b", Version: 1, Block: &b1}}},
+		{Blocks: []store.BlockVersion{{ID: "a", Version: 2, Block: &a2}}},
 		{Barrier: "after-both"},
 	}
 	for i, w := range want {
@@ -100,12 +105,21 @@ func TestWatchBlocks(t *testing.T) {
 	}
 }
 
-// TestNoticePayloads splits long lists of blocks under NOTIFY's payload
-// limit and reads back what it wrote.
+// TestNoticePayloads packs blocks under NOTIFY's payload limit, each
+// with its contents unless it is too large for a payload on its own, and
+// reads back what it wrote.
 func TestNoticePayloads(t *testing.T) {
 	var bs []store.BlockVersion
-	for i := range 2000 {
-		bs = append(bs, store.BlockVersion{ID: fmt.Sprintf("cb-%026d", i), Version: int64(i % 7)})
+	for i := range 300 {
+		b := core.Block{ID: fmt.Sprintf("cb-%026d", i), Team: "t", Count: 1, State: core.StateScheduled,
+			Start: time.Date(2030, 1, 7, i%24, 0, 0, 0, time.UTC), Version: int64(1 + i%7),
+			Placements: []core.Placement{{Node: fmt.Sprintf("n%d", i), GPUs: []int{0, 1, 2, 3}}}}
+		if i == 150 { // too large for one payload
+			for n := range 400 {
+				b.Placements = append(b.Placements, core.Placement{Node: fmt.Sprintf("node-%05d", n), GPUs: []int{0, 1, 2, 3, 4, 5, 6, 7}})
+			}
+		}
+		bs = append(bs, store.BlockVersion{ID: b.ID, Version: b.Version, Block: &b})
 	}
 	payloads := encodeNotices(bs)
 	if len(payloads) < 2 {
@@ -122,13 +136,19 @@ func TestNoticePayloads(t *testing.T) {
 		}
 		got = append(got, n.Blocks...)
 	}
-	if diff := cmp.Diff(bs, got); diff != "" {
+	want := slices.Clone(bs)
+	want[150].Block = nil // named only: readers load it
+	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("round trip (-want +got):\n%s", diff)
 	}
 	if n, err := decodeNotice(barrierMark + "tok"); err != nil || n.Barrier != "tok" || n.Blocks != nil {
 		t.Errorf("barrier payload: %+v, %v", n, err)
 	}
-	for _, bad := range []string{"", "a", "a@", "@1", "a@x", "a@1,,b@2", strings.Repeat("a@1,", 3)} {
+	if n, err := decodeNotice(accountsNotice); err != nil || !n.Accounts || n.Blocks != nil {
+		t.Errorf("accounts payload: %+v, %v", n, err)
+	}
+	for _, bad := range []string{"", "a@1", "[]", "[{}]", `[{"id":"a","v":1,"b":{"ID":"b","Version":1}}]`,
+		`[{"id":"a","v":2,"b":{"ID":"a","Version":1}}]`, strings.Repeat("[", 3)} {
 		if n, err := decodeNotice(bad); err == nil {
 			t.Errorf("decodeNotice(%q) = %+v, want an error", bad, n)
 		}
