@@ -109,7 +109,7 @@ var (
 
 // startProcess starts `capblock serve` on db with a simulated clock and
 // waits for the line that says where it listens.
-func startProcess(t *testing.T, bin, db, simStart string) *process {
+func startProcess(t testing.TB, bin, db, simStart string) *process {
 	t.Helper()
 	cmd := exec.Command(bin, "serve", "--db", db, "--listen", "127.0.0.1:0", "--sim-clock", "--sim-start", simStart, "--rate-limit", "0")
 	stderr, err := cmd.StderrPipe()

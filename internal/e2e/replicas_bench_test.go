@@ -18,64 +18,81 @@ import (
 )
 
 // BenchmarkReplicaPurchases measures purchases per second through the
-// HTTP API of 1 and of 3 replicas on one PostgreSQL, 16 clients spread
-// over the replicas, each purchase one h100.8x for an hour (8 allocation
-// rows, the charge, 2 events, in one transaction). Everything runs on
-// this machine: the replicas, PostgreSQL and the clients share its cores,
-// so it also reports the CPU time each of them spent per purchase.
+// HTTP API of 1 and of 3 replicas on one PostgreSQL, and of the embedded
+// default (one server on SQLite, durable) for comparison, 16 clients
+// spread over the servers, each purchase one h100.8x for an hour (8
+// allocation rows, the charge, 2 events and the audit record, in one
+// transaction). Everything runs on this machine: the servers, PostgreSQL
+// and the clients share its cores, so it also reports the CPU time each
+// of them spent per purchase.
 func BenchmarkReplicaPurchases(b *testing.B) {
+	b.Run("sqlite", func(b *testing.B) {
+		if testing.Short() {
+			b.Skip("builds and runs the server binary")
+		}
+		dir := b.TempDir()
+		p := startProcess(b, buildBinary(b), filepath.Join(dir, "capblock.db"), ts(t0))
+		useToken(b, p.url, filepath.Join(dir, "admin.token"))
+		benchPurchases(b, []*replica{{cmd: p.cmd, url: p.url}})
+	})
 	for _, n := range []int{1, 3} {
 		b.Run(fmt.Sprintf("replicas=%d", n), func(b *testing.B) {
 			_, rs := startReplicas(b, n)
-			// Offerings at many hours, each good for 32 purchases per zone.
-			var offers []string
-			for h := 1; len(offers) < b.N/32+2; h++ {
-				s := t0.Add(time.Duration(h) * time.Hour)
-				var out struct{ Offerings []offering }
-				call(b, rs[0].url, "GET", "/v1/offerings?"+searchQuery("h100.8x", 1, 1, s, s.Add(time.Hour)), nil, &out)
-				for _, o := range out.Offerings {
-					if o.DurationHours == 1 {
-						offers = append(offers, o.OfferingID)
-					}
+			benchPurchases(b, rs)
+		})
+	}
+}
+
+// benchPurchases runs b.N purchases through the servers rs.
+func benchPurchases(b *testing.B, rs []*replica) {
+	n := len(rs)
+	// Offerings at many hours, each good for 32 purchases per zone.
+	var offers []string
+	for h := 1; len(offers) < b.N/32+2; h++ {
+		s := t0.Add(time.Duration(h) * time.Hour)
+		var out struct{ Offerings []offering }
+		call(b, rs[0].url, "GET", "/v1/offerings?"+searchQuery("h100.8x", 1, 1, s, s.Add(time.Hour)), nil, &out)
+		for _, o := range out.Offerings {
+			if o.DurationHours == 1 {
+				offers = append(offers, o.OfferingID)
+			}
+		}
+	}
+	// Clients keep their connections, as a load balancer's would:
+	// http.DefaultClient keeps 2 per host and would reconnect for
+	// most purchases.
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+	defer client.CloseIdleConnections()
+	var next, failed atomic.Int64
+	var wg sync.WaitGroup
+	cpu0 := benchCPU(rs)
+	b.ResetTimer()
+	start := time.Now()
+	for c := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= b.N {
+					return
+				}
+				if err := benchBuy(client, rs[(c+i)%n].url, offers[i%len(offers)], fmt.Sprintf("bench-%d", i)); err != nil {
+					failed.Add(1)
+					b.Logf("purchase %d: %v", i, err)
 				}
 			}
-			// Clients keep their connections, as a load balancer's would:
-			// http.DefaultClient keeps 2 per host and would reconnect for
-			// most purchases.
-			client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
-			defer client.CloseIdleConnections()
-			var next, failed atomic.Int64
-			var wg sync.WaitGroup
-			cpu0 := benchCPU(rs)
-			b.ResetTimer()
-			start := time.Now()
-			for c := range 16 {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					for {
-						i := int(next.Add(1) - 1)
-						if i >= b.N {
-							return
-						}
-						if err := benchBuy(client, rs[(c+i)%n].url, offers[i%len(offers)], fmt.Sprintf("bench-%d", i)); err != nil {
-							failed.Add(1)
-							b.Logf("purchase %d: %v", i, err)
-						}
-					}
-				}()
-			}
-			wg.Wait()
-			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "purchases/s")
-			cpu := benchCPU(rs)
-			per := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(b.N) }
-			b.ReportMetric(per(cpu.postgres-cpu0.postgres), "pg-cpu-µs/op")
-			b.ReportMetric(per(cpu.replicas-cpu0.replicas), "replicas-cpu-µs/op")
-			b.ReportMetric(per(cpu.clients-cpu0.clients), "clients-cpu-µs/op")
-			if f := failed.Load(); f > 0 {
-				b.Fatalf("%d of %d purchases failed", f, b.N)
-			}
-		})
+		}()
+	}
+	wg.Wait()
+	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "purchases/s")
+	cpu := benchCPU(rs)
+	per := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(b.N) }
+	b.ReportMetric(per(cpu.postgres-cpu0.postgres), "pg-cpu-µs/op")
+	b.ReportMetric(per(cpu.replicas-cpu0.replicas), "replicas-cpu-µs/op")
+	b.ReportMetric(per(cpu.clients-cpu0.clients), "clients-cpu-µs/op")
+	if f := failed.Load(); f > 0 {
+		b.Fatalf("%d of %d purchases failed", f, b.N)
 	}
 }
 
