@@ -56,11 +56,16 @@ func (s *Service) applyNotice(ctx context.Context, bv store.BlockVersion) {
 	if known {
 		return
 	}
-	var b core.Block
+	var (
+		b   core.Block
+		err error
+	)
 	if bv.Block != nil {
-		b = *bv.Block
-	} else {
-		var err error
+		if b, err = bv.Block(); err != nil {
+			s.log.Error("reading a block from a notice; loading it instead", "block", bv.ID, "err", err)
+		}
+	}
+	if bv.Block == nil || err != nil {
 		if b, err = s.store.GetBlock(ctx, bv.ID); err != nil {
 			if ctx.Err() == nil {
 				s.log.Error("loading a block another replica changed", "block", bv.ID, "err", err)

@@ -100,7 +100,8 @@ type Notice struct {
 type BlockVersion struct {
 	ID      string
 	Version int64
-	// Block, when set, is the block at that version as the committing
-	// replica holds it; otherwise read it from the store.
-	Block *core.Block
+	// Block, when set, returns the block at that version as the
+	// committing replica holds it (decoding it only then); otherwise read
+	// it from the store.
+	Block func() (core.Block, error)
 }

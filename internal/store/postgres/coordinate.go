@@ -36,10 +36,10 @@ var _ store.Coordinator = (*Store)(nil)
 // the committing replica indexes it, so that the others need not read it
 // back, unless the block is too large for a payload.
 func (w *commitWriter) queueNotify(c store.Change) {
-	var bs []store.BlockVersion
+	var bs []core.Block
 	for _, b := range c.Insert {
 		b.Version = 1
-		bs = append(bs, store.BlockVersion{ID: b.ID, Version: 1, Block: &b})
+		bs = append(bs, b)
 	}
 	for _, u := range c.Update {
 		b := u.Block
@@ -47,7 +47,7 @@ func (w *commitWriter) queueNotify(c store.Change) {
 		if sb, ok := w.stored[b.ID]; ok { // what the commit leaves stored
 			b.Start, b.Placements = sb.start, sb.placements
 		}
-		bs = append(bs, store.BlockVersion{ID: b.ID, Version: b.Version, Block: &b})
+		bs = append(bs, b)
 	}
 	for _, payload := range encodeNotices(bs) {
 		w.exec("notifying replicas", nil, `SELECT pg_notify($1, $2)`, blocksChannel, payload)
@@ -61,15 +61,18 @@ const (
 	accountsNotice = "#accounts"
 )
 
+// noticeItem is a block in a notice. Block is decoded only by a reader
+// that does not hold the block at that version already (most notices a
+// replica reads are of its own commits).
 type noticeItem struct {
-	ID      string      `json:"id"`
-	Version int64       `json:"v"`
-	Block   *core.Block `json:"b,omitempty"`
+	ID      string          `json:"id"`
+	Version int64           `json:"v"`
+	Block   json.RawMessage `json:"b,omitempty"`
 }
 
 // encodeNotices packs bs into payloads of at most maxPayload bytes, each
 // block with its contents when they fit in one payload.
-func encodeNotices(bs []store.BlockVersion) []string {
+func encodeNotices(bs []core.Block) []string {
 	var (
 		out   []string
 		items []json.RawMessage
@@ -83,7 +86,8 @@ func encodeNotices(bs []store.BlockVersion) []string {
 		}
 	}
 	for _, b := range bs {
-		item, err := json.Marshal(noticeItem{ID: b.ID, Version: b.Version, Block: b.Block})
+		data, err := json.Marshal(b)
+		item, _ := json.Marshal(noticeItem{ID: b.ID, Version: b.Version, Block: data})
 		if err != nil || len(item)+2 > maxPayload {
 			item, _ = json.Marshal(noticeItem{ID: b.ID, Version: b.Version}) // readers load it
 		}
@@ -114,10 +118,22 @@ func decodeNotice(payload string) (store.Notice, error) {
 	}
 	n := store.Notice{Blocks: make([]store.BlockVersion, len(items))}
 	for i, it := range items {
-		if it.ID == "" || (it.Block != nil && (it.Block.ID != it.ID || it.Block.Version != it.Version)) {
-			return store.Notice{}, fmt.Errorf("notice %.100q: item %d is inconsistent", payload, i)
+		if it.ID == "" {
+			return store.Notice{}, fmt.Errorf("notice %.100q: item %d names no block", payload, i)
 		}
-		n.Blocks[i] = store.BlockVersion{ID: it.ID, Version: it.Version, Block: it.Block}
+		n.Blocks[i] = store.BlockVersion{ID: it.ID, Version: it.Version}
+		if it.Block != nil {
+			n.Blocks[i].Block = func() (core.Block, error) {
+				var b core.Block
+				if err := json.Unmarshal(it.Block, &b); err != nil {
+					return core.Block{}, fmt.Errorf("notice of block %s: %w", it.ID, err)
+				}
+				if b.ID != it.ID || b.Version != it.Version {
+					return core.Block{}, fmt.Errorf("notice of block %s version %d holds block %s version %d", it.ID, it.Version, b.ID, b.Version)
+				}
+				return b, nil
+			}
+		}
 	}
 	return n, nil
 }

@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -71,13 +70,13 @@ func TestWatchBlocks(t *testing.T) {
 	a1, a2, b1 := a, a, b
 	a1.Version, a1.End = 1, b.End
 	a2.Version, b1.Version = 2, 1
-	want := []store.Notice{
-		{Blocks: []store.BlockVersion{{ID: "a", Version: 1, Block: &a1}, {ID: "b", Version: 1, Block: &b1}}},
-		{Blocks: []store.BlockVersion{{ID: "a", Version: 2, Block: &a2}}},
+	want := []shownNotice{
+		{Blocks: []shownBlock{{ID: "a", Version: 1, Block: &a1}, {ID: "b", Version: 1, Block: &b1}}},
+		{Blocks: []shownBlock{{ID: "a", Version: 2, Block: &a2}}},
 		{Barrier: "after-both"},
 	}
 	for i, w := range want {
-		if diff := cmp.Diff(w, next()); diff != "" {
+		if diff := cmp.Diff(w, show(t, next())); diff != "" {
 			t.Fatalf("notice %d (-want +got):\n%s", i, diff)
 		}
 	}
@@ -105,11 +104,44 @@ func TestWatchBlocks(t *testing.T) {
 	}
 }
 
+// shownNotice is a store.Notice with its blocks decoded, to compare.
+type shownNotice struct {
+	Blocks   []shownBlock
+	Barrier  string
+	Accounts bool
+}
+
+type shownBlock struct {
+	ID      string
+	Version int64
+	Block   *core.Block
+}
+
+func show(t *testing.T, n store.Notice) shownNotice {
+	t.Helper()
+	out := shownNotice{Barrier: n.Barrier, Accounts: n.Accounts}
+	for _, bv := range n.Blocks {
+		sb := shownBlock{ID: bv.ID, Version: bv.Version}
+		if bv.Block != nil {
+			b, err := bv.Block()
+			if err != nil {
+				t.Fatalf("decoding block %s: %v", bv.ID, err)
+			}
+			sb.Block = &b
+		}
+		out.Blocks = append(out.Blocks, sb)
+	}
+	return out
+}
+
 // TestNoticePayloads packs blocks under NOTIFY's payload limit, each
 // with its contents unless it is too large for a payload on its own, and
 // reads back what it wrote.
 func TestNoticePayloads(t *testing.T) {
-	var bs []store.BlockVersion
+	var (
+		bs   []core.Block
+		want []shownBlock
+	)
 	for i := range 300 {
 		b := core.Block{ID: fmt.Sprintf("cb-%026d", i), Team: "t", Count: 1, State: core.StateScheduled,
 			Start: time.Date(2030, 1, 7, i%24, 0, 0, 0, time.UTC), Version: int64(1 + i%7),
@@ -119,13 +151,18 @@ func TestNoticePayloads(t *testing.T) {
 				b.Placements = append(b.Placements, core.Placement{Node: fmt.Sprintf("node-%05d", n), GPUs: []int{0, 1, 2, 3, 4, 5, 6, 7}})
 			}
 		}
-		bs = append(bs, store.BlockVersion{ID: b.ID, Version: b.Version, Block: &b})
+		bs = append(bs, b)
+		sb := shownBlock{ID: b.ID, Version: b.Version, Block: &bs[len(bs)-1]}
+		if i == 150 {
+			sb.Block = nil // named only: readers load it
+		}
+		want = append(want, sb)
 	}
 	payloads := encodeNotices(bs)
 	if len(payloads) < 2 {
 		t.Fatalf("%d blocks fit in %d payload(s), want several", len(bs), len(payloads))
 	}
-	var got []store.BlockVersion
+	var got []shownBlock
 	for _, p := range payloads {
 		if len(p) > maxPayload {
 			t.Errorf("payload of %d bytes, above %d", len(p), maxPayload)
@@ -134,10 +171,8 @@ func TestNoticePayloads(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got = append(got, n.Blocks...)
+		got = append(got, show(t, n).Blocks...)
 	}
-	want := slices.Clone(bs)
-	want[150].Block = nil // named only: readers load it
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("round trip (-want +got):\n%s", diff)
 	}
@@ -147,10 +182,20 @@ func TestNoticePayloads(t *testing.T) {
 	if n, err := decodeNotice(accountsNotice); err != nil || !n.Accounts || n.Blocks != nil {
 		t.Errorf("accounts payload: %+v, %v", n, err)
 	}
-	for _, bad := range []string{"", "a@1", "[]", "[{}]", `[{"id":"a","v":1,"b":{"ID":"b","Version":1}}]`,
-		`[{"id":"a","v":2,"b":{"ID":"a","Version":1}}]`, strings.Repeat("[", 3)} {
+	for _, bad := range []string{"", "a@1", "[]", "[{}]", strings.Repeat("[", 3)} {
 		if n, err := decodeNotice(bad); err == nil {
 			t.Errorf("decodeNotice(%q) = %+v, want an error", bad, n)
+		}
+	}
+	// A block that is not the one its item names is refused when read.
+	for _, bad := range []string{`[{"id":"a","v":1,"b":{"ID":"b","Version":1}}]`, `[{"id":"a","v":2,"b":{"ID":"a","Version":1}}]`,
+		`[{"id":"a","v":1,"b":{"ID":"a","Version":"x"}}]`} {
+		n, err := decodeNotice(bad)
+		if err != nil {
+			t.Fatalf("decodeNotice(%q): %v", bad, err)
+		}
+		if b, err := n.Blocks[0].Block(); err == nil {
+			t.Errorf("block of %q = %+v, want an error", bad, b)
 		}
 	}
 }
