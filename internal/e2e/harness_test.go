@@ -77,7 +77,7 @@ func startFleet(t *testing.T, fleetYAML string) *env {
 	t.Cleanup(func() { st.Close() })
 	sim := clock.NewSim(t0)
 	svc, err := service.New(ctx, service.Config{Fleet: f, Store: st, Backend: backend.NewSim(discard()), Clock: sim, Log: discard(),
-		JobsDir: filepath.Join(filepath.Dir(db), "jobs")})
+		JobsDir: filepath.Join(filepath.Dir(db), "jobs"), AllowPrivateWebhooks: true}) // receivers on loopback
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -258,13 +258,13 @@ func searchQuery(typ string, count, hours int, after, before time.Time) string {
 // error when the server cannot be reached or cuts its answer off (not
 // acknowledged).
 func postBlock(base, offeringID, token string) (string, int, error) {
-	id, status, _, err := postBlockProblem(base, offeringID, token)
+	id, status, _, _, err := postBlockProblem(base, offeringID, token)
 	return id, status, err
 }
 
 // postBlockProblem buys an offering and returns the block id, the status
-// and, for a refusal, the problem's code.
-func postBlockProblem(base, offeringID, token string) (id string, status int, code string, err error) {
+// and, for a refusal, the problem's code and detail.
+func postBlockProblem(base, offeringID, token string) (id string, status int, code, detail string, err error) {
 	body, _ := json.Marshal(map[string]any{"offeringId": offeringID, "clientToken": token})
 	req, _ := http.NewRequest("POST", base+"/v1/blocks", bytes.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
@@ -273,14 +273,14 @@ func postBlockProblem(base, offeringID, token string) (id string, status int, co
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return "", 0, "", err
+		return "", 0, "", "", err
 	}
 	defer resp.Body.Close()
-	var out struct{ ID, Code string }
+	var out struct{ ID, Code, Detail string }
 	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
-		return "", 0, "", err
+		return "", 0, "", "", err
 	}
-	return out.ID, resp.StatusCode, out.Code, nil
+	return out.ID, resp.StatusCode, out.Code, out.Detail, nil
 }
 
 // eventsWithData returns every event with its data.

@@ -121,7 +121,7 @@ func TestReplicasNoDoubleBooking(t *testing.T) {
 			if i%2 == 1 {
 				o = b
 			}
-			id, code, problem, err := postBlockProblem(rs[i%3].url, o.OfferingID, fmt.Sprintf("r-%d", i))
+			id, code, problem, detail, err := postBlockProblem(rs[i%3].url, o.OfferingID, fmt.Sprintf("r-%d", i))
 			if err != nil {
 				t.Errorf("buyer %d: %v", i, err)
 				return
@@ -133,7 +133,7 @@ func TestReplicasNoDoubleBooking(t *testing.T) {
 				mu.Unlock()
 			case code == 409 && problem == "no_capacity":
 			default: // a conflict that retries did not settle is a failure too
-				t.Errorf("buyer %d: status %d %s", i, code, problem)
+				t.Errorf("buyer %d: status %d %s: %s", i, code, problem, detail)
 			}
 		}()
 	}

@@ -51,15 +51,21 @@ func buyOnce[T any](ctx context.Context, s *Service, team, token, hash, what str
 		if err := s.catchUp(ctx); err != nil {
 			return zero, false, err
 		}
-		// Purchases that collide again and again decided at the same
-		// moments: a random pause, growing with the attempts, sets them
-		// apart.
+		// Purchases that collide again and again decide at the same
+		// moments on the last free GPUs: a random pause, doubling with the
+		// attempts up to 100 ms, sets them apart, until one wins or the
+		// capacity is gone (no_capacity).
 		if attempt > 1 {
-			if !sleepCtx(ctx, time.Duration(mathrand.Int64N(int64(attempt)*int64(2*time.Millisecond)))) {
+			if !sleepCtx(ctx, time.Duration(mathrand.Int64N(int64(conflictPause(attempt))))) {
 				return zero, false, ctx.Err()
 			}
 		}
 	}
+}
+
+// conflictPause is the longest pause before the attempt after attempt.
+func conflictPause(attempt int) time.Duration {
+	return min(time.Millisecond<<min(attempt, 8), 100*time.Millisecond)
 }
 
 // tokenSubject returns what a client token already bought, if anything;

@@ -28,7 +28,8 @@ import (
 
 // maxCommitAttempts bounds the retries of a decision whose commit found
 // the stored state changed under it (another replica committed first).
-const maxCommitAttempts = 10
+// With the pauses between them (see buyOnce) they span about 1.5 s.
+const maxCommitAttempts = 20
 
 // Config is what a Service is built from.
 type Config struct {
@@ -40,6 +41,10 @@ type Config struct {
 	// JobsDir holds the jobs' logs, checkpoint directories and the
 	// executor's state; empty means this server runs no jobs.
 	JobsDir string
+	// AllowPrivateWebhooks lets webhooks deliver to loopback, private and
+	// link-local addresses (a receiver inside the operator's network);
+	// by default they reach public addresses only.
+	AllowPrivateWebhooks bool
 }
 
 // Service implements the use cases. It is safe for concurrent use: reads
@@ -68,6 +73,8 @@ type Service struct {
 	// accounts caches tokens, quotas and budgets for requests.
 	accounts accountCache
 
+	allowPrivateWebhooks bool
+
 	jobs *jobRuntime // nil when the server runs no jobs
 
 	// events is closed and replaced whenever events are committed, waking
@@ -91,7 +98,7 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 	}
 	s := &Service{
 		fleet: cfg.Fleet, store: cfg.Store, backend: cfg.Backend, clock: cfg.Clock, log: cfg.Log,
-		secret: secret, events: make(chan struct{}),
+		secret: secret, events: make(chan struct{}), allowPrivateWebhooks: cfg.AllowPrivateWebhooks,
 	}
 	if cfg.JobsDir != "" {
 		s.jobs = newJobRuntime(cfg.JobsDir)
