@@ -40,6 +40,8 @@ type serveFlags struct {
 	burst     int
 	tokenFile string
 	jobsDir   string
+	// privateWebhooks lets webhooks deliver to private addresses.
+	privateWebhooks bool
 }
 
 // newServeCmd is `capblock serve`: with no flags it runs on a SQLite file
@@ -76,6 +78,7 @@ POST /v1/admin/clock (or "capblock admin clock --advance 6h").`,
 	fl.StringVar(&f.tlsKey, "tls-key", "", "private key (PEM) of --tls-cert")
 	fl.Float64Var(&f.rate, "rate-limit", 50, "requests per second allowed to one API token (0: no limit)")
 	fl.IntVar(&f.burst, "rate-burst", 100, "requests one API token may send at once above --rate-limit")
+	fl.BoolVar(&f.privateWebhooks, "webhook-allow-private", false, "let webhooks deliver to loopback, private and link-local addresses (default: public addresses only)")
 	return cmd
 }
 
@@ -119,7 +122,8 @@ func serve(ctx context.Context, f serveFlags) error {
 	} else if jobsDir == "" {
 		jobsDir = filepath.Join(filepath.Dir(f.db), "capblock-jobs")
 	}
-	svc, err := service.New(ctx, service.Config{Fleet: fl, Store: st, Backend: backend.NewSim(log), Clock: clk, Log: log, JobsDir: jobsDir})
+	svc, err := service.New(ctx, service.Config{Fleet: fl, Store: st, Backend: backend.NewSim(log), Clock: clk, Log: log, JobsDir: jobsDir,
+		AllowPrivateWebhooks: f.privateWebhooks})
 	if err != nil {
 		return err
 	}

@@ -34,7 +34,7 @@ const (
 // no later call shows again.
 func (s *Service) CreateWebhook(ctx context.Context, team, rawURL string, patterns []string) (core.Webhook, error) {
 	// 1. Check the request.
-	if err := checkWebhookURL(rawURL); err != nil {
+	if err := checkWebhookURL(rawURL, s.allowPrivateWebhooks); err != nil {
 		return core.Webhook{}, err
 	}
 	patterns, err := checkEventPatterns(patterns)
@@ -59,15 +59,21 @@ func (s *Service) CreateWebhook(ctx context.Context, team, rawURL string, patter
 	return w, nil
 }
 
-// checkWebhookURL accepts absolute http and https URLs with a host. The
-// URL is not repeated in the message: it may hold a credential.
-func checkWebhookURL(raw string) error {
+// checkWebhookURL accepts absolute http and https URLs with a host, a
+// public one unless allowPrivate (see webhookdest.go). The URL is not
+// repeated in the message: it may hold a credential.
+func checkWebhookURL(raw string, allowPrivate bool) error {
 	if len(raw) > maxWebhookURL {
 		return core.Invalidf("url: %d bytes is longer than the %d allowed", len(raw), maxWebhookURL)
 	}
 	u, err := url.Parse(raw)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return core.Invalidf("url: want an absolute http:// or https:// URL, such as https://example.com/capblock-events")
+	}
+	if !allowPrivate {
+		if err := checkWebhookHost(u.Hostname()); err != nil {
+			return core.Invalidf("%s", err)
+		}
 	}
 	return nil
 }

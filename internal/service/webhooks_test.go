@@ -33,7 +33,10 @@ type hookEnv struct {
 	seq int
 }
 
-func newHookEnv(t *testing.T) *hookEnv {
+// newHookEnv allows private receivers: the tests' listen on loopback.
+func newHookEnv(t *testing.T) *hookEnv { t.Helper(); return newHookEnvWith(t, true) }
+
+func newHookEnvWith(t *testing.T, allowPrivate bool) *hookEnv {
 	t.Helper()
 	ctx := t.Context()
 	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "hooks.db"))
@@ -42,7 +45,7 @@ func newHookEnv(t *testing.T) *hookEnv {
 	}
 	t.Cleanup(func() { st.Close() })
 	svc, err := New(ctx, Config{Fleet: core.Fleet{Currency: "USD", Limits: core.DefaultLimits(), Pricing: core.DefaultPricing()},
-		Store: st, Clock: clock.NewSim(hookT0), Log: slog.New(slog.DiscardHandler)})
+		Store: st, Clock: clock.NewSim(hookT0), Log: slog.New(slog.DiscardHandler), AllowPrivateWebhooks: allowPrivate})
 	if err != nil {
 		t.Fatal(err)
 	}

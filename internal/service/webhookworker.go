@@ -33,8 +33,10 @@ import (
 
 // WebhookOptions tune the delivery worker; zero fields take the defaults.
 type WebhookOptions struct {
-	// Client sends the deliveries. The default waits 10s for an answer
-	// and follows no redirect (a 3xx is a failed attempt).
+	// Client sends the deliveries. The default waits 10s for an answer,
+	// follows no redirect (a 3xx is a failed attempt) and connects only
+	// to public addresses unless the service allows others
+	// (Config.AllowPrivateWebhooks).
 	Client *http.Client
 	// FirstRetry is the wait after a delivery's first failed attempt (1s);
 	// each failure doubles it, up to MaxRetry (5m).
@@ -51,12 +53,9 @@ type WebhookOptions struct {
 	Gather time.Duration
 }
 
-func (o WebhookOptions) withDefaults() WebhookOptions {
+func (o WebhookOptions) withDefaults(allowPrivate bool) WebhookOptions {
 	if o.Client == nil {
-		o.Client = &http.Client{
-			Timeout:       10 * time.Second,
-			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-		}
+		o.Client = deliveryClient(allowPrivate)
 	}
 	if o.FirstRetry <= 0 {
 		o.FirstRetry = time.Second
@@ -103,7 +102,7 @@ func (s *Service) RunWebhooks(ctx context.Context) { s.RunWebhooksWith(ctx, Webh
 // returns once its senders have stopped. On a store that replicas share,
 // run it on one replica at a time (Run does, on the leader).
 func (s *Service) RunWebhooksWith(ctx context.Context, opts WebhookOptions) {
-	w := &webhookWorker{svc: s, opts: opts.withDefaults(), senders: map[string]*webhookSender{}}
+	w := &webhookWorker{svc: s, opts: opts.withDefaults(s.allowPrivateWebhooks), senders: map[string]*webhookSender{}}
 	defer w.wg.Wait()
 	// 1. Resume the deliveries that the log shows unfinished.
 	var cursor int64
