@@ -17,23 +17,9 @@ import (
 // the restarted server adopts the running process instead of starting it
 // again, reports the job running, and records its success when it ends.
 func TestJobsSurviveServerCrash(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs the server binary")
-	}
-	bin := buildBinary(t)
-	dir := t.TempDir()
-	db := filepath.Join(dir, "capblock.db")
-	const simStart = "2026-12-01T00:00:00Z"
-	srv := startProcess(t, bin, db, simStart)
-	useToken(t, srv.url, filepath.Join(dir, "admin.token"))
-	e := &env{t: t, url: srv.url}
-
-	s := t0.Add(time.Hour)
-	b, code := e.buy(e.exact(searchQuery("h100.8x", 1, 4, s, s.Add(4*time.Hour)), 4, s).OfferingID, "crash-1")
-	if code != 201 {
-		t.Fatalf("buying: %d", code)
-	}
-	e.advance(time.Hour)
+	c := startCrashable(t)
+	e, dir := c.env, c.dir
+	b := c.activeBlock(1)
 	marks := filepath.Join(dir, "marks")
 	script := writeScript(t, `echo "$$" >> "`+marks+`.pids"
 i=0
@@ -49,14 +35,7 @@ echo done >> "`+marks+`.done"
 	}
 
 	// The crash, while the job runs.
-	if err := srv.cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	_ = srv.cmd.Wait()
-	srv2 := startProcess(t, bin, db, simStart)
-	useToken(t, srv2.url, filepath.Join(dir, "admin.token"))
-	e2 := &env{t: t, url: srv2.url}
-	e2.advance(time.Hour) // the restarted simulated clock catches up
+	e2 := c.crashAndRestart()
 
 	if got := waitJob(t, e2, j.ID, func(job) bool { return true }); got.State != "running" && got.State != "succeeded" {
 		t.Fatalf("after the restart the job is %q", got.State)
@@ -121,23 +100,9 @@ func TestLostJobRestarts(t *testing.T) {
 // instance's success, recorded with the job by the server that saw it,
 // and report the job succeeded.
 func TestJobInstancesCountedAcrossCrash(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs the server binary")
-	}
-	bin := buildBinary(t)
-	dir := t.TempDir()
-	db := filepath.Join(dir, "capblock.db")
-	const simStart = "2026-12-01T00:00:00Z"
-	srv := startProcess(t, bin, db, simStart)
-	useToken(t, srv.url, filepath.Join(dir, "admin.token"))
-	e := &env{t: t, url: srv.url}
-
-	s := t0.Add(time.Hour)
-	b, code := e.buy(e.exact(searchQuery("h100.8x", 2, 4, s, s.Add(4*time.Hour)), 4, s).OfferingID, "two-1")
-	if code != 201 {
-		t.Fatalf("buying: %d", code)
-	}
-	e.advance(time.Hour)
+	c := startCrashable(t)
+	e, dir := c.env, c.dir
+	b := c.activeBlock(2)
 	marks, release := filepath.Join(dir, "marks"), filepath.Join(dir, "release")
 	// Rank 0 ends at once; rank 1 waits for the release file.
 	script := writeScript(t, `echo "$RANK" >> "`+marks+`.started"
@@ -159,14 +124,7 @@ echo "$RANK" >> "`+marks+`.done"
 	}
 	time.Sleep(time.Second) // for the server to record rank 0's exit
 
-	if err := srv.cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	_ = srv.cmd.Wait()
-	srv2 := startProcess(t, bin, db, simStart)
-	useToken(t, srv2.url, filepath.Join(dir, "admin.token"))
-	e2 := &env{t: t, url: srv2.url}
-	e2.advance(time.Hour) // the restarted simulated clock catches up
+	e2 := c.crashAndRestart()
 	if err := os.WriteFile(release, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -178,4 +136,57 @@ echo "$RANK" >> "`+marks+`.done"
 	if started := readLines(marks + ".started"); len(started) != 2 {
 		t.Fatalf("instances started %v: want each once", started)
 	}
+}
+
+// crashable is the server binary on a SQLite file, which a test kills
+// (SIGKILL) and starts again on the same file.
+type crashable struct {
+	t       *testing.T
+	bin, db string
+	dir     string
+	srv     *process
+	env     *env
+}
+
+func startCrashable(t *testing.T) *crashable {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("builds and runs the server binary")
+	}
+	c := &crashable{t: t, bin: buildBinary(t), dir: t.TempDir()}
+	c.db = filepath.Join(c.dir, "capblock.db")
+	c.start()
+	return c
+}
+
+func (c *crashable) start() {
+	c.srv = startProcess(c.t, c.bin, c.db, ts(t0))
+	useToken(c.t, c.srv.url, filepath.Join(c.dir, "admin.token"))
+	c.env = &env{t: c.t, url: c.srv.url}
+}
+
+// activeBlock buys count h100.8x for 4 hours from t0+1h and moves the
+// clock to its start.
+func (c *crashable) activeBlock(count int) block {
+	c.t.Helper()
+	s := t0.Add(time.Hour)
+	b, code := c.env.buy(c.env.exact(searchQuery("h100.8x", count, 4, s, s.Add(4*time.Hour)), 4, s).OfferingID, "crash-block")
+	if code != 201 {
+		c.t.Fatalf("buying: %d", code)
+	}
+	c.env.advance(time.Hour)
+	return b
+}
+
+// crashAndRestart kills the server and starts it again on its file; the
+// restarted simulated clock catches up with the hour activeBlock moved.
+func (c *crashable) crashAndRestart() *env {
+	c.t.Helper()
+	if err := c.srv.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		c.t.Fatal(err)
+	}
+	_ = c.srv.cmd.Wait()
+	c.start()
+	c.env.advance(time.Hour)
+	return c.env
 }
