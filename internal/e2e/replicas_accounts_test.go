@@ -33,7 +33,7 @@ func TestReplicasForgetAccounts(t *testing.T) {
 	s := t0.Add(3 * time.Hour)
 	buy := func(base string, count int) (int, problem) {
 		var out struct{ Offerings []offering }
-		call(t, base, "GET", "/v1/offerings?"+searchQuery("l4.1x", count, 2, s, s.Add(2*time.Hour)), nil, &out, tok.Token)
+		call(t, base, "GET", "/v1/offerings?"+searchQuery("l4.1x", count, 2, s, s.Add(14*24*time.Hour)), nil, &out, tok.Token)
 		if len(out.Offerings) == 0 {
 			return 0, problem{Detail: "no offering left"}
 		}
@@ -50,9 +50,9 @@ func TestReplicasForgetAccounts(t *testing.T) {
 	if code := call(t, a, "PUT", "/v1/teams/"+team.ID+"/quotas", map[string]any{"maxInstancesPerBlock": 1, "maxInstancesHeld": 0, "maxDurationHours": 0, "maxLeadDays": 0}, nil); code != 200 {
 		t.Fatalf("setting the quota: %d", code)
 	}
-	waitFor(t, "the quota to hold on b", func() bool {
+	waitFor(t, "the quota to hold on b", func() (bool, string) {
 		code, p := buy(b, 2)
-		return code == 403 && p.Code == "quota_exceeded"
+		return code == 403 && p.Code == "quota_exceeded", fmt.Sprintf("%d %s %s", code, p.Code, p.Detail)
 	})
 
 	// The token, revoked through a.
@@ -69,18 +69,24 @@ func TestReplicasForgetAccounts(t *testing.T) {
 	if code := call(t, a, "GET", "/v1/blocks", nil, nil, tok.Token); code != 401 {
 		t.Fatalf("the revoked token on the replica that revoked it: %d, want 401 at once", code)
 	}
-	waitFor(t, "the revocation to hold on b", func() bool {
-		return call(t, b, "GET", "/v1/blocks", nil, nil, tok.Token) == 401
+	waitFor(t, "the revocation to hold on b", func() (bool, string) {
+		code := call(t, b, "GET", "/v1/blocks", nil, nil, tok.Token)
+		return code == 401, fmt.Sprint(code)
 	})
 }
 
-// waitFor polls cond until it holds, failing the test after accountsBound.
-func waitFor(t *testing.T, what string, cond func() bool) {
+// waitFor polls cond until it holds, failing the test after accountsBound
+// with what cond saw last.
+func waitFor(t *testing.T, what string, cond func() (bool, string)) {
 	t.Helper()
 	start := time.Now()
-	for !cond() {
+	for {
+		ok, saw := cond()
+		if ok {
+			break
+		}
 		if time.Since(start) > accountsBound {
-			t.Fatalf("waited %s for %s", accountsBound, what)
+			t.Fatalf("waited %s for %s; last saw %s", accountsBound, what, saw)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
