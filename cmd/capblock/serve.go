@@ -189,14 +189,16 @@ func serve(ctx context.Context, f serveFlags) error {
 }
 
 // metrics is the registry /metrics serves: the process, the HTTP layer
-// (added by the api), the store's own (PostgreSQL's pool and retries) and
-// whether this replica runs the reconciler.
+// (added by the api), the store's own (PostgreSQL's pool and retries),
+// the service's (conflicts between replicas and how they were settled)
+// and whether this replica runs the reconciler.
 func metrics(st store.Full, svc *service.Service) *prometheus.Registry {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if c, ok := st.(interface{ Collectors() []prometheus.Collector }); ok {
 		reg.MustRegister(c.Collectors()...)
 	}
+	reg.MustRegister(svc.Collectors()...)
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "capblock_reconciler_leader",
 		Help: "1 while this replica runs the lifecycle reconciler.",

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -181,8 +182,11 @@ func TestReplicasNoDoubleBooking(t *testing.T) {
 			}
 		}
 	}
-	// Exactly one replica says it leads, and each shows its pool and retries.
+	// Exactly one replica says it leads, and each shows its pool and
+	// retries; every conflict between replicas' purchases was settled by
+	// one catch-up of the index.
 	leaders := 0
+	var conflicts, catchUps float64
 	for _, r := range rs {
 		resp, err := http.Get(r.url + "/metrics")
 		if err != nil {
@@ -193,15 +197,22 @@ func TestReplicasNoDoubleBooking(t *testing.T) {
 		if strings.Contains(string(body), "\ncapblock_reconciler_leader 1") {
 			leaders++
 		}
-		for _, m := range []string{"capblock_db_pool_connections ", "capblock_store_transaction_retries_total "} {
+		for _, m := range []string{"capblock_db_pool_connections ", "capblock_store_transaction_retries_total ",
+			"capblock_purchase_conflicts_total ", "capblock_watch_lost_total "} {
 			if !strings.Contains(string(body), m) {
 				t.Errorf("replica %s: no %s in /metrics", r.url, m)
 			}
 		}
+		conflicts += metricSum(string(body), "capblock_purchase_conflicts_total")
+		catchUps += metricSum(string(body), "capblock_index_catchups_total")
 	}
 	if leaders != 1 {
 		t.Errorf("%d replicas say they lead, want 1", leaders)
 	}
+	if catchUps != conflicts {
+		t.Errorf("%v conflicts but %v catch-ups of the index", conflicts, catchUps)
+	}
+	t.Logf("%v purchases conflicted across the replicas and were decided again", conflicts)
 	// And no replica offers what the others sold: zone-a is full on the overlap day.
 	for _, r := range rs {
 		o := (&env{t: t, url: r.url}).offerings(q(s2))
@@ -258,4 +269,21 @@ func TestReconcilerFailover(t *testing.T) {
 	if active != 1 {
 		t.Fatalf("%d block.active events for %s, want 1", active, id)
 	}
+}
+
+// metricSum adds up the samples of a metric (all its labels) in a
+// Prometheus text exposition.
+func metricSum(exposition, name string) float64 {
+	var sum float64
+	for line := range strings.SplitSeq(exposition, "\n") {
+		rest, ok := strings.CutPrefix(line, name)
+		if !ok || (rest != "" && rest[0] != ' ' && rest[0] != '{') {
+			continue
+		}
+		fields := strings.Fields(rest)
+		if v, err := strconv.ParseFloat(fields[len(fields)-1], 64); err == nil {
+			sum += v
+		}
+	}
+	return sum
 }

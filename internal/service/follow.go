@@ -26,6 +26,7 @@ func (s *Service) follow(ctx context.Context, co store.Coordinator) {
 			s.accounts.forget()
 			continue
 		case n.Lost:
+			s.metrics.watchLost.Inc()
 			s.accounts.forget()
 			s.mu.Lock()
 			if err := s.rebuildIndex(ctx); err != nil && ctx.Err() == nil {
@@ -110,6 +111,7 @@ func (s *Service) catchUp(ctx context.Context) error {
 			select {
 			case ok := <-passed:
 				if ok {
+					s.metrics.catchUps.WithLabelValues("barrier").Inc()
 					return nil
 				}
 			case <-time.After(catchUpWait):
@@ -119,6 +121,7 @@ func (s *Service) catchUp(ctx context.Context) error {
 			}
 		}
 	}
+	s.metrics.catchUps.WithLabelValues("rebuild").Inc()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.rebuildIndex(ctx)

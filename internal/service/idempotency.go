@@ -47,6 +47,7 @@ func buyOnce[T any](ctx context.Context, s *Service, team, token, hash, what str
 		if attempt == maxCommitAttempts {
 			return zero, false, fmt.Errorf("%s lost to concurrent purchases %d times in a row; retry with the same clientToken: %w", what, attempt, err)
 		}
+		s.metrics.conflicts.Inc()
 		s.log.Warn(what+" conflicted with stored state; retrying once the index has caught up", "attempt", attempt, "err", err)
 		if err := s.catchUp(ctx); err != nil {
 			return zero, false, err

@@ -75,6 +75,8 @@ type Service struct {
 
 	allowPrivateWebhooks bool
 
+	metrics serviceMetrics
+
 	jobs *jobRuntime // nil when the server runs no jobs
 
 	// events is closed and replaced whenever events are committed, waking
@@ -99,6 +101,7 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 	s := &Service{
 		fleet: cfg.Fleet, store: cfg.Store, backend: cfg.Backend, clock: cfg.Clock, log: cfg.Log,
 		secret: secret, events: make(chan struct{}), allowPrivateWebhooks: cfg.AllowPrivateWebhooks,
+		metrics: newServiceMetrics(),
 	}
 	if cfg.JobsDir != "" {
 		s.jobs = newJobRuntime(cfg.JobsDir)
