@@ -258,25 +258,7 @@ func TestAccessCommands(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			api := newFakeAPI(t)
-			got := runApp(t.Context(), nil, append([]string{"--url", api.URL}, tc.args...)...)
-			want := tc.want
-			if want.stdout == "*" {
-				want.stdout = got.stdout
-				if got.stdout == "" {
-					t.Errorf("stdout is empty")
-				}
-			}
-			if prefix, ok := strings.CutSuffix(want.stderr, "*"); ok && strings.HasPrefix(got.stderr, prefix) {
-				want.stderr = got.stderr
-			}
-			if diff := cmp.Diff(want, got, cmp.AllowUnexported(result{})); diff != "" {
-				t.Errorf("result mismatch (-want +got):\n%s", diff)
-			}
-			if tc.wantRequests != nil {
-				if diff := cmp.Diff(tc.wantRequests, api.seen()); diff != "" {
-					t.Errorf("requests mismatch (-want +got):\n%s", diff)
-				}
-			}
+			checkRun(t, api.URL, api.seen, tc.args, tc.want, tc.wantRequests)
 		})
 	}
 }
