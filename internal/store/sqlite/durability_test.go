@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"capblock/internal/store"
+	"capblock/internal/store/storetest"
 )
 
 // childDBEnv names the database that the child process of
@@ -75,7 +76,7 @@ func TestKillDuringCommits(t *testing.T) {
 		t.Errorf("%d events for %d blocks, want 2 per block", len(events), len(blocks))
 	}
 	for i := range blocks {
-		want := purchase(i)
+		want := storetest.PurchaseChange(i)
 		b := want.Insert[0]
 		if blocks[i].ID != b.ID {
 			t.Fatalf("block %d is %s, want %s", i, blocks[i].ID, b.ID)
@@ -108,7 +109,7 @@ func commitUntilKilled(path string) {
 		os.Exit(2)
 	}
 	for i := 0; ; i++ {
-		if err := s.Commit(ctx, purchase(i)); err != nil {
+		if err := s.Commit(ctx, storetest.PurchaseChange(i)); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(2)
 		}

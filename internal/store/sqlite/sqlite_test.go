@@ -150,7 +150,7 @@ func TestOpenRefusesURIs(t *testing.T) {
 // readers see the last committed state at once.
 func TestReadsDoNotWaitForWriter(t *testing.T) {
 	s := openTemp(t, filepath.Join(t.TempDir(), "capblock.db"))
-	if err := s.Commit(t.Context(), purchase(0)); err != nil {
+	if err := s.Commit(t.Context(), storetest.PurchaseChange(0)); err != nil {
 		t.Fatalf("Commit: %v", err)
 	}
 	tx, err := s.w.BeginTx(t.Context(), nil)
