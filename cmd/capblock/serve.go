@@ -22,6 +22,7 @@ import (
 	"capblock/internal/backend"
 	"capblock/internal/clock"
 	"capblock/internal/fleet"
+	"capblock/internal/humantime"
 	"capblock/internal/service"
 	"capblock/internal/store"
 )
@@ -42,6 +43,8 @@ type serveFlags struct {
 	jobsDir   string
 	// privateWebhooks lets webhooks deliver to private addresses.
 	privateWebhooks bool
+	// webhookLog is how long the delivery log keeps finished deliveries.
+	webhookLog string
 }
 
 // newServeCmd is `capblock serve`: with no flags it runs on a SQLite file
@@ -79,6 +82,7 @@ POST /v1/admin/clock (or "capblock admin clock --advance 6h").`,
 	fl.Float64Var(&f.rate, "rate-limit", 50, "requests per second allowed to one API token (0: no limit)")
 	fl.IntVar(&f.burst, "rate-burst", 100, "requests one API token may send at once above --rate-limit")
 	fl.BoolVar(&f.privateWebhooks, "webhook-allow-private", false, "let webhooks deliver to loopback, private and link-local addresses (default: public addresses only)")
+	fl.StringVar(&f.webhookLog, "webhook-log-retention", "30d", "how long the webhook delivery log keeps a finished delivery, such as 72h or 90d")
 	return cmd
 }
 
@@ -86,6 +90,10 @@ func serve(ctx context.Context, f serveFlags) error {
 	log, err := newLogger(f.logLevel)
 	if err != nil {
 		return err
+	}
+	webhookLog, err := humantime.ParseDuration(f.webhookLog)
+	if err != nil || webhookLog <= 0 {
+		return usageError(fmt.Errorf("--webhook-log-retention %q: want a positive duration such as 72h or 90d", f.webhookLog))
 	}
 	// 1. The fleet.
 	fl := fleet.Demo()
@@ -123,7 +131,7 @@ func serve(ctx context.Context, f serveFlags) error {
 		jobsDir = filepath.Join(filepath.Dir(f.db), "capblock-jobs")
 	}
 	svc, err := service.New(ctx, service.Config{Fleet: fl, Store: st, Backend: backend.NewSim(log), Clock: clk, Log: log, JobsDir: jobsDir,
-		AllowPrivateWebhooks: f.privateWebhooks})
+		AllowPrivateWebhooks: f.privateWebhooks, WebhookLogRetention: webhookLog})
 	if err != nil {
 		return err
 	}

@@ -45,6 +45,9 @@ type Config struct {
 	// link-local addresses (a receiver inside the operator's network);
 	// by default they reach public addresses only.
 	AllowPrivateWebhooks bool
+	// WebhookLogRetention is how long the delivery log keeps a finished
+	// delivery; 0 keeps it 30 days.
+	WebhookLogRetention time.Duration
 }
 
 // Service implements the use cases. It is safe for concurrent use: reads
@@ -74,6 +77,7 @@ type Service struct {
 	accounts accountCache
 
 	allowPrivateWebhooks bool
+	webhookLogRetention  time.Duration
 
 	metrics serviceMetrics
 
@@ -101,7 +105,8 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 	s := &Service{
 		fleet: cfg.Fleet, store: cfg.Store, backend: cfg.Backend, clock: cfg.Clock, log: cfg.Log,
 		secret: secret, events: make(chan struct{}), allowPrivateWebhooks: cfg.AllowPrivateWebhooks,
-		metrics: newServiceMetrics(),
+		webhookLogRetention: cfg.WebhookLogRetention,
+		metrics:             newServiceMetrics(),
 	}
 	if cfg.JobsDir != "" {
 		s.jobs = newJobRuntime(cfg.JobsDir)

@@ -372,3 +372,27 @@ func TestWebhookScoping(t *testing.T) {
 		t.Errorf("CreateWebhook past the limit: %v, want an invalid argument", err)
 	}
 }
+
+// TestWebhookLogPruned: the worker removes finished deliveries older than
+// the retention from the log, and keeps those still being retried.
+func TestWebhookLogPruned(t *testing.T) {
+	e := newHookEnv(t)
+	ok, broken := newReceiver(t, always(204)), newReceiver(t, always(500))
+	okHook, brokenHook := e.hook("t1", ok.URL, "*"), e.hook("t1", broken.URL, "*")
+	ok.secret, broken.secret = okHook.Secret, brokenHook.Secret
+	opts := fastRetries
+	opts.FirstRetry, opts.MaxRetry = time.Minute, time.Minute // the broken one stays pending
+	opts.Retention, opts.PruneEvery = time.Nanosecond, 20*time.Millisecond
+	e.run(opts)
+	e.emit("t1", "block.active")
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if got, _ := ok.requests(); len(got) == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the working webhook got no delivery within 10s")
+		}
+	}
+	e.waitLog(okHook.ID, nil) // delivered, then pruned
+	e.waitLog(brokenHook.ID, []string{"evt-1 0 0", "evt-1 1 500"})
+}

@@ -51,11 +51,24 @@ type WebhookOptions struct {
 	// before it reads the events (50ms), so that a burst of purchases
 	// costs one pass instead of one each.
 	Gather time.Duration
+	// Retention is how long the delivery log keeps a finished delivery
+	// (Config.WebhookLogRetention, else 30 days); PruneEvery is how often
+	// the worker removes older ones (1h), first when it starts.
+	Retention, PruneEvery time.Duration
 }
 
-func (o WebhookOptions) withDefaults(allowPrivate bool) WebhookOptions {
+func (o WebhookOptions) withDefaults(allowPrivate bool, retention time.Duration) WebhookOptions {
 	if o.Client == nil {
 		o.Client = deliveryClient(allowPrivate)
+	}
+	if o.Retention <= 0 {
+		o.Retention = retention
+	}
+	if o.Retention <= 0 {
+		o.Retention = defaultWebhookLogRetention
+	}
+	if o.PruneEvery <= 0 {
+		o.PruneEvery = time.Hour
 	}
 	if o.FirstRetry <= 0 {
 		o.FirstRetry = time.Second
@@ -102,8 +115,13 @@ func (s *Service) RunWebhooks(ctx context.Context) { s.RunWebhooksWith(ctx, Webh
 // returns once its senders have stopped. On a store that replicas share,
 // run it on one replica at a time (Run does, on the leader).
 func (s *Service) RunWebhooksWith(ctx context.Context, opts WebhookOptions) {
-	w := &webhookWorker{svc: s, opts: opts.withDefaults(s.allowPrivateWebhooks), senders: map[string]*webhookSender{}}
+	w := &webhookWorker{svc: s, opts: opts.withDefaults(s.allowPrivateWebhooks, s.webhookLogRetention), senders: map[string]*webhookSender{}}
 	defer w.wg.Wait()
+	w.wg.Add(1)
+	go func() {
+		defer w.wg.Done()
+		w.prune(ctx)
+	}()
 	// 1. Resume the deliveries that the log shows unfinished.
 	var cursor int64
 	for {
@@ -138,6 +156,27 @@ func (s *Service) RunWebhooksWith(ctx context.Context, opts WebhookOptions) {
 				return
 			}
 		case <-time.After(w.opts.Poll):
+		}
+	}
+}
+
+// defaultWebhookLogRetention is how long the delivery log keeps a
+// finished delivery unless the operator says otherwise.
+const defaultWebhookLogRetention = 30 * 24 * time.Hour
+
+// prune removes the finished deliveries older than the retention from the
+// log, now and then every PruneEvery, until ctx ends.
+func (w *webhookWorker) prune(ctx context.Context) {
+	for {
+		n, err := w.svc.store.PruneDeliveries(ctx, time.Now().Add(-w.opts.Retention))
+		switch {
+		case err != nil && ctx.Err() == nil:
+			w.svc.log.Error("pruning the webhook delivery log", "err", err)
+		case n > 0:
+			w.svc.log.Info("pruned the webhook delivery log", "lines", n, "finished before", time.Now().Add(-w.opts.Retention).Round(time.Second))
+		}
+		if !sleepCtx(ctx, w.opts.PruneEvery) {
+			return
 		}
 	}
 }

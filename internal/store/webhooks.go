@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"capblock/internal/core"
 )
@@ -35,6 +36,10 @@ type Webhooks interface {
 	// whose last line is not Done, that last line, ordered by webhook then
 	// event seq: what the worker still has to send after a restart.
 	PendingDeliveries(ctx context.Context) ([]core.Delivery, error)
+	// PruneDeliveries removes every line of the finished deliveries (those
+	// whose last line is Done) that finished before before, and returns
+	// how many lines it removed. Unfinished deliveries stay whole.
+	PruneDeliveries(ctx context.Context, before time.Time) (int64, error)
 
 	// WebhookCursor returns the last event seq whose deliveries were all
 	// scheduled (stored as Attempt 0 lines), 0 before the first.

@@ -89,6 +89,18 @@ func (s *Store) DeleteWebhook(ctx context.Context, id string) error {
 	return nil
 }
 
+// PruneDeliveries removes the lines of the deliveries finished before
+// before.
+func (s *Store) PruneDeliveries(ctx context.Context, before time.Time) (int64, error) {
+	tag, err := s.pool.Exec(ctx, `DELETE FROM webhook_deliveries d USING (
+			SELECT webhook, event_seq FROM webhook_deliveries WHERE done AND time < $1) f
+		WHERE d.webhook = f.webhook AND d.event_seq = f.event_seq`, seconds(before))
+	if err != nil {
+		return 0, dbError("pruning the webhook delivery log", err)
+	}
+	return tag.RowsAffected(), nil
+}
+
 // AppendDelivery adds a line to a webhook's delivery log.
 func (s *Store) AppendDelivery(ctx context.Context, d core.Delivery) error {
 	_, err := s.pool.Exec(ctx, `INSERT INTO webhook_deliveries (id, webhook, event_id, event_seq, attempt,

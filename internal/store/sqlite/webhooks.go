@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"time"
 
 	"capblock/internal/core"
 	"capblock/internal/store"
@@ -118,6 +119,21 @@ func (s *Store) AppendDelivery(ctx context.Context, d core.Delivery) error {
 		return fmt.Errorf("%s: %w", what, err)
 	}
 	return nil
+}
+
+// PruneDeliveries removes the lines of the deliveries finished before
+// before.
+func (s *Store) PruneDeliveries(ctx context.Context, before time.Time) (int64, error) {
+	res, err := s.w.ExecContext(ctx, `DELETE FROM webhook_deliveries WHERE (webhook, event_seq) IN (
+		SELECT webhook, event_seq FROM webhook_deliveries WHERE done AND time < ?)`, unixSeconds(before))
+	if err != nil {
+		return 0, fmt.Errorf("pruning the webhook delivery log: %w", err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, fmt.Errorf("pruning the webhook delivery log: %w", err)
+	}
+	return n, nil
 }
 
 const deliveryColumns = `id, webhook, event_id, event_seq, attempt, time, status, error, next_at, done`

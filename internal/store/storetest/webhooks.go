@@ -20,6 +20,7 @@ var webhooksTests = []struct {
 	{"WebhookErrors", testWebhookErrors},
 	{"Deliveries", testDeliveries},
 	{"PendingDeliveries", testPendingDeliveries},
+	{"PruneDeliveries", testPruneDeliveries},
 	{"DeleteWebhookDeletesDeliveries", testDeleteWebhookDeliveries},
 	{"WebhookCursor", testWebhookCursor},
 }
@@ -224,6 +225,52 @@ func testPendingDeliveries(t *testing.T, h Harness) {
 	want := []core.Delivery{lines[4], lines[5], lines[8]}
 	if diff := cmp.Diff(want, pending(), cmpOpts...); diff != "" {
 		t.Fatalf("PendingDeliveries (-want +got):\n%s", diff)
+	}
+}
+
+// at returns a line made at t.
+func (db *deliveryBuilder) at(t time.Time) *deliveryBuilder { db.d.Time = t; return db }
+
+// testPruneDeliveries removes the deliveries finished before a time, all
+// their lines, and keeps every other line, unfinished ones above all.
+func testPruneDeliveries(t *testing.T, h Harness) {
+	s := withTeams(t, h)
+	for _, id := range []string{"wh-1", "wh-2"} {
+		mustDo(t, "CreateWebhook", s.CreateWebhook(t.Context(), makeWebhook(id, "t1", hour(0), "*")))
+	}
+	lines := []core.Delivery{
+		// Event 1 to wh-1: delivered at hour 2, before the cut: pruned.
+		makeDelivery("wh-1", 1, 0).obj(),
+		makeDelivery("wh-1", 1, 1).failed(500, hour(1)).obj(),
+		makeDelivery("wh-1", 1, 2).at(hour(2)).delivered(200).obj(),
+		// Event 2 to wh-1: given up at hour 5, after the cut: kept.
+		makeDelivery("wh-1", 2, 0).obj(),
+		makeDelivery("wh-1", 2, 1).at(hour(5)).gaveUp(500).obj(),
+		// Event 3 to wh-1: still retrying, its lines older than the cut: kept.
+		makeDelivery("wh-1", 3, 0).obj(),
+		makeDelivery("wh-1", 3, 1).failed(0, hour(9)).obj(),
+		// Event 1 to wh-2: given up at hour 3: pruned.
+		makeDelivery("wh-2", 1, 0).obj(),
+		makeDelivery("wh-2", 1, 1).at(hour(3)).gaveUp(0).obj(),
+	}
+	for _, d := range lines {
+		mustDo(t, "AppendDelivery("+d.ID+")", s.AppendDelivery(t.Context(), d))
+	}
+	n, err := s.PruneDeliveries(t.Context(), hour(4))
+	mustDo(t, "PruneDeliveries", err)
+	if n != 5 {
+		t.Errorf("PruneDeliveries removed %d lines, want 5", n)
+	}
+	wantDeliveries(t, s, "wh-1", 0, lines[3:7])
+	wantDeliveries(t, s, "wh-2", 0, nil)
+	pending, err := s.PendingDeliveries(t.Context())
+	mustDo(t, "PendingDeliveries", err)
+	if diff := cmp.Diff([]core.Delivery{lines[6]}, pending, cmpOpts...); diff != "" {
+		t.Fatalf("PendingDeliveries after pruning (-want +got):\n%s", diff)
+	}
+	// Nothing more to prune at the same cut.
+	if n, err := s.PruneDeliveries(t.Context(), hour(4)); err != nil || n != 0 {
+		t.Errorf("PruneDeliveries again: %d, %v; want 0", n, err)
 	}
 }
 
