@@ -252,7 +252,12 @@ func TestReconcilerFailover(t *testing.T) {
 		call(t, other.url, "GET", "/v1/blocks/"+id, nil, &got)
 	}
 	if got.State != "active" {
-		t.Fatalf("block %s is %q after the leader died: no replica took over", id, got.State)
+		for i, r := range rs {
+			if r != nil {
+				t.Logf("replica %d's log:\n%s", i, r.logs.String())
+			}
+		}
+		t.Fatalf("block %s is %q after the leader (replica %d) died: no replica took over", id, got.State, leader)
 	}
 	newLeader := leaderOf(t, rs)
 	if newLeader < 0 || newLeader == leader {
