@@ -22,7 +22,7 @@ func newServiceMetrics() serviceMetrics {
 		}, []string{"via"}),
 		watchLost: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "capblock_watch_lost_total",
-			Help: "Times the watch of other replicas' commits broke and the index was rebuilt from the database.",
+			Help: "Times the watch of other replicas' commits started listening, when the replica started or after its connection broke, and the index was rebuilt from the database.",
 		}),
 	}
 }

@@ -69,7 +69,9 @@ type Full interface {
 // commit, and runs the reconciler only while it holds the lead.
 type Coordinator interface {
 	// WatchBlocks reports, shortly after each commit of any replica and in
-	// commit order, the blocks it changed, until ctx ends.
+	// commit order, the blocks it changed, until ctx ends. It starts with
+	// a Lost notice once it listens, and sends another whenever it had to
+	// listen again.
 	WatchBlocks(ctx context.Context) <-chan Notice
 	// Barrier sends a notice with token to every watch: each one receives
 	// it after the notices of every commit that had ended when Barrier
@@ -91,8 +93,9 @@ type Notice struct {
 	// Accounts says that tokens, quotas or budgets changed: forget what
 	// was cached of them.
 	Accounts bool
-	// Lost says that notices may have been missed (the watch
-	// reconnected): reload every block.
+	// Lost says that notices may have been missed (the watch started or
+	// reconnected): reload every block and forget cached accounts. Every
+	// commit after it comes as a notice.
 	Lost bool
 }
 

@@ -163,21 +163,17 @@ func (s *Store) Barrier(ctx context.Context, token string) error {
 }
 
 // WatchBlocks listens on a dedicated connection for the blocks that
-// commits change, reconnecting when it breaks; after a break it reports a
-// Lost notice, since commits may have been missed meanwhile.
+// commits change, reconnecting when it breaks. Each time it starts
+// listening, the first time too, it reports a Lost notice: commits made
+// before (while the service built its index, or while the connection was
+// down) were not heard, and only a reload after LISTEN misses none.
 func (s *Store) WatchBlocks(ctx context.Context) <-chan store.Notice {
 	out := make(chan store.Notice, 64)
 	go func() {
 		defer close(out)
 		for ctx.Err() == nil {
-			err := s.listen(ctx, out)
+			_ = s.listen(ctx, out) // the service logs nothing here: the next Lost notice tells it to reload
 			if ctx.Err() != nil {
-				return
-			}
-			_ = err // the service logs nothing here: a Lost notice tells it to reload
-			select {
-			case out <- store.Notice{Lost: true}:
-			case <-ctx.Done():
 				return
 			}
 			select {
@@ -198,6 +194,11 @@ func (s *Store) listen(ctx context.Context, out chan<- store.Notice) error {
 	defer conn.Close(context.WithoutCancel(ctx))
 	if _, err := conn.Exec(ctx, "LISTEN "+blocksChannel); err != nil {
 		return fmt.Errorf("listening on %s: %w", blocksChannel, err)
+	}
+	select {
+	case out <- store.Notice{Lost: true}:
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 	for {
 		n, err := conn.WaitForNotification(ctx)
