@@ -115,8 +115,11 @@ echo "$s" >"$f"
 exit "$s"`
 
 // commandStartLimit bounds how long Start waits for the wrapper to start the
-// command; past it Start returns anyway.
-const commandStartLimit = 5 * time.Second
+// command; past it Start returns anyway, and a Stop right after it could be
+// swallowed by the wrapper's trap. It takes milliseconds, but on a machine
+// starved of CPU (a CI run of every package's tests under the race
+// detector) 5 s was once not enough.
+const commandStartLimit = 30 * time.Second
 
 // defaultPoll is how often an adopted process, which is not our child and so
 // cannot be waited for, is checked in /proc.
