@@ -105,7 +105,7 @@ func (s *Store) commitOnce(ctx context.Context, c store.Change, eventData []stri
 		b = &pgx.Batch{}
 	}
 
-	// 2. Queue the writes and the re-checks, and send them at once.
+	// 2. Queue the node locks and the writes, and send them at once.
 	w := &commitWriter{batch: b, stored: stored}
 	if err := w.queue(c, eventData); err != nil {
 		return nil, err

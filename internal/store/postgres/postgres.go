@@ -3,13 +3,15 @@
 //
 // It behaves as the sqlite driver does, which the storetest conformance
 // suite checks, and relies on the database where replicas could race:
-//   - allocations are one row per (node, GPU index, time range), and an
-//     exclusion constraint refuses two live rows that share a GPU at the
-//     same time, whatever the application does;
+//   - allocations are one row per (node, GPU index, time range), nodes by
+//     number, and an exclusion constraint refuses two live rows that share
+//     a GPU at the same time, whatever the application does; checked at
+//     COMMIT, it is also the commit's overlap check;
 //   - a commit runs in one READ COMMITTED transaction that locks the blocks
-//     it updates and the nodes it re-checks (always in the same order, so
-//     commits do not deadlock), and then re-checks versions and overlaps
-//     on fresh data;
+//     it updates and the nodes whose allocations it writes, before writing
+//     (always in the same order, so commits on one node run one after the
+//     other and never wait for each other in a cycle), and re-checks the
+//     versions of the blocks it updates on fresh data;
 //   - a commit with a budget guard locks its team before it sums the
 //     team's spend, so two guarded purchases never both spend the rest;
 //   - events (and audit records) take their seq and commit while holding
