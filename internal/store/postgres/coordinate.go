@@ -61,13 +61,20 @@ const (
 	accountsNotice = "#accounts"
 )
 
-// noticeItem is a block in a notice. Block is decoded only by a reader
-// that does not hold the block at that version already (most notices a
-// replica reads are of its own commits).
+// noticeItem is a block in a notice, as read. Block is decoded only by a
+// reader that does not hold the block at that version already (most
+// notices a replica reads are of its own commits).
 type noticeItem struct {
 	ID      string          `json:"id"`
 	Version int64           `json:"v"`
 	Block   json.RawMessage `json:"b,omitempty"`
+}
+
+// noticeItemOut is a noticeItem as written, its block encoded with it.
+type noticeItemOut struct {
+	ID      string      `json:"id"`
+	Version int64       `json:"v"`
+	Block   *core.Block `json:"b,omitempty"`
 }
 
 // encodeNotices packs bs into payloads of at most maxPayload bytes, each
@@ -75,26 +82,24 @@ type noticeItem struct {
 func encodeNotices(bs []core.Block) []string {
 	var (
 		out   []string
-		items []json.RawMessage
-		size  int
+		items []string
+		size  int // of items, with the brackets and commas around them
 	)
 	flush := func() {
 		if len(items) > 0 {
-			data, _ := json.Marshal(items) // raw messages always encode
-			out = append(out, string(data))
+			out = append(out, "["+strings.Join(items, ",")+"]")
 			items, size = nil, 0
 		}
 	}
 	for _, b := range bs {
-		data, err := json.Marshal(b)
-		item, _ := json.Marshal(noticeItem{ID: b.ID, Version: b.Version, Block: data})
+		item, err := json.Marshal(noticeItemOut{ID: b.ID, Version: b.Version, Block: &b})
 		if err != nil || len(item)+2 > maxPayload {
-			item, _ = json.Marshal(noticeItem{ID: b.ID, Version: b.Version}) // readers load it
+			item, _ = json.Marshal(noticeItemOut{ID: b.ID, Version: b.Version}) // readers load it
 		}
-		if size+len(item)+2 > maxPayload { // brackets and a comma
+		if size+len(item)+2 > maxPayload {
 			flush()
 		}
-		items = append(items, item)
+		items = append(items, string(item))
 		size += len(item) + 1
 	}
 	flush()
