@@ -10,8 +10,8 @@ import (
 
 // accountTTL is the longest a replica answers from what it cached of a
 // token, a quota or a budget. A change made through any replica reaches
-// the others' caches sooner, through the watch (see forgetAccounts); the
-// age bound only limits what a lost notice could cost.
+// the others' caches sooner, through the watch (see follow); the age
+// bound only limits what a lost notice could cost.
 const accountTTL = 10 * time.Second
 
 // maxCachedAccounts bounds the cache; past it, it starts over.

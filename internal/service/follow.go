@@ -16,7 +16,7 @@ const catchUpWait = time.Second
 // index, so its searches stay current, wakes its event long polls, and
 // forgets the accounts it cached when any replica changes them. A
 // notice of a version the index already holds (this replica's own
-// commits) costs no read.
+// commits) is skipped without decoding its block.
 func (s *Service) follow(ctx context.Context, co store.Coordinator) {
 	s.following.Store(true)
 	defer s.following.Store(false)
@@ -33,7 +33,7 @@ func (s *Service) follow(ctx context.Context, co store.Coordinator) {
 				s.log.Error("rebuilding the index after a lost watch", "err", err)
 			}
 			s.mu.Unlock()
-			s.passBarriers(false) // theirs may be lost too
+			s.dropBarriers() // theirs may be lost too
 		case n.Barrier != "":
 			s.passBarrier(n.Barrier)
 			continue
@@ -137,12 +137,13 @@ func (s *Service) passBarrier(token string) {
 	}
 }
 
-// passBarriers answers every waiting catch-up at once.
-func (s *Service) passBarriers(ok bool) {
+// dropBarriers tells every waiting catch-up that its barrier may never
+// come, so that it rebuilds the index instead.
+func (s *Service) dropBarriers() {
 	s.barrierMu.Lock()
 	defer s.barrierMu.Unlock()
 	for token, ch := range s.barriers {
-		ch <- ok
+		ch <- false
 		delete(s.barriers, token)
 	}
 }

@@ -1,7 +1,6 @@
 package service
 
 import (
-	"context"
 	"fmt"
 	"net"
 	"net/http"
@@ -80,9 +79,7 @@ func deliveryClient(allowPrivate bool) *http.Client {
 	return &http.Client{
 		Timeout: 10 * time.Second,
 		Transport: &http.Transport{
-			DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-				return dialer.DialContext(ctx, network, addr)
-			},
+			DialContext:         dialer.DialContext,
 			ForceAttemptHTTP2:   true,
 			MaxIdleConns:        100,
 			IdleConnTimeout:     90 * time.Second,
