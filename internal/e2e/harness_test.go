@@ -265,13 +265,18 @@ func postBlock(base, offeringID, token string) (string, int, error) {
 // postBlockProblem buys an offering and returns the block id, the status
 // and, for a refusal, the problem's code and detail.
 func postBlockProblem(base, offeringID, token string) (id string, status int, code, detail string, err error) {
+	return postBlockWith(http.DefaultClient, base, offeringID, token)
+}
+
+// postBlockWith is postBlockProblem through client.
+func postBlockWith(client *http.Client, base, offeringID, token string) (id string, status int, code, detail string, err error) {
 	body, _ := json.Marshal(map[string]any{"offeringId": offeringID, "clientToken": token})
 	req, _ := http.NewRequest("POST", base+"/v1/blocks", bytes.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	if tok, ok := tokens.Load(base); ok {
 		req.Header.Set("Authorization", "Bearer "+tok.(string))
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		return "", 0, "", "", err
 	}

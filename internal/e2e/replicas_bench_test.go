@@ -1,10 +1,7 @@
 package e2e
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -77,9 +74,10 @@ func benchPurchases(b *testing.B, rs []*replica) {
 				if i >= b.N {
 					return
 				}
-				if err := benchBuy(client, rs[(c+i)%n].url, offers[i%len(offers)], fmt.Sprintf("bench-%d", i)); err != nil {
+				_, status, code, detail, err := postBlockWith(client, rs[(c+i)%n].url, offers[i%len(offers)], fmt.Sprintf("bench-%d", i))
+				if err != nil || status != http.StatusCreated {
 					failed.Add(1)
-					b.Logf("purchase %d: %v", i, err)
+					b.Logf("purchase %d: %d %s: %s %v", i, status, code, detail, err)
 				}
 			}
 		}()
@@ -94,31 +92,6 @@ func benchPurchases(b *testing.B, rs []*replica) {
 	if f := failed.Load(); f > 0 {
 		b.Fatalf("%d of %d purchases failed", f, b.N)
 	}
-}
-
-// benchBuy buys an offering with the admin's token of the replica at base.
-func benchBuy(client *http.Client, base, offeringID, clientToken string) error {
-	body, _ := json.Marshal(map[string]string{"offeringId": offeringID, "clientToken": clientToken})
-	req, err := http.NewRequest("POST", base+"/v1/blocks", bytes.NewReader(body))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	if tok, ok := tokens.Load(base); ok {
-		req.Header.Set("Authorization", "Bearer "+tok.(string))
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
-	if err != nil || resp.StatusCode == http.StatusCreated {
-		return err
-	}
-	var p problem
-	json.Unmarshal(data, &p)
-	return fmt.Errorf("%d %s: %s", resp.StatusCode, p.Code, p.Detail)
 }
 
 // cpuTimes are the CPU times (user and system) of the parts of the
