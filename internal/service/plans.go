@@ -66,15 +66,7 @@ func (s *Service) purchasePlanOnce(ctx context.Context, req api.PlanPurchaseRequ
 	if err != nil {
 		return core.Plan{}, fmt.Errorf("%w: the plan offering id is malformed or was not issued by this server", err)
 	}
-	t, ok := s.fleet.Type(off.InstanceType)
-	if !ok {
-		return core.Plan{}, fmt.Errorf("%w: instance type %s is no longer sold", core.ErrOfferingInvalid, off.InstanceType)
-	}
-	q, err := s.effectiveQuota(ctx, req.Team, t.Name)
-	if err != nil {
-		return core.Plan{}, err
-	}
-	guard, err := s.budgetGuard(ctx, req.Team, now)
+	t, q, guard, err := s.buyerTerms(ctx, req.Team, off.InstanceType, now)
 	if err != nil {
 		return core.Plan{}, err
 	}

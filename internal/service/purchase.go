@@ -34,15 +34,7 @@ func (s *Service) purchaseOnce(ctx context.Context, req api.PurchaseRequest, has
 	if err != nil {
 		return core.Block{}, fmt.Errorf("%w: the offering id is malformed or was not issued by this server", err)
 	}
-	t, ok := s.fleet.Type(off.InstanceType)
-	if !ok {
-		return core.Block{}, fmt.Errorf("%w: instance type %s is no longer sold", core.ErrOfferingInvalid, off.InstanceType)
-	}
-	q, err := s.effectiveQuota(ctx, req.Team, t.Name)
-	if err != nil {
-		return core.Block{}, err
-	}
-	guard, err := s.budgetGuard(ctx, req.Team, now)
+	t, q, guard, err := s.buyerTerms(ctx, req.Team, off.InstanceType, now)
 	if err != nil {
 		return core.Block{}, err
 	}
@@ -84,6 +76,25 @@ func (s *Service) purchaseOnce(ctx context.Context, req api.PurchaseRequest, has
 	b.Version = 1
 	s.applyCommitted(c)
 	return b, nil
+}
+
+// buyerTerms loads what a purchase of instanceType by team is checked
+// against: the type, still sold, the team's quota for it and its budget
+// guard (nil without a budget).
+func (s *Service) buyerTerms(ctx context.Context, team, instanceType string, now time.Time) (core.InstanceType, core.Quota, *core.BudgetGuard, error) {
+	t, ok := s.fleet.Type(instanceType)
+	if !ok {
+		return core.InstanceType{}, core.Quota{}, nil, fmt.Errorf("%w: instance type %s is no longer sold", core.ErrOfferingInvalid, instanceType)
+	}
+	q, err := s.effectiveQuota(ctx, team, t.Name)
+	if err != nil {
+		return core.InstanceType{}, core.Quota{}, nil, err
+	}
+	guard, err := s.budgetGuard(ctx, team, now)
+	if err != nil {
+		return core.InstanceType{}, core.Quota{}, nil, err
+	}
+	return t, q, guard, nil
 }
 
 // commitAudited commits c together with the audit record of the request
