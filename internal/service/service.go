@@ -8,6 +8,7 @@
 package service
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -105,7 +106,7 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 	s := &Service{
 		fleet: cfg.Fleet, store: cfg.Store, backend: cfg.Backend, clock: cfg.Clock, log: cfg.Log,
 		secret: secret, events: make(chan struct{}), allowPrivateWebhooks: cfg.AllowPrivateWebhooks,
-		webhookLogRetention: cfg.WebhookLogRetention,
+		webhookLogRetention: cmp.Or(cfg.WebhookLogRetention, defaultWebhookLogRetention),
 		metrics:             newServiceMetrics(),
 	}
 	if cfg.JobsDir != "" {

@@ -64,9 +64,6 @@ func (o WebhookOptions) withDefaults(allowPrivate bool, retention time.Duration)
 	if o.Retention <= 0 {
 		o.Retention = retention
 	}
-	if o.Retention <= 0 {
-		o.Retention = defaultWebhookLogRetention
-	}
 	if o.PruneEvery <= 0 {
 		o.PruneEvery = time.Hour
 	}
