@@ -8,7 +8,6 @@
 package service
 
 import (
-	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -106,8 +105,11 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 	s := &Service{
 		fleet: cfg.Fleet, store: cfg.Store, backend: cfg.Backend, clock: cfg.Clock, log: cfg.Log,
 		secret: secret, events: make(chan struct{}), allowPrivateWebhooks: cfg.AllowPrivateWebhooks,
-		webhookLogRetention: cmp.Or(cfg.WebhookLogRetention, defaultWebhookLogRetention),
+		webhookLogRetention: cfg.WebhookLogRetention,
 		metrics:             newServiceMetrics(),
+	}
+	if s.webhookLogRetention <= 0 {
+		s.webhookLogRetention = defaultWebhookLogRetention
 	}
 	if cfg.JobsDir != "" {
 		s.jobs = newJobRuntime(cfg.JobsDir)
