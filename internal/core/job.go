@@ -3,6 +3,7 @@ package core
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -70,7 +71,11 @@ type Job struct {
 	// Done are the instances of the current run that exited with code 0,
 	// stored so that whichever server sees the last exit knows the run
 	// succeeded (a restart or another replica's lead in between).
-	Done    []int
+	Done []int
+	// Slots are the instances of the block that the job's instances run
+	// on (its instance i on slot Slots[i]), chosen by TakeSlots when it
+	// starts on a block, so that two jobs never share a block's GPUs.
+	Slots   []int
 	Version int64
 }
 
@@ -180,4 +185,49 @@ func JobLost(j Job) (Job, JobStep, bool) {
 	}
 	j.Run, j.Done = j.Run+1, nil
 	return j, JobStep{Event: EventJobRestarted, Start: true, Reason: ReasonLost}, true
+}
+
+// ReasonWaitingForGPUs is why a job on an active block waits: other jobs
+// of the team hold the block's instances it needs.
+const ReasonWaitingForGPUs = "waiting_for_gpus"
+
+// TakeSlots gives a job that is about to start (next, decided by
+// DecideJob from was) the block's instance slots it runs on: the lowest
+// free ones of a block with count instances, where held maps each slot in
+// use to the job that holds it. A job's instances never share GPUs with
+// another job's, so when too few are free the job keeps waiting in its
+// state (was), with a reason naming a holder; ok is then true only when
+// that reason is new (to be stored without an event), and a pending job
+// that has waited MaxPending fails as when no capacity came. Slots are
+// kept across restarts on the same block.
+func TakeSlots(was, next Job, count int, held map[int]string, now time.Time) (Job, JobStep, bool) {
+	free := make([]int, 0, next.InstanceCount)
+	holder := ""
+	for slot := 0; slot < count && len(free) < next.InstanceCount; slot++ {
+		if h, ok := held[slot]; ok && h != next.ID {
+			if holder == "" {
+				holder = h
+			}
+			continue
+		}
+		free = append(free, slot)
+	}
+	if len(free) == next.InstanceCount {
+		next.Slots = free
+		if next.Reason == ReasonWaitingForGPUs || strings.HasPrefix(next.Reason, ReasonWaitingForGPUs+":") {
+			next.Reason = ""
+		}
+		return next, JobStep{Event: EventJobRunning, Start: true}, true
+	}
+	if was.State == JobPending && now.Sub(was.CreatedAt) >= MaxPending {
+		was.State, was.Reason, was.EndedAt = JobFailed, ReasonInsufficientCapacity, now
+		return was, JobStep{Event: EventJobFailed, Reason: ReasonInsufficientCapacity}, true
+	}
+	reason := fmt.Sprintf("%s: it needs %d instances of block %s and %d are free (job %s holds the others)", ReasonWaitingForGPUs,
+		next.InstanceCount, next.BlockID, len(free), holder)
+	if was.Reason == reason && was.BlockID == next.BlockID {
+		return was, JobStep{}, false
+	}
+	was.Reason, was.BlockID = reason, next.BlockID
+	return was, JobStep{}, true
 }

@@ -95,3 +95,49 @@ func TestJobExited(t *testing.T) {
 		t.Errorf("stopping a running job: %+v %+v %v", j, step, err)
 	}
 }
+
+func TestTakeSlots(t *testing.T) {
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	pending := Job{ID: "job-b", BlockID: "cb-1", State: JobPending, InstanceCount: 2, CreatedAt: now.Add(-time.Hour)}
+	starting := pending
+	starting.State, starting.Run = JobRunning, 1
+	tests := map[string]struct {
+		was, next Job
+		count     int
+		held      map[int]string
+		wantState JobState
+		wantSlots []int
+		wantStep  JobStep
+		wantOK    bool
+	}{
+		"all free: the lowest slots": {pending, starting, 4, nil, JobRunning, []int{0, 1}, JobStep{Event: EventJobRunning, Start: true}, true},
+		"around another job's":       {pending, starting, 4, map[int]string{0: "job-a", 2: "job-a"}, JobRunning, []int{1, 3}, JobStep{Event: EventJobRunning, Start: true}, true},
+		"its own slots count as free": {pending, starting, 2, map[int]string{0: "job-b", 1: "job-b"}, JobRunning, []int{0, 1},
+			JobStep{Event: EventJobRunning, Start: true}, true},
+		"too few free: waits, reason stored": {pending, starting, 2, map[int]string{1: "job-a"}, JobPending, nil, JobStep{}, true},
+		"waited too long: fails": {Job{ID: "job-b", BlockID: "cb-1", State: JobPending, InstanceCount: 2, CreatedAt: now.Add(-MaxPending)},
+			starting, 2, map[int]string{0: "job-a"}, JobFailed, nil, JobStep{Event: EventJobFailed, Reason: ReasonInsufficientCapacity}, true},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			got, step, ok := TakeSlots(tc.was, tc.next, tc.count, tc.held, now)
+			if got.State != tc.wantState || ok != tc.wantOK {
+				t.Errorf("state %s ok %v, want %s %v", got.State, ok, tc.wantState, tc.wantOK)
+			}
+			if diff := cmp.Diff(tc.wantSlots, got.Slots); diff != "" {
+				t.Errorf("slots (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.wantStep, step); diff != "" {
+				t.Errorf("step (-want +got):\n%s", diff)
+			}
+		})
+	}
+	// Waiting again for the same reason stores nothing new.
+	waiting, _, _ := TakeSlots(pending, starting, 1, map[int]string{0: "job-a"}, now)
+	if want := "waiting_for_gpus: it needs 2 instances of block cb-1 and 0 are free (job job-a holds the others)"; waiting.Reason != want {
+		t.Errorf("reason %q, want %q", waiting.Reason, want)
+	}
+	if _, _, ok := TakeSlots(waiting, starting, 1, map[int]string{0: "job-a"}, now); ok {
+		t.Error("the same wait decided again asks for a new commit")
+	}
+}

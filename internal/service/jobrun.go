@@ -37,11 +37,13 @@ func (s *Service) runJobs(ctx context.Context, lost <-chan struct{}) {
 	s.jobs.seen = map[string]bool{}
 	s.jobs.live = map[string]int{}
 	s.jobs.next = map[string]pendingRun{}
+	s.jobs.holds = map[string]core.Job{}
 	for _, in := range adopted {
 		s.jobs.seen[in.JobID] = true
 		s.jobs.live[in.JobID]++
 	}
 	s.jobs.mu.Unlock()
+	s.holdAdopted(ctx, adopted)
 	// The ends of processes that ended while no server watched come on
 	// Exits shortly after Adopt; a run that neither runs nor ends by then
 	// was lost (recorded, never started) and starts again.
@@ -118,6 +120,7 @@ func (s *Service) reconcileJobs(ctx context.Context) {
 		}
 		return
 	}
+	held := s.heldSlots(jobs)
 	for _, j := range jobs {
 		b, err := s.jobBlock(ctx, j)
 		if err != nil {
@@ -130,6 +133,10 @@ func (s *Service) reconcileJobs(ctx context.Context) {
 			moved.BlockID = b.ID // a plan's job follows it to its next segment
 		}
 		next, step, ok := core.DecideJob(moved, b, now)
+		if ok && step.Start {
+			// A job's instances never share a block's GPUs with another job's.
+			next, step, ok = core.TakeSlots(j, next, b.Count, held[b.ID], now)
+		}
 		if !ok && moved.BlockID == j.BlockID {
 			continue
 		}
@@ -142,8 +149,65 @@ func (s *Service) reconcileJobs(ctx context.Context) {
 			s.stopRun(j)
 		}
 		if step.Start {
+			holdSlots(held, next)
 			s.startAfter(ctx, j, next, b)
 		}
+	}
+}
+
+// heldSlots maps each block to its instance slots in use and the job
+// that holds each: the slots of running jobs, and those of runs whose
+// processes have not all ended yet (a stopped job's, during its grace).
+func (s *Service) heldSlots(jobs []core.Job) map[string]map[int]string {
+	held := map[string]map[int]string{}
+	for _, j := range jobs {
+		if j.State == core.JobRunning {
+			holdSlots(held, j)
+		}
+	}
+	s.jobs.mu.Lock()
+	defer s.jobs.mu.Unlock()
+	for _, h := range s.jobs.holds {
+		holdSlots(held, h)
+	}
+	return held
+}
+
+// holdSlots marks the slots of j's block that j holds. A job stored
+// before jobs had slots holds the first InstanceCount.
+func holdSlots(held map[string]map[int]string, j core.Job) {
+	slots := j.Slots
+	if len(slots) == 0 {
+		for i := range j.InstanceCount {
+			slots = append(slots, i)
+		}
+	}
+	if held[j.BlockID] == nil {
+		held[j.BlockID] = map[int]string{}
+	}
+	for _, slot := range slots {
+		held[j.BlockID][slot] = j.ID
+	}
+}
+
+// holdAdopted records the slots held by the runs adopted from an earlier
+// server, until their processes end.
+func (s *Service) holdAdopted(ctx context.Context, adopted []executor.Instance) {
+	for _, in := range adopted {
+		id, _, ok := parseRunKey(in.JobID)
+		if !ok {
+			continue
+		}
+		j, err := s.store.Job(ctx, id)
+		if err != nil {
+			s.log.Warn("loading the job of an adopted process", "job", id, "err", err)
+			continue
+		}
+		s.jobs.mu.Lock()
+		if s.jobs.live[in.JobID] > 0 {
+			s.jobs.holds[in.JobID] = j
+		}
+		s.jobs.mu.Unlock()
 	}
 }
 
@@ -168,6 +232,9 @@ func (s *Service) onExit(ctx context.Context, x executor.Exit) {
 	s.jobs.seen[x.JobID] = true
 	if s.jobs.live[x.JobID] > 0 {
 		s.jobs.live[x.JobID]--
+	}
+	if s.jobs.live[x.JobID] == 0 {
+		delete(s.jobs.holds, x.JobID) // its GPUs are free
 	}
 	pending, waiting := s.jobs.next[x.JobID]
 	if waiting && s.jobs.live[x.JobID] == 0 {
@@ -237,11 +304,18 @@ func (s *Service) startRun(ctx context.Context, j core.Job, b core.Block) {
 		s.log.Error("making a job's checkpoint directory", "job", j.ID, "err", err)
 	}
 	gpus := s.instanceGPUs(b)
+	s.jobs.mu.Lock()
+	s.jobs.holds[runKey(j)] = j
+	s.jobs.mu.Unlock()
 	for i := range j.InstanceCount {
+		slot := i
+		if i < len(j.Slots) {
+			slot = j.Slots[i]
+		}
 		env := executor.JobEnv(executor.EnvParams{
 			BlockID: b.ID, PlanID: j.PlanID, SegmentEnd: b.End, CheckpointDir: checkpoint, RestartCount: j.Restarts,
 			Rank: i, WorldSize: j.InstanceCount, MasterAddr: "127.0.0.1", MasterPort: masterPort(j),
-			GPUs: gpus[i%len(gpus)], User: j.Env,
+			GPUs: gpus[slot%len(gpus)], User: j.Env,
 		})
 		spec := executor.Spec{JobID: runKey(j), Instance: i, Command: j.Command, Env: env,
 			Dir: filepath.Join(s.jobs.dir, j.ID), LogPath: s.jobLogPath(j.ID, i)}

@@ -36,6 +36,9 @@ type jobRuntime struct {
 	// never runs twice at once.
 	live map[string]int
 	next map[string]pendingRun // previous run key → the run to start
+	// holds are the runs with processes that may still run, by run key,
+	// with the block and slots they hold.
+	holds map[string]core.Job
 }
 
 // pendingRun is a run to start once the job's previous run has ended.
@@ -49,7 +52,7 @@ func newJobRuntime(dir string) *jobRuntime {
 		dir = abs // jobs run in directories of their own
 	}
 	return &jobRuntime{dir: dir, grace: jobGrace, kick: make(chan struct{}, 1), seen: map[string]bool{},
-		live: map[string]int{}, next: map[string]pendingRun{}}
+		live: map[string]int{}, next: map[string]pendingRun{}, holds: map[string]core.Job{}}
 }
 
 // runKey names one run of a job to the executor: "<job id>/<run>".
@@ -100,6 +103,15 @@ func (s *Service) CreateJob(ctx context.Context, scope string, req api.JobReques
 			return core.Job{}, err
 		}
 	}
+	if err := checkJobRequest(req); err != nil {
+		return core.Job{}, err
+	}
+	if !b.State.Live() {
+		if req.PlanID != "" {
+			return core.Job{}, fmt.Errorf("%w: plan %s has no segment to come (its last, block %s, is %s)", core.ErrInvalidState, req.PlanID, b.ID, b.State)
+		}
+		return core.Job{}, fmt.Errorf("%w: block %s is %s: a job needs a block that is scheduled or active", core.ErrInvalidState, b.ID, b.State)
+	}
 	n := req.InstanceCount
 	if n == 0 {
 		n = b.Count
@@ -109,11 +121,6 @@ func (s *Service) CreateJob(ctx context.Context, scope string, req api.JobReques
 	}
 	if req.MaxRestarts < 0 || req.MaxRestarts > 100 {
 		return core.Job{}, core.Invalidf("maxRestarts %d: want 0 to 100", req.MaxRestarts)
-	}
-	for k := range req.Env {
-		if k == "" || strings.ContainsAny(k, "=\x00") {
-			return core.Job{}, core.Invalidf("environment variable name %q is not valid", k)
-		}
 	}
 	now := s.clock.Now()
 	j := core.Job{ID: newID("job"), Name: req.Name, Team: b.Team, BlockID: b.ID, PlanID: req.PlanID, Command: req.Command, Env: req.Env,
@@ -126,6 +133,27 @@ func (s *Service) CreateJob(ctx context.Context, scope string, req api.JobReques
 	s.kickJobs()
 	j.Version = 1
 	return j, nil
+}
+
+// checkJobRequest refuses, when the job is created rather than when it
+// starts, what no process could be started with: a NUL byte in the
+// command or the environment, or an environment variable name that a
+// process environment cannot hold.
+func checkJobRequest(req api.JobRequest) error {
+	for i, arg := range req.Command {
+		if strings.ContainsRune(arg, 0) {
+			return core.Invalidf("command[%d] contains a NUL byte, which no program argument can hold", i)
+		}
+	}
+	for k, v := range req.Env {
+		if k == "" || strings.ContainsAny(k, "=\x00") {
+			return core.Invalidf("environment variable name %q is not valid: it must be non-empty, without '=' or NUL", k)
+		}
+		if strings.ContainsRune(v, 0) {
+			return core.Invalidf("environment variable %s contains a NUL byte, which no environment can hold", k)
+		}
+	}
+	return nil
 }
 
 // ListJobs returns the jobs in scope.

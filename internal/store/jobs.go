@@ -42,13 +42,14 @@ type jobJSON struct {
 	EndedAt       int64             `json:"endedAt,omitempty"`
 	Run           int               `json:"run"`
 	Done          []int             `json:"done,omitempty"`
+	Slots         []int             `json:"slots,omitempty"`
 }
 
 // EncodeJob is the stored document of a job.
 func EncodeJob(j core.Job) string {
 	b, _ := json.Marshal(jobJSON{Name: j.Name, PlanID: j.PlanID, Command: j.Command, Env: j.Env, InstanceCount: j.InstanceCount,
 		MaxRestarts: j.MaxRestarts, Restarts: j.Restarts, Reason: j.Reason,
-		StartedAt: unixOrZero(j.StartedAt), EndedAt: unixOrZero(j.EndedAt), Run: j.Run, Done: j.Done}) // strings and ints always marshal
+		StartedAt: unixOrZero(j.StartedAt), EndedAt: unixOrZero(j.EndedAt), Run: j.Run, Done: j.Done, Slots: j.Slots}) // strings and ints always marshal
 	return string(b)
 }
 
@@ -60,7 +61,7 @@ func DecodeJob(id, team, block, state string, created time.Time, version int64, 
 	}
 	return core.Job{ID: id, Team: team, BlockID: block, State: core.JobState(state), CreatedAt: created, Version: version,
 		Name: d.Name, PlanID: d.PlanID, Command: d.Command, Env: d.Env, InstanceCount: d.InstanceCount, MaxRestarts: d.MaxRestarts,
-		Restarts: d.Restarts, Reason: d.Reason, StartedAt: timeOrZero(d.StartedAt), EndedAt: timeOrZero(d.EndedAt), Run: d.Run, Done: d.Done}, nil
+		Restarts: d.Restarts, Reason: d.Reason, StartedAt: timeOrZero(d.StartedAt), EndedAt: timeOrZero(d.EndedAt), Run: d.Run, Done: d.Done, Slots: d.Slots}, nil
 }
 
 func unixOrZero(t time.Time) int64 {
