@@ -5,9 +5,20 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/binary"
+	"errors"
+	"fmt"
 	"strings"
 	"time"
 )
+
+// ErrOfferingUsed is returned when a quote that buys once (a block, a plan
+// or an extension) was already bought. It is not a conflict: trying again
+// on fresh state cannot succeed, so the service does not retry it.
+var ErrOfferingUsed = errors.New("offering already used")
+
+// errOfferingUnknown is every refusal of an id that does not decode or
+// verify: the reason stays unsaid, so that a forger learns nothing.
+var errOfferingUnknown = fmt.Errorf("%w: the offering id is malformed or was not issued by this server", ErrOfferingInvalid)
 
 // Offering kinds, which are also the id prefixes.
 const (
@@ -59,50 +70,138 @@ func (o *Offering) appendTerms(b []byte) []byte {
 
 // VerifyOffering decodes and checks an offering id: ErrOfferingInvalid when
 // it is malformed, of another kind or not signed with secret, and
-// ErrOfferingExpired when now is past its expiry.
+// ErrOfferingExpired when now is past its expiry. Its terms must also be
+// ones this server quotes (see checkTerms), so that a quote forged with a
+// leaked key still buys nothing that a real one could not.
 func VerifyOffering(secret []byte, id, kind string, now time.Time) (Offering, error) {
+	payload, ok := signedPayload(secret, id, kind)
+	if !ok {
+		return Offering{}, errOfferingUnknown
+	}
+	o, ok := decodeOfferingTerms(payload)
+	if !ok {
+		return Offering{}, errOfferingUnknown
+	}
+	o.ID, o.Kind = id, kind
+	if !now.Before(o.ExpiresAt) {
+		return o, fmt.Errorf("%w: the quote expired at %s", ErrOfferingExpired, o.ExpiresAt.Format(time.RFC3339))
+	}
+	if err := o.checkTerms(now); err != nil {
+		return o, err
+	}
+	return o, nil
+}
+
+// checkTerms refuses terms that no quote of this server carries: no
+// instances, times off the hour, an empty range, a fee that is not
+// positive, or a start already past at now.
+func (o *Offering) checkTerms(now time.Time) error {
+	if o.Kind == KindExtension && o.BlockID == "" {
+		return fmt.Errorf("%w: the extension quote names no block", ErrOfferingInvalid)
+	}
+	if err := checkQuoteTerms(o.Count, o.Start, o.End, o.Fee); err != nil {
+		return err
+	}
+	return checkQuoteStart(o.Start, now)
+}
+
+// checkQuoteTerms refuses the terms of a quote (or of one segment of a
+// plan quote) that no search of this server returns.
+func checkQuoteTerms(count int, start, end time.Time, fee Money) error {
+	switch {
+	case count < 1:
+		return fmt.Errorf("%w: the quote is for %d instances", ErrOfferingInvalid, count)
+	case !onTheHour(start):
+		return fmt.Errorf("%w: the quote starts at %s, not on the hour", ErrOfferingInvalid, start.Format(time.RFC3339))
+	case !onTheHour(end):
+		return fmt.Errorf("%w: the quote ends at %s, not on the hour", ErrOfferingInvalid, end.Format(time.RFC3339))
+	case !end.After(start):
+		return fmt.Errorf("%w: the quote ends at %s, not after its start %s", ErrOfferingInvalid, end.Format(time.RFC3339), start.Format(time.RFC3339))
+	case fee.Minor <= 0:
+		return fmt.Errorf("%w: the quote's fee %s %s is not positive", ErrOfferingInvalid, fee, fee.Currency)
+	}
+	return nil
+}
+
+// checkQuoteStart refuses a quote whose start has passed at now: the hours
+// it sells are gone, whatever its expiry says.
+func checkQuoteStart(start, now time.Time) error {
+	if start.Before(now) {
+		return fmt.Errorf("%w: the quote starts at %s, which has passed", ErrOfferingExpired, start.Format(time.RFC3339))
+	}
+	return nil
+}
+
+func onTheHour(t time.Time) bool { return t.Unix()%3600 == 0 }
+
+// signedPayload returns the terms of id, of kind, when its signature is
+// secret's.
+func signedPayload(secret []byte, id, kind string) ([]byte, bool) {
+	payload, sig, ok := splitID(id, kind)
+	if !ok || !hmac.Equal(sig, mac(secret, kind, payload)) {
+		return nil, false
+	}
+	return payload, true
+}
+
+// splitID decodes id, of kind, into its terms and its signature, without
+// checking the signature.
+func splitID(id, kind string) (payload, sig []byte, ok bool) {
 	rest, ok := strings.CutPrefix(id, kind+"-")
 	if !ok {
-		return Offering{}, ErrOfferingInvalid
+		return nil, nil, false
 	}
 	raw, err := base64.RawURLEncoding.Strict().DecodeString(rest) // canonical only: one id per offering
 	if err != nil || len(raw) <= macSize {
-		return Offering{}, ErrOfferingInvalid
+		return nil, nil, false
 	}
-	payload, sig := raw[:len(raw)-macSize], raw[len(raw)-macSize:]
-	if !hmac.Equal(sig, mac(secret, kind, payload)) {
-		return Offering{}, ErrOfferingInvalid
-	}
-	o := Offering{ID: id, Kind: kind}
+	return raw[:len(raw)-macSize], raw[len(raw)-macSize:], true
+}
+
+// decodeOfferingTerms reads what appendTerms wrote.
+func decodeOfferingTerms(payload []byte) (Offering, bool) {
+	d := termDecoder{p: payload}
 	var strs [4]string
 	for i := range strs {
-		n, k := binary.Uvarint(payload)
-		if k <= 0 || uint64(len(payload)-k) < n {
-			return Offering{}, ErrOfferingInvalid
-		}
-		strs[i], payload = string(payload[k:k+int(n)]), payload[k+int(n):]
+		strs[i] = d.str()
 	}
 	var nums [6]int64
 	for i := range nums {
-		v, k := binary.Varint(payload)
-		if k <= 0 {
-			return Offering{}, ErrOfferingInvalid
+		nums[i] = d.int()
+	}
+	if d.bad || len(d.p) != 0 {
+		return Offering{}, false
+	}
+	return Offering{
+		BlockID: strs[0], InstanceType: strs[1], Zone: strs[2],
+		Count: int(nums[0]),
+		Start: time.Unix(nums[1], 0).UTC(), End: time.Unix(nums[2], 0).UTC(),
+		Fee:         Money{Minor: nums[3], Currency: strs[3]},
+		OnDemandFee: Money{Minor: nums[4], Currency: strs[3]},
+		ExpiresAt:   time.Unix(nums[5], 0).UTC(),
+	}, true
+}
+
+// OfferingExpiry returns when the quote of id (a block, extension or plan
+// offering) expires, without checking its signature: it is for the store,
+// which keeps the ids of used quotes until then and sees only ids that
+// the service verified.
+func OfferingExpiry(id string) (time.Time, error) {
+	kind, _, _ := strings.Cut(id, "-")
+	payload, _, ok := splitID(id, kind)
+	if ok {
+		switch kind {
+		case KindBlock, KindExtension:
+			if o, ok := decodeOfferingTerms(payload); ok {
+				return o.ExpiresAt, nil
+			}
+		case KindPlan:
+			if o, ok := decodePlanTerms(payload); ok {
+				return o.ExpiresAt, nil
+			}
 		}
-		nums[i], payload = v, payload[k:]
 	}
-	if len(payload) != 0 {
-		return Offering{}, ErrOfferingInvalid
-	}
-	o.BlockID, o.InstanceType, o.Zone = strs[0], strs[1], strs[2]
-	o.Count = int(nums[0])
-	o.Start, o.End = time.Unix(nums[1], 0).UTC(), time.Unix(nums[2], 0).UTC()
-	o.Fee = Money{Minor: nums[3], Currency: strs[3]}
-	o.OnDemandFee = Money{Minor: nums[4], Currency: strs[3]}
-	o.ExpiresAt = time.Unix(nums[5], 0).UTC()
-	if !now.Before(o.ExpiresAt) {
-		return o, ErrOfferingExpired
-	}
-	return o, nil
+	return time.Time{}, errOfferingUnknown
 }
 
 // mac signs the kind too, so an id of one kind never verifies as another.

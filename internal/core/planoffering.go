@@ -1,10 +1,9 @@
 package core
 
 import (
-	"crypto/hmac"
 	"encoding/base64"
 	"encoding/binary"
-	"strings"
+	"fmt"
 	"time"
 )
 
@@ -111,27 +110,29 @@ func (o *PlanOffering) appendTerms(b []byte) []byte {
 
 // VerifyPlanOffering decodes and checks a plan offering id:
 // ErrOfferingInvalid when it is malformed, of another kind or not signed
-// with secret, and ErrOfferingExpired when now is past its expiry.
+// with secret, and ErrOfferingExpired when now is past its expiry. Its
+// terms must also be ones this server quotes, as VerifyOffering checks
+// for a block's, segment by segment.
 func VerifyPlanOffering(secret []byte, id string, now time.Time) (PlanOffering, error) {
-	rest, ok := strings.CutPrefix(id, KindPlan+"-")
+	payload, ok := signedPayload(secret, id, KindPlan)
 	if !ok {
-		return PlanOffering{}, ErrOfferingInvalid
-	}
-	raw, err := base64.RawURLEncoding.Strict().DecodeString(rest) // canonical only: one id per offering
-	if err != nil || len(raw) <= macSize {
-		return PlanOffering{}, ErrOfferingInvalid
-	}
-	payload, sig := raw[:len(raw)-macSize], raw[len(raw)-macSize:]
-	if !hmac.Equal(sig, mac(secret, KindPlan, payload)) {
-		return PlanOffering{}, ErrOfferingInvalid
+		return PlanOffering{}, errOfferingUnknown
 	}
 	o, ok := decodePlanTerms(payload)
 	if !ok {
-		return PlanOffering{}, ErrOfferingInvalid
+		return PlanOffering{}, errOfferingUnknown
 	}
 	o.ID = id
 	if !now.Before(o.ExpiresAt) {
-		return o, ErrOfferingExpired
+		return o, fmt.Errorf("%w: the quote expired at %s", ErrOfferingExpired, o.ExpiresAt.Format(time.RFC3339))
+	}
+	for i, sg := range o.Segments {
+		if err := checkQuoteTerms(o.Count, sg.Start, sg.End, sg.Fee); err != nil {
+			return o, fmt.Errorf("segment %d: %w", i+1, err)
+		}
+	}
+	if err := checkQuoteStart(o.Segments[0].Start, now); err != nil {
+		return o, err
 	}
 	return o, nil
 }
