@@ -138,8 +138,11 @@ func (s *Service) CreateJob(ctx context.Context, scope string, req api.JobReques
 // checkJobRequest refuses, when the job is created rather than when it
 // starts, what no process could be started with: a NUL byte in the
 // command or the environment, or an environment variable name that a
-// process environment cannot hold.
+// process environment cannot hold; and a name that is not printable.
 func checkJobRequest(req api.JobRequest) error {
+	if err := core.CheckPrintable("name", req.Name); err != nil {
+		return err
+	}
 	for i, arg := range req.Command {
 		if strings.ContainsRune(arg, 0) {
 			return core.Invalidf("command[%d] contains a NUL byte, which no program argument can hold", i)
