@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"regexp"
 	"time"
 
@@ -12,51 +11,6 @@ import (
 	"capblock/internal/core"
 	"capblock/internal/store"
 )
-
-// OperatorsTeam is the team of the administrator made at first start.
-const OperatorsTeam = "operators"
-
-// Bootstrap makes the first administrator when no user exists yet: a team
-// "operators", a user "admin" and a token, written to tokenPath readable
-// only by its owner. It reports whether it made them.
-func (s *Service) Bootstrap(ctx context.Context, tokenPath string) (bool, error) {
-	users, err := s.store.Users(ctx, "")
-	if err != nil {
-		return false, fmt.Errorf("listing users: %w", err)
-	}
-	if len(users) > 0 {
-		return false, nil
-	}
-	now := s.clock.Now()
-	team := core.Team{ID: newID("team"), Name: OperatorsTeam, CreatedAt: now}
-	if err := s.store.CreateTeam(ctx, team); err != nil && !errors.Is(err, store.ErrConflict) {
-		return false, fmt.Errorf("creating the operators team: %w", err)
-	} else if err != nil {
-		teams, lerr := s.store.Teams(ctx)
-		if lerr != nil {
-			return false, fmt.Errorf("listing teams: %w", lerr)
-		}
-		for _, t := range teams {
-			if t.Name == OperatorsTeam {
-				team = t
-			}
-		}
-	}
-	admin := core.User{ID: newID("usr"), Name: "admin", Team: team.ID, Role: core.RoleAdmin, CreatedAt: now}
-	if err := s.store.CreateUser(ctx, admin); errors.Is(err, store.ErrConflict) {
-		return false, nil // another replica starting at the same time made it
-	} else if err != nil {
-		return false, fmt.Errorf("creating the first administrator: %w", err)
-	}
-	token, hash := auth.New()
-	if err := s.store.CreateToken(ctx, core.Token{ID: newID("tok"), User: admin.ID, Hash: hash, CreatedAt: now}); err != nil {
-		return false, fmt.Errorf("creating the administrator's token: %w", err)
-	}
-	if err := os.WriteFile(tokenPath, []byte(token+"\n"), 0o600); err != nil {
-		return false, fmt.Errorf("writing the administrator's token to %s: %w", tokenPath, err)
-	}
-	return true, nil
-}
 
 // Authenticate finds who a token belongs to. Unknown, revoked and expired
 // tokens are all ErrUnauthenticated, with a reason.
