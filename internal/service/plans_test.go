@@ -100,7 +100,7 @@ func TestPurchasePlanRepacks(t *testing.T) {
 	if diff := cmp.Diff([]string{"n0"}, e.nodesOf("cb-b")); diff != "" {
 		t.Errorf("moved block's nodes (-want +got):\n%s", diff)
 	}
-	events, err := e.st.Events(t.Context(), 0, 0)
+	events, err := e.st.Events(t.Context(), "", 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +157,7 @@ func TestPlanEventsAcrossOneJump(t *testing.T) {
 	if err := e.svc.Reconcile(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	events, err := e.st.Events(t.Context(), 0, 0)
+	events, err := e.st.Events(t.Context(), "", 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,7 +186,7 @@ func TestPlanEventsAcrossOneJump(t *testing.T) {
 	if p, err := e.svc.GetPlan(t.Context(), "t", v.Plan.ID); err != nil || p.State != core.PlanFailed {
 		t.Fatalf("plan after a cancelled segment: %+v, %v", p.State, err)
 	}
-	events, _ = e.st.Events(t.Context(), events[len(events)-1].Seq, 0)
+	events, _ = e.st.Events(t.Context(), "", events[len(events)-1].Seq, 0)
 	if last := events[len(events)-1]; last.Type != core.EventPlanFailed || last.Subject != v.Plan.ID {
 		t.Errorf("last event %s %s, want plan.failed of %s", last.Type, last.Subject, v.Plan.ID)
 	}

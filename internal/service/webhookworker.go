@@ -222,7 +222,7 @@ func (w *webhookWorker) schedule(ctx context.Context, after int64) (cursor int64
 		// for the first, which gets only those from its creation on.
 		return after, false, err
 	}
-	events, err := st.Events(ctx, after, webhookPage)
+	events, err := st.Events(ctx, "", after, webhookPage)
 	if err != nil {
 		return after, false, fmt.Errorf("reading events: %w", err)
 	}
@@ -399,7 +399,7 @@ func (w *webhookWorker) send(ctx context.Context, snd *webhookSender) {
 
 // loadEvent reads the event with sequence number seq.
 func (w *webhookWorker) loadEvent(ctx context.Context, seq int64) (*core.Event, error) {
-	events, err := w.svc.store.Events(ctx, seq-1, 1)
+	events, err := w.svc.store.Events(ctx, "", seq-1, 1)
 	if err != nil {
 		return nil, fmt.Errorf("reading event %d: %w", seq, err)
 	}

@@ -48,8 +48,11 @@ type Store interface {
 	// ErrNotFound.
 	Idempotency(ctx context.Context, team, clientToken string) (IdempotencyRecord, error)
 
-	// Events returns up to limit events with Seq > after, ordered by Seq.
-	Events(ctx context.Context, after int64, limit int) ([]core.Event, error)
+	// Events returns up to limit events of a team with Seq > after,
+	// ordered by Seq; every team's when team is "". A team's reader sees
+	// nothing of other teams' events, not even how many there are: the
+	// filter is the query's, not the caller's.
+	Events(ctx context.Context, team string, after int64, limit int) ([]core.Event, error)
 	// Ledger returns a team's ledger entries, every team's when team is "",
 	// ordered by time then id.
 	Ledger(ctx context.Context, team string) ([]core.LedgerEntry, error)

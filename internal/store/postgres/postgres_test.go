@@ -227,7 +227,7 @@ func TestEventsFollowedWithoutGaps(t *testing.T) {
 			finished = true
 		default:
 		}
-		events, err := s.Events(t.Context(), after, 7)
+		events, err := s.Events(t.Context(), "", after, 7)
 		if err != nil {
 			t.Fatalf("Events: %v", err)
 		}

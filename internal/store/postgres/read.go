@@ -91,8 +91,9 @@ func (s *Store) Idempotency(ctx context.Context, team, clientToken string) (stor
 	return r, nil
 }
 
-// Events returns up to limit events with Seq > after, ordered by Seq; a
-// limit of zero or less means no limit.
+// Events returns up to limit events of a team (every team's for "") with
+// Seq > after, ordered by Seq; a limit of zero or less means no limit. A
+// team's read seeks the events_by_team index.
 //
 // Commits take seq values in one order and may commit in another, so a
 // plain read could return seq 11 while the commit holding 10 is still in
@@ -101,9 +102,9 @@ func (s *Store) Idempotency(ctx context.Context, team, clientToken string) (stor
 // the commits that hold it shared (those between taking a seq and
 // committing) and keeps new ones from taking a seq until it is done. Lock
 // and read travel in one batch, which is one implicit transaction.
-func (s *Store) Events(ctx context.Context, after int64, limit int) ([]core.Event, error) {
+func (s *Store) Events(ctx context.Context, team string, after int64, limit int) ([]core.Event, error) {
 	for attempt := 1; ; attempt++ {
-		events, err := s.readEvents(ctx, after, limit)
+		events, err := s.readEvents(ctx, team, after, limit)
 		if err == nil || !retryable(err) || attempt == maxAttempts {
 			return events, err
 		}
@@ -111,16 +112,21 @@ func (s *Store) Events(ctx context.Context, after int64, limit int) ([]core.Even
 	}
 }
 
-func (s *Store) readEvents(ctx context.Context, after int64, limit int) ([]core.Event, error) {
+func (s *Store) readEvents(ctx context.Context, team string, after int64, limit int) ([]core.Event, error) {
 	n := int64(limit)
 	if limit <= 0 {
 		n = math.MaxInt64
 	}
+	query, args := `SELECT seq, id, time, type, subject, team, data FROM events
+		WHERE seq > $1 ORDER BY seq LIMIT $2`, []any{after, n}
+	if team != "" {
+		query, args = `SELECT seq, id, time, type, subject, team, data FROM events
+		WHERE team = $3 AND seq > $1 ORDER BY seq LIMIT $2`, append(args, team)
+	}
 	var events []core.Event
 	b := &pgx.Batch{}
 	b.Queue(`SELECT pg_advisory_xact_lock($1, 0)`, eventLockClass)
-	b.Queue(`SELECT seq, id, time, type, subject, team, data FROM events
-		WHERE seq > $1 ORDER BY seq LIMIT $2`, after, n).Query(func(rows pgx.Rows) error {
+	b.Queue(query, args...).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
 			var (
 				e    core.Event

@@ -68,7 +68,7 @@ func TestKillDuringCommits(t *testing.T) {
 	if len(blocks) < acked+1 {
 		t.Fatalf("%d blocks stored after the crash, want at least the %d acknowledged", len(blocks), acked+1)
 	}
-	events, err := s.Events(t.Context(), 0, 0)
+	events, err := s.Events(t.Context(), "", 0, 0)
 	if err != nil {
 		t.Fatalf("Events: %v", err)
 	}

@@ -85,14 +85,25 @@ func (s *Store) Idempotency(ctx context.Context, team, clientToken string) (stor
 	return r, nil
 }
 
-// Events returns up to limit events with Seq > after, ordered by Seq; a
-// limit of zero or less means no limit.
-func (s *Store) Events(ctx context.Context, after int64, limit int) ([]core.Event, error) {
+// Events returns up to limit events of a team (every team's for "") with
+// Seq > after, ordered by Seq; a limit of zero or less means no limit. A
+// team's read seeks the events_by_team index, so it costs the team's
+// events, not everyone's since the cursor.
+func (s *Store) Events(ctx context.Context, team string, after int64, limit int) ([]core.Event, error) {
 	n := int64(limit)
 	if limit <= 0 {
 		n = math.MaxInt64
 	}
-	rows, err := s.rs.events.QueryContext(ctx, after, n)
+	var (
+		rows *sql.Rows
+		err  error
+	)
+	if team == "" {
+		rows, err = s.rs.events.QueryContext(ctx, after, n)
+	} else {
+		rows, err = s.r.QueryContext(ctx, `SELECT seq, id, time, type, subject, team, data FROM events
+			WHERE team = ? AND seq > ? ORDER BY seq LIMIT ?`, team, after, n)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("reading events after %d: %w", after, err)
 	}

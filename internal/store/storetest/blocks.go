@@ -55,7 +55,7 @@ func testReopen(t *testing.T, h Harness) {
 	ev := core.Event{ID: "e1", Time: hour(-1), Type: "block.created", Subject: b.ID, Team: b.Team, Data: map[string]any{"k": "v"}}
 	mustCommit(t, s, store.Change{Insert: []core.Block{b}, Idempotency: []store.IdempotencyRecord{rec},
 		Ledger: []core.LedgerEntry{entry}, Events: []core.Event{ev}})
-	before, err := s.Events(t.Context(), 0, 0)
+	before, err := s.Events(t.Context(), "", 0, 0)
 	if err != nil {
 		t.Fatalf("Events: %v", err)
 	}
@@ -76,7 +76,7 @@ func testReopen(t *testing.T, h Harness) {
 	if diff := cmp.Diff([]core.LedgerEntry{entry}, ledger); diff != "" {
 		t.Errorf("Ledger after reopen (-want +got):\n%s", diff)
 	}
-	after, err := s.Events(t.Context(), 0, 0)
+	after, err := s.Events(t.Context(), "", 0, 0)
 	if err != nil {
 		t.Fatalf("Events after reopen: %v", err)
 	}
@@ -88,7 +88,7 @@ func testReopen(t *testing.T, h Harness) {
 	b2.Start, b2.End = b.Start, b.Start.Add(time.Hour)
 	wantConflict(t, s, insert(b2))
 	mustCommit(t, s, store.Change{Events: []core.Event{{ID: "e2", Time: hour(0), Type: "t", Subject: "s", Team: "team-x"}}})
-	more, err := s.Events(t.Context(), before[0].Seq, 0)
+	more, err := s.Events(t.Context(), "", before[0].Seq, 0)
 	if err != nil {
 		t.Fatalf("Events: %v", err)
 	}
@@ -176,7 +176,7 @@ func wantNoLedger(t *testing.T, s store.Store, team string) {
 // wantNoEvents fails the test unless the store has no events.
 func wantNoEvents(t *testing.T, s store.Store) {
 	t.Helper()
-	events, err := s.Events(t.Context(), 0, 0)
+	events, err := s.Events(t.Context(), "", 0, 0)
 	if err != nil {
 		t.Fatalf("Events: %v", err)
 	}

@@ -252,7 +252,7 @@ func testBudgetConcurrent(t *testing.T, h Harness) {
 			t.Errorf("block %s of a failed purchase is stored", b.ID)
 		}
 	}
-	events, err := s.Events(t.Context(), 0, 0)
+	events, err := s.Events(t.Context(), "", 0, 0)
 	mustDo(t, "Events", err)
 	if len(events) != len(won) {
 		t.Errorf("stored %d events, want %d", len(events), len(won))

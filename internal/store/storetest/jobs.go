@@ -70,7 +70,7 @@ func testJobsVersions(t *testing.T, h Harness) {
 		t.Run(name, func(t *testing.T) {
 			wantConflict(t, s, store.Change{Jobs: []store.JobWrite{w},
 				Events: []core.Event{{ID: "e-" + name, Time: hour(1), Type: core.EventJobRunning, Subject: j.ID, Team: j.Team}}})
-			evs, err := s.Events(t.Context(), 0, 0)
+			evs, err := s.Events(t.Context(), "", 0, 0)
 			if err != nil || len(evs) != 0 {
 				t.Fatalf("events after a refused change: %v, %v", evs, err)
 			}

@@ -158,7 +158,7 @@ func testEvents(t *testing.T, h Harness) {
 	mustCommit(t, s, store.Change{Events: events[2:3]})
 	mustCommit(t, s, store.Change{Events: events[3:]})
 
-	all, err := s.Events(t.Context(), 0, 100)
+	all, err := s.Events(t.Context(), "", 0, 100)
 	if err != nil {
 		t.Fatalf("Events: %v", err)
 	}
@@ -176,6 +176,7 @@ func testEvents(t *testing.T, h Harness) {
 	}
 
 	tests := map[string]struct {
+		team  string
 		after int64
 		limit int
 		want  []core.Event
@@ -187,15 +188,23 @@ func testEvents(t *testing.T, h Harness) {
 		"after the last":      {after: all[3].Seq, limit: 10},
 		"after a future seq":  {after: all[3].Seq + 1000, limit: 10},
 		"between two commits": {after: all[2].Seq, limit: 10, want: all[3:]},
+		// A team's read holds its own events only; the limit counts them,
+		// not the other teams' events in between.
+		"one team":                  {team: "team-a", limit: 10, want: []core.Event{all[0], all[1], all[3]}},
+		"one team, limit":           {team: "team-a", after: all[0].Seq, limit: 2, want: []core.Event{all[1], all[3]}},
+		"one team, past another's":  {team: "team-a", after: all[1].Seq, limit: 1, want: all[3:]},
+		"the other team":            {team: "team-b", limit: 10, want: all[2:3]},
+		"the other team, after all": {team: "team-b", after: all[2].Seq, limit: 0},
+		"a team with no events":     {team: "team-c", limit: 10},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			got, err := s.Events(t.Context(), tc.after, tc.limit)
+			got, err := s.Events(t.Context(), tc.team, tc.after, tc.limit)
 			if err != nil {
 				t.Fatalf("Events: %v", err)
 			}
 			if diff := cmp.Diff(tc.want, got, cmpopts.EquateEmpty()); diff != "" {
-				t.Errorf("Events(%d, %d) (-want +got):\n%s", tc.after, tc.limit, diff)
+				t.Errorf("Events(%q, %d, %d) (-want +got):\n%s", tc.team, tc.after, tc.limit, diff)
 			}
 		})
 	}
