@@ -71,7 +71,7 @@ func checkWebhookURL(raw string, allowPrivate bool) error {
 		return core.Invalidf("url: want an absolute http:// or https:// URL, such as https://example.com/capblock-events")
 	}
 	if !allowPrivate {
-		if err := checkWebhookHost(u.Hostname()); err != nil {
+		if err := checkWebhookHost(u.Hostname(), interfaceAddrs); err != nil {
 			return core.Invalidf("%s", err)
 		}
 	}
