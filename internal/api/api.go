@@ -63,6 +63,7 @@ type server struct {
 func New(svc Service, opts Options) http.Handler {
 	opts = opts.withDefaults()
 	useProblemErrors()
+	useStrictBodies()
 
 	mux := http.NewServeMux()
 	hapi := humago.New(mux, humaConfig())
@@ -95,7 +96,9 @@ func New(svc Service, opts Options) http.Handler {
 }
 
 // humaConfig is huma's default configuration without the docs UI, the
-// /schemas routes and the $schema links they add to every response body.
+// /schemas routes and the $schema links they add to every response body,
+// with capblock's JSON format: request keys matched exactly, responses
+// encoded before their status is sent (encode.go).
 func humaConfig() huma.Config {
 	registry := huma.NewMapRegistry("#/components/schemas/", schemaName)
 	return huma.Config{
@@ -115,10 +118,11 @@ func humaConfig() huma.Config {
 		},
 		OpenAPIPath: "/openapi",
 		Formats: map[string]huma.Format{
-			"application/json": huma.DefaultJSONFormat,
-			"json":             huma.DefaultJSONFormat,
+			"application/json": jsonFormat,
+			"json":             jsonFormat,
 		},
 		DefaultFormat: "application/json",
+		Transformers:  []huma.Transformer{encodeResponse},
 	}
 }
 
