@@ -2,10 +2,13 @@ package api
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
+
+	"capblock/internal/clock"
 )
 
 // registerOperations declares the probes. /metrics and /openapi.json are
@@ -92,6 +95,10 @@ func (c clockHandlers) set(ctx context.Context, in *clockInput) (*out[clockJSON]
 		now, err = c.clock.Set(parseTime(in.Body.Now))
 	} else {
 		now, err = c.clock.Advance(in.advance)
+	}
+	if errors.Is(err, clock.ErrOutOfRange) {
+		// The clock's message names the bound; the clock did not move.
+		return nil, invalid("%s", err)
 	}
 	if err != nil {
 		return nil, serviceProblem(ctx, err)
