@@ -49,6 +49,16 @@ type Accounts interface {
 	// Budget returns a team's budget, or ErrNotFound when none was set.
 	Budget(ctx context.Context, team string) (core.Budget, error)
 
+	// TeamUID returns the uid under which the team's jobs run. The first
+	// call allocates the lowest uid of [lo, hi] that no other team holds
+	// and records it; later calls return the recorded one, whatever lo
+	// and hi are then. Replicas calling it at once for one team agree on
+	// one uid, and no two teams ever share one. A range with every uid
+	// held is an error wrapping core.ErrNoCapacity; an unknown team
+	// ErrNotFound; a range that is empty or holds uids below 1 (root) or
+	// above 2^31-1 ErrInvalidArgument.
+	TeamUID(ctx context.Context, team string, lo, hi int) (int, error)
+
 	// AppendAudit stores one audit record; Seq is assigned.
 	AppendAudit(ctx context.Context, r core.AuditRecord) error
 	// Audit returns up to limit records with Seq > after, by Seq.

@@ -34,9 +34,32 @@ type Store interface {
 	//    an allocation of a live block outside this change;
 	//  - Idempotency keys (team, clientToken) must be new.
 	// Any failed check returns an error wrapping ErrConflict and stores
-	// nothing. On success inserted blocks have Version 1, updated blocks
-	// ExpectedVersion+1, and events get their Seq.
+	// nothing. So does an offering of Offerings already used, but its error
+	// wraps core.ErrOfferingUsed instead (not a conflict: retrying cannot
+	// help); the idempotency keys are checked first, so a retry of the
+	// purchase that used it fails as a conflict. On success inserted
+	// blocks have Version 1, updated blocks ExpectedVersion+1, and events
+	// get their Seq.
 	Commit(ctx context.Context, c Change) error
+
+	// OfferingUsed reports whether a commit stored the offering id in its
+	// Offerings (and the row was not pruned since).
+	OfferingUsed(ctx context.Context, id string) (bool, error)
+	// PruneUsedOfferings forgets the used offerings that expired before
+	// before and returns how many. A forgotten offering can be used
+	// again, so before must not be later than the service clock's now
+	// (less a margin for the skew between replicas' clocks): until then
+	// an expired quote is refused anyway.
+	PruneUsedOfferings(ctx context.Context, before time.Time) (int64, error)
+
+	// SimClock returns the stored time of the simulated clock; ok is false
+	// when none was ever stored.
+	SimClock(ctx context.Context) (t time.Time, ok bool, err error)
+	// SaveSimClock stores t as the simulated clock's time unless the
+	// stored one is later (the clock never moves back, whichever replica
+	// moves it) and returns the time stored now. Times are stored to the
+	// nanosecond, between the years 1678 and 2261.
+	SaveSimClock(ctx context.Context, t time.Time) (time.Time, error)
 
 	// GetBlock returns a block with its placements.
 	GetBlock(ctx context.Context, id string) (core.Block, error)
@@ -93,6 +116,12 @@ type Change struct {
 	// stored with it, so that a change is never durable without its
 	// record; their Seq is assigned as by AppendAudit.
 	Audit []core.AuditRecord
+	// Offerings are the ids of the quotes (block, extension or plan
+	// offerings, verified by the caller) that this change consumes: each
+	// buys once. Commit stores the SHA-256 of each id with the quote's
+	// expiry; an id already stored makes it store nothing and return an
+	// error wrapping core.ErrOfferingUsed.
+	Offerings []string
 }
 
 // BlockUpdate replaces a stored block's mutable fields (State, End, Name,

@@ -45,9 +45,13 @@ func (s *Store) Commit(ctx context.Context, c store.Change) error {
 	if err != nil {
 		return fmt.Errorf("checking change: %w", err)
 	}
+	used, err := store.UsedOfferings(c.Offerings)
+	if err != nil {
+		return fmt.Errorf("checking change: %w", err)
+	}
 	var seqs []int64
 	for attempt := 1; ; attempt++ {
-		seqs, err = s.commitOnce(ctx, c, data)
+		seqs, err = s.commitOnce(ctx, c, data, used)
 		if err == nil {
 			break
 		}
@@ -75,7 +79,7 @@ func (s *Store) Commit(ctx context.Context, c store.Change) error {
 // commitOnce runs c in one transaction and returns the events' Seq. Its
 // statements travel in at most two pipelined batches and a COMMIT: a change
 // without updates takes two round trips, one with updates three.
-func (s *Store) commitOnce(ctx context.Context, c store.Change, eventData []string) ([]int64, error) {
+func (s *Store) commitOnce(ctx context.Context, c store.Change, eventData []string, used []store.UsedOffering) ([]int64, error) {
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("beginning commit: %w", err)
@@ -107,7 +111,7 @@ func (s *Store) commitOnce(ctx context.Context, c store.Change, eventData []stri
 
 	// 2. Queue the node locks and the writes, and send them at once.
 	w := &commitWriter{batch: b, stored: stored}
-	if err := w.queue(c, eventData); err != nil {
+	if err := w.queue(c, eventData, used); err != nil {
 		return nil, err
 	}
 	var br pgx.BatchResults
@@ -211,13 +215,16 @@ type commitWriter struct {
 }
 
 // queue queues c's statements, in the order of the sqlite driver.
-func (w *commitWriter) queue(c store.Change, eventData []string) error {
+func (w *commitWriter) queue(c store.Change, eventData []string, used []store.UsedOffering) error {
 	w.queueNodeLocks(c)
 	for _, g := range sortedGuards(c.Budgets) {
 		w.queueBudget(g, c.Ledger)
 	}
 	for _, r := range c.Idempotency {
 		w.queueIdempotency(r)
+	}
+	for i, u := range used {
+		w.queueUsedOffering(c.Offerings[i], u)
 	}
 	for _, u := range c.Update {
 		if err := w.queueUpdate(u); err != nil {
@@ -272,6 +279,19 @@ func (w *commitWriter) queueIdempotency(r store.IdempotencyRecord) {
 	}, `INSERT INTO idempotency (team, client_token, request_hash, subject, created_at)
 		VALUES ($1, $2, $3, $4, $5) ON CONFLICT (team, client_token) DO NOTHING`,
 		r.Team, r.ClientToken, r.RequestHash, r.Subject, seconds(r.CreatedAt))
+}
+
+// queueUsedOffering records an offering as used. A commit racing another
+// that uses the same offering waits at the INSERT for the other's end and
+// then finds the row, or takes it if the other rolled back.
+func (w *commitWriter) queueUsedOffering(id string, u store.UsedOffering) {
+	w.exec("storing used offering "+store.ShortOfferingID(id), func(tag pgconn.CommandTag) error {
+		if tag.RowsAffected() == 0 {
+			return store.OfferingUsedError(id)
+		}
+		return nil
+	}, `INSERT INTO used_offerings (hash, expires_at) VALUES ($1, $2) ON CONFLICT (hash) DO NOTHING`,
+		u.Hash, seconds(u.ExpiresAt))
 }
 
 func (w *commitWriter) queueInsert(b core.Block) {

@@ -29,6 +29,10 @@ func (s *Store) Commit(ctx context.Context, c store.Change) error {
 	if err != nil {
 		return fmt.Errorf("checking change: %w", err)
 	}
+	used, err := store.UsedOfferings(c.Offerings)
+	if err != nil {
+		return fmt.Errorf("checking change: %w", err)
+	}
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("beginning commit: %w", err)
@@ -40,7 +44,7 @@ func (s *Store) Commit(ctx context.Context, c store.Change) error {
 	// BeginTx holds ctx, so a cancellation still rolls the transaction
 	// back, and apply checks ctx between its steps.
 	w := &commitTx{ctx: context.WithoutCancel(ctx), done: ctx, tx: tx, ws: s.ws}
-	seqs, err := w.apply(c, data)
+	seqs, err := w.apply(c, data, used)
 	if err != nil {
 		return err
 	}
@@ -80,7 +84,7 @@ func (w *commitTx) canceled() error {
 func (w *commitTx) stmt(st *sql.Stmt) *sql.Stmt { return w.tx.StmtContext(w.ctx, st) }
 
 // apply writes the change and re-checks it; it returns the events' Seq.
-func (w *commitTx) apply(c store.Change, eventData []string) ([]int64, error) {
+func (w *commitTx) apply(c store.Change, eventData []string, used []store.UsedOffering) ([]int64, error) {
 	// 0. The budget guard, before anything is written: the transaction
 	//    holds the write lock, so no other commit spends meanwhile.
 	for _, g := range c.Budgets {
@@ -92,6 +96,13 @@ func (w *commitTx) apply(c store.Change, eventData []string) ([]int64, error) {
 	//    purchase fails.
 	for _, r := range c.Idempotency {
 		if err := w.insertIdempotency(r); err != nil {
+			return nil, err
+		}
+	}
+	//    The offerings it consumes, after the keys: a retry of the
+	//    purchase that used one fails on its key, as a conflict.
+	for i, u := range used {
+		if err := w.insertUsedOffering(c.Offerings[i], u); err != nil {
 			return nil, err
 		}
 	}
@@ -176,6 +187,19 @@ func (w *commitTx) insertIdempotency(r store.IdempotencyRecord) error {
 		return fmt.Errorf("storing idempotency key of team %s: %w", r.Team, err)
 	} else if n == 0 {
 		return fmt.Errorf("client token %q of team %s is already used: %w", r.ClientToken, r.Team, store.ErrConflict)
+	}
+	return nil
+}
+
+func (w *commitTx) insertUsedOffering(id string, u store.UsedOffering) error {
+	res, err := w.stmt(w.ws.insertUsed).ExecContext(w.ctx, u.Hash, unixSeconds(u.ExpiresAt))
+	if err != nil {
+		return fmt.Errorf("storing used offering %s: %w", store.ShortOfferingID(id), err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return fmt.Errorf("storing used offering %s: %w", store.ShortOfferingID(id), err)
+	} else if n == 0 {
+		return store.OfferingUsedError(id)
 	}
 	return nil
 }

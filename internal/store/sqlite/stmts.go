@@ -17,6 +17,7 @@ const allocChunk = 64
 // writeStmts are the statements of Commit, prepared once on the writer.
 type writeStmts struct {
 	insertIdempotency *sql.Stmt
+	insertUsed        *sql.Stmt
 	insertBlock       *sql.Stmt
 	selectForUpdate   *sql.Stmt
 	updateBlock       *sql.Stmt
@@ -54,6 +55,8 @@ func prepareWriteStmts(ctx context.Context, db *sql.DB) (*writeStmts, error) {
 	ws.insertIdempotency = p.prepare(`INSERT INTO idempotency
 		(team, client_token, request_hash, subject, created_at) VALUES (?, ?, ?, ?, ?)
 		ON CONFLICT (team, client_token) DO NOTHING`)
+	ws.insertUsed = p.prepare(`INSERT INTO used_offerings (hash, expires_at) VALUES (?, ?)
+		ON CONFLICT (hash) DO NOTHING`)
 	ws.insertBlock = p.prepare(`INSERT INTO blocks (` + blockColumns + `)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?)`)
 	ws.selectForUpdate = p.prepare(`SELECT start_time, end_time, state, version FROM blocks WHERE id = ?`)
@@ -100,7 +103,7 @@ func allocationChunk(rows int) int {
 }
 
 func (ws *writeStmts) close() error {
-	errs := []error{closeAll(ws.insertIdempotency, ws.insertBlock, ws.selectForUpdate,
+	errs := []error{closeAll(ws.insertIdempotency, ws.insertUsed, ws.insertBlock, ws.selectForUpdate,
 		ws.updateBlock, ws.deleteAllocations, ws.updateAllocations, ws.findOverlap,
 		ws.insertLedger, ws.insertEvent)}
 	for _, st := range ws.insertAllocs {

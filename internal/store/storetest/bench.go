@@ -13,7 +13,8 @@ import (
 // PurchaseChange is the change of the i-th purchase of two whole 8-GPU
 // nodes, for the drivers' commit benchmarks. Purchases go round a fleet
 // of 1,000 nodes, each round 4 hours later, so none conflicts and the
-// nodes fill up over time as in a real fleet.
+// nodes fill up over time as in a real fleet. Each uses an offering of
+// its own, as a real purchase does.
 func PurchaseChange(i int) store.Change {
 	const nodePairs = 500
 	base := time.Date(2030, 1, 7, 0, 0, 0, 0, time.UTC)
@@ -24,6 +25,10 @@ func PurchaseChange(i int) store.Change {
 	team := fmt.Sprintf("team-%d", i%20)
 	all := []int{0, 1, 2, 3, 4, 5, 6, 7}
 	fee := core.Money{Minor: 2 * 4 * 9800, Currency: "USD"}
+	off := core.Offering{Kind: core.KindBlock, InstanceType: "h100.8x", Count: 2, Zone: "zone-1",
+		Start: start, End: start.Add(4 * time.Hour), Fee: fee, OnDemandFee: fee, ExpiresAt: now.Add(10 * time.Minute),
+		BlockID: id} // the block id only makes every offering distinct
+	off.Sign(offeringSecret)
 	return store.Change{
 		Insert: []core.Block{{
 			ID: id, Name: "bench", Team: team, InstanceType: "h100.8x", GPUModel: "H100",
@@ -41,6 +46,7 @@ func PurchaseChange(i int) store.Change {
 			{ID: "ev-" + id + "-1", Time: now, Type: "block.created", Subject: id, Team: team, Data: map[string]any{"fee": fee.String(), "count": 2}},
 			{ID: "ev-" + id + "-2", Time: now, Type: "ledger.charged", Subject: id, Team: team, Data: map[string]any{"amount": fee.String()}},
 		},
+		Offerings: []string{off.ID},
 	}
 }
 

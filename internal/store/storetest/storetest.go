@@ -62,6 +62,7 @@ func Exercise(t *testing.T, h Harness) {
 	tests = append(tests, webhooksTests...)
 	tests = append(tests, jobsTests...)
 	tests = append(tests, plansTests...)
+	tests = append(tests, sharedTests...)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.run(t, h) })
 	}
