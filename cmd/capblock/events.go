@@ -92,14 +92,15 @@ func (a *app) followEvents(ctx context.Context, c *client.Client, after string) 
 }
 
 // printEvent writes one event as one line: JSON with -o json, otherwise
-// "time  type  subject  data".
+// "time  type  subject  data". Both are escaped (printableJSON, printable):
+// the event's fields come from the server.
 func (a *app) printEvent(e client.Event) error {
 	if a.jsonOutput() {
 		data, err := json.Marshal(e)
 		if err != nil {
 			return fmt.Errorf("encoding event %s: %w", e.ID, err)
 		}
-		_, err = fmt.Fprintf(a.stdout, "%s\n", data)
+		_, err = fmt.Fprintf(a.stdout, "%s\n", printableJSON(data))
 		return err
 	}
 	line := fmt.Sprintf("%s  %-26s %s", e.Time.UTC().Format(time.RFC3339), e.Type, e.Subject)
@@ -110,7 +111,7 @@ func (a *app) printEvent(e client.Event) error {
 		}
 		line += "  " + string(data)
 	}
-	_, err := fmt.Fprintln(a.stdout, line)
+	_, err := fmt.Fprintln(a.stdout, printable(line))
 	if err != nil {
 		return fmt.Errorf("writing event: %w", err)
 	}

@@ -154,6 +154,14 @@ func (a *app) jobsLogsCmd() *cobra.Command {
 				if err != nil {
 					return err
 				}
+				// The output is printed as it is, not escaped like
+				// everything else the CLI prints from the server: it is
+				// what the team's own job wrote, shown only to that team
+				// and to operators, like the output of a program run
+				// locally, and escaping would garble what programs write
+				// on purpose (progress bars redrawn with \r, colours, any
+				// encoding). Pipe it through 'cat -v' or 'less' to see
+				// control characters.
 				io.WriteString(a.stdout, l.Data)
 				offset = l.Next
 				if l.Data != "" || !follow {

@@ -102,7 +102,7 @@ func (a *app) login(ctx context.Context, c *client.Client, token, source string)
 	if t, err := c.Team(ctx, me.Team); err == nil && t.Name != "" {
 		team = t.Name + " (" + t.ID + ")"
 	}
-	fmt.Fprintf(a.stdout, "logged in to %s as %s (%s) of team %s\n", c.BaseURL(), me.Name, me.Role, team)
+	a.printLine("logged in to %s as %s (%s) of team %s", c.BaseURL(), me.Name, me.Role, team)
 	a.note("stored in %s", path)
 	return nil
 }
@@ -134,9 +134,9 @@ if it should not be used again.`,
 				return fmt.Errorf("logging out: %w", err)
 			}
 			if ok {
-				fmt.Fprintf(a.stdout, "logged out of %s\n", cfg.URL)
+				a.printLine("logged out of %s", cfg.URL)
 			} else {
-				fmt.Fprintf(a.stdout, "logged out: removed %s\n", path)
+				a.printLine("logged out: removed %s", path)
 			}
 			return nil
 		},

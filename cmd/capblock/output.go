@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -19,22 +20,36 @@ const timeLayout = "2006-01-02 15:04"
 
 func (a *app) jsonOutput() bool { return a.output == "json" }
 
-// printJSON writes v as indented JSON, as the API would.
+// printJSON writes v as indented JSON, as the API would, with every
+// character a terminal would act on escaped (printableJSON).
 func (a *app) printJSON(v any) error {
-	enc := json.NewEncoder(a.stdout)
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
 	enc.SetIndent("", "  ")
 	if err := enc.Encode(v); err != nil {
+		return fmt.Errorf("encoding JSON: %w", err)
+	}
+	if _, err := a.stdout.Write(printableJSON(buf.Bytes())); err != nil {
 		return fmt.Errorf("writing JSON: %w", err)
 	}
 	return nil
 }
 
-// note writes a hint for people on stderr, keeping stdout for data.
-func (a *app) note(format string, args ...any) {
-	fmt.Fprintf(a.stderr, format+"\n", args...)
+// printLine writes one line of text on stdout, escaped by printable: its
+// arguments may come from the server.
+func (a *app) printLine(format string, args ...any) {
+	fmt.Fprintln(a.stdout, printable(fmt.Sprintf(format, args...)))
 }
 
-// table writes aligned columns; call flush when done.
+// note writes a hint for people on stderr, keeping stdout for data. It is
+// escaped by printable: its arguments may come from the server.
+func (a *app) note(format string, args ...any) {
+	fmt.Fprintln(a.stderr, printable(fmt.Sprintf(format, args...)))
+}
+
+// table writes aligned columns; call flush when done. Each cell is
+// escaped by printable, which also keeps a tab or a newline in a name
+// from breaking the columns.
 type table struct{ w *tabwriter.Writer }
 
 func newTable(out io.Writer, headers ...string) *table {
@@ -43,7 +58,13 @@ func newTable(out io.Writer, headers ...string) *table {
 	return t
 }
 
-func (t *table) row(cells ...string) { fmt.Fprintln(t.w, strings.Join(cells, "\t")) }
+func (t *table) row(cells ...string) {
+	escaped := make([]string, len(cells))
+	for i, c := range cells {
+		escaped[i] = printable(c)
+	}
+	fmt.Fprintln(t.w, strings.Join(escaped, "\t"))
+}
 
 func (t *table) flush() error {
 	if err := t.w.Flush(); err != nil {

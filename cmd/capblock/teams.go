@@ -280,7 +280,7 @@ func (a *app) teamsBudgetCmd() *cobra.Command {
 			if a.jsonOutput() {
 				return a.printJSON(b)
 			}
-			fmt.Fprintf(a.stdout, "budget of team %s: %s\n", args[0], fmtBudget(&b))
+			a.printLine("budget of team %s: %s", args[0], fmtBudget(&b))
 			return nil
 		},
 	}
