@@ -58,7 +58,11 @@ func encodeResponse(ctx huma.Context, status string, v any) (any, error) {
 	if err == nil {
 		return encodedJSON(b), nil
 	}
-	recordError(ctx.Context(), fmt.Errorf("encoding the %s response of %s: %w", status, ctx.Operation().OperationID, err))
+	var opID string
+	if op := ctx.Operation(); op != nil {
+		opID = op.OperationID
+	}
+	recordError(ctx.Context(), fmt.Errorf("encoding the %s response of %s: %w", status, opID, err))
 	p := NewProblem(http.StatusInternalServerError, CodeInternal, internalDetail)
 	if b, err = encodeJSON(p); err != nil {
 		return nil, fmt.Errorf("encoding the problem that replaces a response: %w", err)
