@@ -31,6 +31,10 @@ func (s *server) registerTeams(api huma.API) {
 	huma.Register(api, s.operation("listUsers", http.MethodGet, "/v1/users", "teams", "List users: all for an admin, one's team otherwise"), s.listUsers)
 	huma.Register(api, s.operation("whoami", http.MethodGet, "/v1/whoami", "teams", "The user and token a request authenticates as"), s.whoami)
 	token := s.operation("createToken", http.MethodPost, "/v1/users/{id}/tokens", "teams", "Create an API token; it is shown this once")
+	token.Description = "A token never outlives the token of the request that makes it: a longer expiresIn is refused (400 invalid_argument), " +
+		"and without expiresIn the new token expires when that one does (never, if it never does). " +
+		"A user holds at most 20 live tokens (neither revoked nor expired); one more is refused with 409 conflict until one is revoked or expires. " +
+		"Request rates are limited per user: all of a user's tokens share one limit."
 	token.DefaultStatus = http.StatusCreated
 	huma.Register(api, token, s.createToken)
 	huma.Register(api, s.operation("listTokens", http.MethodGet, "/v1/tokens", "teams", "List tokens: all for an admin, one's own otherwise"), s.listTokens)
@@ -262,7 +266,7 @@ func toToken(t core.Token) tokenJSON {
 type createTokenInput struct {
 	ID   string `path:"id" doc:"User id."`
 	Body *struct {
-		ExpiresIn string `json:"expiresIn,omitempty" example:"720h" doc:"Lifetime as a Go duration; no expiry when empty."`
+		ExpiresIn string `json:"expiresIn,omitempty" example:"720h" doc:"Lifetime as a Go duration, at most until the token of the request expires; when empty, the new token expires with that token (never, if it never expires)."`
 	}
 }
 

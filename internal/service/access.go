@@ -135,9 +135,22 @@ func (s *Service) Users(ctx context.Context, scope string) ([]core.User, error) 
 	return users, nil
 }
 
+// maxTokensPerUser bounds a user's live tokens (neither revoked nor
+// expired). Rates are limited per user, so tokens buy no requests; the
+// bound keeps a leaked token from filling the table with more of them,
+// and a user's list of tokens short enough to review.
+const maxTokensPerUser = 20
+
 // CreateToken makes a token for a user: an admin for anyone, anyone else
 // for themselves. The token itself is returned this once.
+//
+// A token never outlives the one that makes it: the request of a token
+// that expires at T may ask for an expiry at T or before, and one that
+// asks for none gets T. Otherwise a token meant to last an hour could
+// mint one that lasts for ever. A user holds at most maxTokensPerUser
+// live tokens; one more is a conflict, settled by revoking one.
 func (s *Service) CreateToken(ctx context.Context, p core.Principal, userID string, expiresIn time.Duration) (core.Token, string, error) {
+	// 1. May p, and does the user exist?
 	if p.User.Role != core.RoleAdmin && p.User.ID != userID {
 		return core.Token{}, "", fmt.Errorf("%w: user %s", core.ErrNotFound, userID)
 	}
@@ -149,16 +162,78 @@ func (s *Service) CreateToken(ctx context.Context, p core.Principal, userID stri
 	} else if err != nil {
 		return core.Token{}, "", fmt.Errorf("loading user %s: %w", userID, err)
 	}
+	// 2. Until when: never beyond the token of the request.
 	now := s.clock.Now()
-	secret, hash := auth.New()
-	t := core.Token{ID: newID("tok"), User: userID, Hash: hash, CreatedAt: now}
-	if expiresIn > 0 {
-		t.ExpiresAt = now.Add(expiresIn)
+	expiresAt, err := s.newTokenExpiry(ctx, p, now, expiresIn)
+	if err != nil {
+		return core.Token{}, "", err
 	}
+	// 3. Is there room?
+	if n, err := s.liveTokens(ctx, userID, now, ""); err != nil {
+		return core.Token{}, "", err
+	} else if n >= maxTokensPerUser {
+		return core.Token{}, "", tooManyTokens(userID)
+	}
+	// 4. Store it, then count again: a token made meanwhile elsewhere (on
+	// another replica) may have taken the last place, and then this one
+	// is revoked at once rather than left above the bound.
+	secret, hash := auth.New()
+	t := core.Token{ID: newID("tok"), User: userID, Hash: hash, CreatedAt: now, ExpiresAt: expiresAt}
 	if err := s.store.CreateToken(ctx, t); err != nil {
 		return core.Token{}, "", fmt.Errorf("creating a token for user %s: %w", userID, err)
 	}
+	if n, err := s.liveTokens(ctx, userID, now, t.ID); err != nil || n >= maxTokensPerUser {
+		if rerr := s.store.RevokeToken(context.WithoutCancel(ctx), t.ID, now); rerr != nil {
+			return core.Token{}, "", fmt.Errorf("revoking token %s, made beyond the bound of user %s: %w", t.ID, userID, rerr)
+		}
+		if err != nil {
+			return core.Token{}, "", err
+		}
+		return core.Token{}, "", tooManyTokens(userID)
+	}
 	return t, secret, nil
+}
+
+// newTokenExpiry is when a token that p asks for at now, to last
+// expiresIn (0: as long as may be), expires; zero for never.
+func (s *Service) newTokenExpiry(ctx context.Context, p core.Principal, now time.Time, expiresIn time.Duration) (time.Time, error) {
+	var limit time.Time // the expiry of p's token; zero for never
+	if p.TokenID != "" {
+		own, err := s.store.Token(ctx, p.TokenID)
+		if err != nil {
+			return time.Time{}, fmt.Errorf("loading token %s of the request: %w", p.TokenID, err)
+		}
+		limit = own.ExpiresAt
+	}
+	switch {
+	case expiresIn == 0:
+		return limit, nil
+	case !limit.IsZero() && now.Add(expiresIn).After(limit):
+		return time.Time{}, core.Invalidf("expiresIn %s would outlive token %s, which makes the request and expires at %s: ask for %s or less, or leave expiresIn out to expire with it",
+			expiresIn, p.TokenID, limit.UTC().Format(time.RFC3339), limit.Sub(now).Truncate(time.Second))
+	}
+	return now.Add(expiresIn), nil
+}
+
+// liveTokens counts the user's tokens usable at now, but for the one
+// named except.
+func (s *Service) liveTokens(ctx context.Context, userID string, now time.Time, except string) (int, error) {
+	ts, err := s.store.Tokens(ctx, userID)
+	if err != nil {
+		return 0, fmt.Errorf("listing the tokens of user %s: %w", userID, err)
+	}
+	n := 0
+	for _, t := range ts {
+		if t.ID != except && t.Usable(now) {
+			n++
+		}
+	}
+	return n, nil
+}
+
+func tooManyTokens(userID string) error {
+	return fmt.Errorf("%w: user %s holds %d live tokens, the most a user may; revoke one (DELETE /v1/tokens/{id}) or wait for one to expire",
+		core.ErrConflict, userID, maxTokensPerUser)
 }
 
 // Tokens lists tokens: every token for an admin, one's own otherwise.
