@@ -5,8 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net"
 	"net/http"
+	"net/netip"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -143,12 +146,22 @@ func mustHaveAccessRules(api huma.API) {
 }
 
 // guard authenticates every non-public operation, checks the caller's
-// role, limits each token's request rate and records mutating requests in
-// the audit log.
+// role, limits request rates and records mutating requests in the audit
+// log.
+//
+// Rates are counted per user, so that all of a user's tokens share one
+// bucket (making more tokens buys no more requests), and, for requests
+// without a valid token, per client address. Those requests name no one,
+// so the audit log keeps only the first of each address in a minute (see
+// anonymousAudits): a flood of them can neither pass the limit nor grow
+// the log request by request, and the log still shows that they came.
 type guard struct {
 	api     huma.API
 	svc     Service
 	limiter *limiter
+	// anonymous picks the requests without a valid token that the audit
+	// log records.
+	anonymous anonymousAudits
 }
 
 func (g *guard) middleware(ctx huma.Context, next func(huma.Context)) {
@@ -166,27 +179,22 @@ func (g *guard) middleware(ctx huma.Context, next func(huma.Context)) {
 	// 1. Who is it?
 	token, err := auth.FromHeader(ctx.Header("Authorization"))
 	if err != nil {
-		ctx.SetHeader("WWW-Authenticate", `Bearer realm="capblock"`)
-		_ = huma.WriteErr(g.api, ctx, http.StatusUnauthorized, "a valid API token is required: send Authorization: Bearer cbt_… (capblock login stores one for the CLI)")
-		g.audit(ctx, core.Principal{})
+		g.unauthenticated(ctx, `Bearer realm="capblock"`, "a valid API token is required: send Authorization: Bearer cbt_… (capblock login stores one for the CLI)")
 		return
 	}
 	p, err := g.svc.Authenticate(ctx.Context(), token)
 	if err != nil {
-		ctx.SetHeader("WWW-Authenticate", `Bearer realm="capblock", error="invalid_token"`)
 		if errors.Is(err, core.ErrUnauthenticated) {
-			_ = huma.WriteErr(g.api, ctx, http.StatusUnauthorized, err.Error())
-			g.audit(ctx, core.Principal{})
+			g.unauthenticated(ctx, `Bearer realm="capblock", error="invalid_token"`, err.Error())
 			return
 		}
 		recordError(ctx.Context(), err)
 		_ = huma.WriteErr(g.api, ctx, http.StatusInternalServerError, internalDetail)
 		return
 	}
-	// 2. How fast?
-	if wait, ok := g.limiter.allow(p.TokenID); !ok {
-		ctx.SetHeader("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
-		_ = huma.WriteErr(g.api, ctx, http.StatusTooManyRequests, fmt.Sprintf("too many requests with token %s; retry in %s", p.TokenID, wait.Round(time.Millisecond)))
+	// 2. How fast? One bucket per user, whichever token it sends.
+	if wait, ok := g.limiter.allow(userKey(p.User.ID)); !ok {
+		g.tooMany(ctx, wait, fmt.Sprintf("too many requests by user %s, whose tokens share one limit", p.User.Name))
 		return
 	}
 	// 3. May it?
@@ -205,6 +213,49 @@ func (g *guard) middleware(ctx huma.Context, next func(huma.Context)) {
 	if !intent.stored.Load() {
 		g.audit(ctx, p)
 	}
+}
+
+// unauthenticated answers a request without a valid token: 429 when its
+// client address has sent too many such requests, 401 otherwise. A valid
+// token is never held back by its address, which a reverse proxy or a
+// NAT may share with whoever floods it.
+func (g *guard) unauthenticated(ctx huma.Context, challenge, detail string) {
+	addr := clientAddr(ctx.RemoteAddr())
+	if wait, ok := g.limiter.allow(addrKey(addr)); !ok {
+		g.tooMany(ctx, wait, fmt.Sprintf("too many requests without a valid token from %s", addr))
+		return
+	}
+	ctx.SetHeader("WWW-Authenticate", challenge)
+	_ = huma.WriteErr(g.api, ctx, http.StatusUnauthorized, detail)
+	if mutating(ctx.Method()) && g.anonymous.first(addr, g.limiter.now()) {
+		g.audit(ctx, core.Principal{})
+	}
+}
+
+// tooMany answers 429 with the wait in Retry-After and in the detail.
+func (g *guard) tooMany(ctx huma.Context, wait time.Duration, why string) {
+	ctx.SetHeader("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
+	_ = huma.WriteErr(g.api, ctx, http.StatusTooManyRequests, fmt.Sprintf("%s; retry in %s", why, wait.Round(time.Millisecond)))
+}
+
+// clientAddr is what requests without a valid token are counted by: the
+// IP address of the TCP peer, never a header such as X-Forwarded-For,
+// which the client writes itself; for IPv6 its /64, since one subscriber
+// is commonly given a whole /64 to pick addresses from.
+func clientAddr(remote string) string {
+	host, _, err := net.SplitHostPort(remote)
+	if err != nil {
+		host = remote
+	}
+	addr, err := netip.ParseAddr(host)
+	if err != nil {
+		return host
+	}
+	addr = addr.WithZone("").Unmap()
+	if addr.Is6() {
+		return netip.PrefixFrom(addr, 64).Masked().String()
+	}
+	return addr.String()
 }
 
 type auditKey struct{}
@@ -275,36 +326,132 @@ func (g *guard) audit(ctx huma.Context, p core.Principal) {
 	g.svc.RecordAudit(ctx.Context(), r)
 }
 
-// limiter is a token bucket per API token.
+// maxAnonymousAudits bounds the audit records of requests without a
+// valid token: one per client address a minute, of at most this many
+// addresses a minute.
+const maxAnonymousAudits = 100
+
+// anonymousAudits remembers when the audit log last recorded a request
+// without a valid token from each client address. The zero value is
+// ready.
+type anonymousAudits struct {
+	mu   sync.Mutex
+	last map[string]time.Time
+}
+
+// first reports whether a request from addr at now is to be recorded: it
+// is the first from addr in a minute, and fewer than maxAnonymousAudits
+// addresses were recorded in that minute.
+func (a *anonymousAudits) first(addr string, now time.Time) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if t, ok := a.last[addr]; ok && now.Sub(t) < time.Minute {
+		return false
+	}
+	if a.last == nil {
+		a.last = map[string]time.Time{}
+	}
+	if len(a.last) >= maxAnonymousAudits {
+		for k, t := range a.last {
+			if now.Sub(t) >= time.Minute {
+				delete(a.last, k)
+			}
+		}
+		if len(a.last) >= maxAnonymousAudits {
+			return false
+		}
+	}
+	a.last[addr] = now
+	return true
+}
+
+// userKey and addrKey name the limiter's buckets: one per user, one per
+// client address for requests without a valid token.
+func userKey(id string) string   { return "user:" + id }
+func addrKey(addr string) string { return "addr:" + addr }
+
+// maxAddrBuckets bounds the buckets of client addresses, which a flood
+// from ever new addresses could otherwise grow without end. Past it, the
+// addresses not yet tracked share overflowBucket, until idle buckets are
+// swept. Users' buckets are not counted: users are as many as the
+// operator made.
+const maxAddrBuckets = 100_000
+
+const overflowBucket = "addr:*"
+
+// limiter is a token bucket per key (userKey, addrKey), all with one rate
+// and burst.
 type limiter struct {
 	rps   rate.Limit
 	burst int
+	now   func() time.Time
 
-	mu      sync.Mutex
-	buckets map[string]*rate.Limiter
+	mu        sync.Mutex
+	buckets   map[string]*bucket
+	addrs     int // buckets of client addresses
+	lastSweep time.Time
+}
+
+type bucket struct {
+	*rate.Limiter
+	used time.Time // the last request taken from it
 }
 
 func newLimiter(rps float64, burst int) *limiter {
-	return &limiter{rps: rate.Limit(rps), burst: burst, buckets: map[string]*rate.Limiter{}}
+	return &limiter{rps: rate.Limit(rps), burst: burst, now: time.Now, buckets: map[string]*bucket{}}
 }
 
-// allow takes one request from the token's bucket, or says how long to
-// wait for one. A limiter with no rate lets everything through.
-func (l *limiter) allow(tokenID string) (time.Duration, bool) {
+// allow takes one request from key's bucket, or says how long to wait for
+// one. A limiter with no rate lets everything through.
+func (l *limiter) allow(key string) (time.Duration, bool) {
 	if l.rps <= 0 {
 		return 0, true
 	}
+	now := l.now()
 	l.mu.Lock()
-	b, ok := l.buckets[tokenID]
+	l.sweep(now)
+	b, ok := l.buckets[key]
 	if !ok {
-		b = rate.NewLimiter(l.rps, l.burst)
-		l.buckets[tokenID] = b
+		isAddr := strings.HasPrefix(key, "addr:")
+		if isAddr && l.addrs >= maxAddrBuckets {
+			key, isAddr = overflowBucket, false
+			b = l.buckets[key]
+		}
+		if b == nil {
+			b = &bucket{Limiter: rate.NewLimiter(l.rps, l.burst)}
+			l.buckets[key] = b
+			if isAddr {
+				l.addrs++
+			}
+		}
 	}
+	b.used = now
+	r := b.ReserveN(now, 1)
 	l.mu.Unlock()
-	r := b.Reserve()
-	if d := r.Delay(); d > 0 {
-		r.Cancel()
+	if d := r.DelayFrom(now); d > 0 {
+		r.CancelAt(now)
 		return d, false
 	}
 	return 0, true
+}
+
+// sweep drops the buckets that have been idle long enough to fill up
+// again: a full bucket is what a new one would be, so nothing is lost.
+// It runs at most once a minute, or once a second while the addresses'
+// buckets are at their bound. l.mu is held.
+func (l *limiter) sweep(now time.Time) {
+	since := now.Sub(l.lastSweep)
+	if since < time.Minute && (l.addrs < maxAddrBuckets || since < time.Second) {
+		return
+	}
+	l.lastSweep = now
+	refill := time.Duration(float64(l.burst) / float64(l.rps) * float64(time.Second))
+	for k, b := range l.buckets {
+		if now.Sub(b.used) >= refill {
+			delete(l.buckets, k)
+			if strings.HasPrefix(k, "addr:") && k != overflowBucket {
+				l.addrs--
+			}
+		}
+	}
 }
