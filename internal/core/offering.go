@@ -2,6 +2,7 @@ package core
 
 import (
 	"crypto/hmac"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/binary"
@@ -40,6 +41,10 @@ type Offering struct {
 	Fee          Money
 	OnDemandFee  Money
 	ExpiresAt    time.Time
+	// Nonce sets apart quotes of the same terms: an id buys once, so two
+	// searches of the same terms within one second (or at one simulated
+	// time) must not return the same id. Sign draws one when it is 0.
+	Nonce uint64
 }
 
 // DurationHours is the offering's length in whole hours.
@@ -50,9 +55,11 @@ const macSize = 16
 
 // Sign fills o.ID with the signed encoding of o's terms:
 // <kind>-<base64url(terms)><base64url(mac)>, the terms a compact binary
-// record (strings length-prefixed, numbers as varints), so an id stays
-// short enough to copy from a terminal.
+// record (strings length-prefixed, numbers as varints, then the nonce in
+// 8 bytes), so an id stays short enough to copy from a terminal. It draws
+// o.Nonce first when it is 0.
 func (o *Offering) Sign(secret []byte) {
+	o.Nonce = nonceOr(o.Nonce)
 	payload := o.appendTerms(nil)
 	o.ID = o.Kind + "-" + base64.RawURLEncoding.EncodeToString(append(payload, mac(secret, o.Kind, payload)...))
 }
@@ -65,7 +72,36 @@ func (o *Offering) appendTerms(b []byte) []byte {
 	for _, n := range []int64{int64(o.Count), o.Start.Unix(), o.End.Unix(), o.Fee.Minor, o.OnDemandFee.Minor, o.ExpiresAt.Unix()} {
 		b = binary.AppendVarint(b, n)
 	}
-	return b
+	return binary.LittleEndian.AppendUint64(b, o.Nonce)
+}
+
+// nonceSize is the length of a quote's nonce in its terms.
+const nonceSize = 8
+
+// nonceOr returns n, or a random nonzero nonce when n is 0. Randomness,
+// unlike the clock, decides nothing here: it only makes ids distinct.
+func nonceOr(n uint64) uint64 {
+	for n == 0 {
+		var b [nonceSize]byte
+		rand.Read(b[:]) // never fails (crypto/rand)
+		n = binary.LittleEndian.Uint64(b[:])
+	}
+	return n
+}
+
+// readNonce reads the nonce that ends a quote's terms. Ids signed before
+// quotes had one end without: they read as nonce 0.
+func (d *termDecoder) readNonce() uint64 {
+	switch len(d.p) {
+	case 0:
+		return 0
+	case nonceSize:
+		n := binary.LittleEndian.Uint64(d.p)
+		d.p = d.p[nonceSize:]
+		return n
+	}
+	d.bad = true
+	return 0
 }
 
 // VerifyOffering decodes and checks an offering id: ErrOfferingInvalid when
@@ -169,6 +205,7 @@ func decodeOfferingTerms(payload []byte) (Offering, bool) {
 	for i := range nums {
 		nums[i] = d.int()
 	}
+	nonce := d.readNonce()
 	if d.bad || len(d.p) != 0 {
 		return Offering{}, false
 	}
@@ -179,6 +216,7 @@ func decodeOfferingTerms(payload []byte) (Offering, bool) {
 		Fee:         Money{Minor: nums[3], Currency: strs[3]},
 		OnDemandFee: Money{Minor: nums[4], Currency: strs[3]},
 		ExpiresAt:   time.Unix(nums[5], 0).UTC(),
+		Nonce:       nonce,
 	}, true
 }
 

@@ -21,6 +21,8 @@ type PlanOffering struct {
 	Zone         string
 	Segments     []PlanSegment // in time order, not overlapping
 	ExpiresAt    time.Time
+	// Nonce sets apart quotes of the same terms, as Offering.Nonce does.
+	Nonce uint64
 }
 
 // PlanSegment is one window of a plan offering, priced on its own.
@@ -73,9 +75,11 @@ func (o *PlanOffering) End() time.Time {
 // record: target, type, zone and currency length-prefixed, then count,
 // expiry, the first start and the number of segments, and per segment the
 // hours since the previous segment's end (0 for the first), its hours, its
-// fee and its on-demand fee, all varints. Times are whole hours apart, so
-// the id of a four-segment plan stays about 150 characters.
+// fee and its on-demand fee, all varints, then the nonce in 8 bytes
+// (drawn first when it is 0). Times are whole hours apart, so the id of a
+// four-segment plan stays about 160 characters.
 func (o *PlanOffering) Sign(secret []byte) {
+	o.Nonce = nonceOr(o.Nonce)
 	payload := o.appendTerms(nil)
 	o.ID = KindPlan + "-" + base64.RawURLEncoding.EncodeToString(append(payload, mac(secret, KindPlan, payload)...))
 }
@@ -105,7 +109,7 @@ func (o *PlanOffering) appendTerms(b []byte) []byte {
 		b = binary.AppendVarint(b, s.OnDemandFee.Minor)
 		prev = s.End
 	}
-	return b
+	return binary.LittleEndian.AppendUint64(b, o.Nonce)
 }
 
 // VerifyPlanOffering decodes and checks a plan offering id:
@@ -163,6 +167,7 @@ func decodePlanTerms(p []byte) (PlanOffering, bool) {
 		o.Segments = append(o.Segments, PlanSegment{Start: start, End: at,
 			Fee: Money{Minor: fee, Currency: strs[3]}, OnDemandFee: Money{Minor: onDemand, Currency: strs[3]}})
 	}
+	o.Nonce = d.readNonce()
 	return o, !d.bad && len(d.p) == 0
 }
 

@@ -1,6 +1,7 @@
 package core
 
 import (
+	"encoding/base64"
 	"errors"
 	"strings"
 	"testing"
@@ -178,5 +179,41 @@ func TestCheckPrintable(t *testing.T) {
 				t.Errorf("CheckPrintable(%q) = %q, want the field and %q", tc.in, msg, tc.detail)
 			}
 		})
+	}
+}
+
+// TestQuotesOfSameTermsDiffer: two signings of the same terms give two
+// ids (each buys once), both valid; an id signed before quotes carried a
+// nonce still verifies.
+func TestQuotesOfSameTermsDiffer(t *testing.T) {
+	secret := []byte("0123456789abcdef0123456789abcdef")
+	a, b := sampleOffering(), sampleOffering()
+	a.Sign(secret)
+	b.Sign(secret)
+	p, q := samplePlanOffering(), samplePlanOffering()
+	p.Sign(secret)
+	q.Sign(secret)
+	if a.ID == b.ID || p.ID == q.ID || a.Nonce == 0 || p.Nonce == 0 {
+		t.Fatalf("same terms signed twice: %s and %s, %s and %s", a.ID, b.ID, p.ID, q.ID)
+	}
+	now := a.ExpiresAt.Add(-time.Minute)
+	for _, id := range []string{a.ID, b.ID} {
+		if _, err := VerifyOffering(secret, id, KindBlock, now); err != nil {
+			t.Errorf("VerifyOffering(%s): %v", id, err)
+		}
+	}
+	for _, id := range []string{p.ID, q.ID} {
+		if _, err := VerifyPlanOffering(secret, id, now); err != nil {
+			t.Errorf("VerifyPlanOffering(%s): %v", id, err)
+		}
+	}
+	// An id of the terms alone, as signed before nonces.
+	old := sampleOffering()
+	payload := old.appendTerms(nil)
+	payload = payload[:len(payload)-nonceSize]
+	old.ID = KindBlock + "-" + base64.RawURLEncoding.EncodeToString(append(payload, mac(secret, KindBlock, payload)...))
+	got, err := VerifyOffering(secret, old.ID, KindBlock, now)
+	if err != nil || got.Nonce != 0 || !got.Start.Equal(old.Start) {
+		t.Fatalf("an id without a nonce: %+v, %v", got, err)
 	}
 }
