@@ -1,12 +1,13 @@
 package api
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/danielgtaylor/huma/v2"
 )
@@ -60,79 +61,159 @@ func decodeJSON(data []byte, v any) error {
 // errDuplicateKey is wrapped by the error of checkDuplicateKeys.
 var errDuplicateKey = errors.New("key given twice")
 
-// jsonScope is an object or array being read by checkDuplicateKeys.
+// jsonScope is an object or array that checkDuplicateKeys is inside.
 type jsonScope struct {
-	path   string          // "body.tags"
-	keys   map[string]bool // an object's keys so far; nil for an array
-	key    bool            // an object expects a key next
-	length int             // an array's items so far
-}
-
-// child is the path of the value the scope reads next.
-func (s *jsonScope) child(key string) string {
-	if s.keys == nil {
-		return s.path + "[" + strconv.Itoa(s.length) + "]"
-	}
-	return s.path + "." + key
+	segment string          // its place in its parent: ".tags", "[2]"
+	keys    map[string]bool // an object's keys so far; nil for an array
+	key     bool            // an object expects a key (or its end) next
+	length  int             // an array's items so far
 }
 
 // checkDuplicateKeys returns an error naming the first key that an object
-// of data gives twice, with its path ("body.tags.env"). It leaves syntax
-// errors to json.Unmarshal, which reports them better.
+// of data gives twice, with its path ("body.tags.env"). Keys are compared
+// as decoded ("n\u0061me" is "name"). It reads the bytes once, without
+// decoding values, and leaves syntax errors to json.Unmarshal, which
+// reports them better: on anything that is not JSON it returns nil.
 func checkDuplicateKeys(data []byte) error {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber() // numbers are not looked at; skip parsing them
 	var (
 		stack   []*jsonScope
-		lastKey string
+		lastKey string // the key of the value an object reads next
 	)
-	for {
-		tok, err := dec.Token()
-		if err != nil {
-			// io.EOF after the last value, or a syntax error, which
-			// json.Unmarshal reports.
-			return nil
+	for i := 0; i < len(data); {
+		c := data[i]
+		if c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == ',' || c == ':' {
+			i++
+			continue
 		}
 		var top *jsonScope
 		if len(stack) > 0 {
 			top = stack[len(stack)-1]
 		}
-		// 1. A key, or the end of an object.
+		// 1. In an object: a key, or the object's end.
 		if top != nil && top.key {
-			if tok == json.Delim('}') {
+			if c == '}' {
 				stack = stack[:len(stack)-1]
 				valueRead(stack)
+				i++
 				continue
 			}
-			key, _ := tok.(string)
+			end := stringEnd(data, i)
+			if end < 0 {
+				return nil
+			}
+			key, ok := decodeKey(data[i:end])
+			if !ok {
+				return nil
+			}
 			if top.keys[key] {
-				return fmt.Errorf("%w: %s", errDuplicateKey, top.child(key))
+				return fmt.Errorf("%w: %s", errDuplicateKey, jsonPath(stack, "."+key))
 			}
 			top.keys[key] = true
 			top.key = false
 			lastKey = key
+			i = end
 			continue
 		}
-		// 2. A value, or the end of an array.
-		path := "body"
-		if top != nil {
-			path = top.child(lastKey)
-		}
-		switch tok {
-		case json.Delim('{'):
-			stack = append(stack, &jsonScope{path: path, keys: map[string]bool{}, key: true})
-		case json.Delim('['):
-			stack = append(stack, &jsonScope{path: path})
-		case json.Delim(']'):
+		// 2. A value, or an array's end.
+		switch c {
+		case '{', '[':
+			scope := &jsonScope{}
+			if c == '{' {
+				scope.keys, scope.key = map[string]bool{}, true
+			}
+			switch {
+			case top == nil:
+			case top.keys != nil:
+				scope.segment = "." + lastKey
+			default:
+				scope.segment = "[" + strconv.Itoa(top.length) + "]"
+			}
+			stack = append(stack, scope)
+			i++
+		case ']':
+			if top == nil || top.keys != nil {
+				return nil
+			}
 			stack = stack[:len(stack)-1]
 			valueRead(stack)
-		default:
+			i++
+		case '"':
+			if i = stringEnd(data, i); i < 0 {
+				return nil
+			}
+			valueRead(stack)
+		default: // a number, true, false or null
+			start := i
+			for i < len(data) && !endsLiteral(data[i]) {
+				i++
+			}
+			if i == start {
+				return nil
+			}
 			valueRead(stack)
 		}
 	}
+	return nil
 }
 
-// valueRead notes that the innermost open scope read one value.
+// endsLiteral reports whether c ends a number, true, false or null.
+func endsLiteral(c byte) bool {
+	switch c {
+	case ' ', '\t', '\n', '\r', ',', ':', ']', '}':
+		return true
+	}
+	return false
+}
+
+// stringEnd returns the index after the string literal that starts at
+// data[i], or -1 when there is none.
+func stringEnd(data []byte, i int) int {
+	if data[i] != '"' {
+		return -1
+	}
+	for j := i + 1; j < len(data); j++ {
+		switch data[j] {
+		case '\\':
+			j++
+		case '"':
+			return j + 1
+		}
+	}
+	return -1
+}
+
+// decodeKey returns the string that the literal raw spells, as
+// encoding/json decodes it (escapes resolved, invalid UTF-8 replaced).
+func decodeKey(raw []byte) (string, bool) {
+	plain := true
+	for _, c := range raw[1 : len(raw)-1] {
+		if c == '\\' || c >= utf8.RuneSelf || c < ' ' {
+			plain = false
+			break
+		}
+	}
+	if plain {
+		return string(raw[1 : len(raw)-1]), true
+	}
+	var key string
+	if err := json.Unmarshal(raw, &key); err != nil {
+		return "", false
+	}
+	return key, true
+}
+
+// jsonPath names a key of the innermost scope of stack: "body.tags.env".
+func jsonPath(stack []*jsonScope, last string) string {
+	var b strings.Builder
+	b.WriteString("body")
+	for _, s := range stack {
+		b.WriteString(s.segment)
+	}
+	b.WriteString(last)
+	return b.String()
+}
+
+// valueRead notes that the innermost scope read one value.
 func valueRead(stack []*jsonScope) {
 	if len(stack) == 0 {
 		return

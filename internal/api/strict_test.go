@@ -1,7 +1,10 @@
 package api
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -146,5 +149,108 @@ func TestCheckDuplicateKeys(t *testing.T) {
 				t.Errorf("error %v, want one naming %s", err, tc.want)
 			}
 		})
+	}
+}
+
+// duplicateKeyByTokens is checkDuplicateKeys written plainly on
+// json.Decoder's tokens, slower: the fuzz test holds the two equal.
+func duplicateKeyByTokens(data []byte) string {
+	type scope struct {
+		path   string
+		keys   map[string]bool
+		key    bool
+		length int
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	var (
+		stack   []*scope
+		lastKey string
+	)
+	read := func() {
+		if len(stack) == 0 {
+			return
+		}
+		if top := stack[len(stack)-1]; top.keys != nil {
+			top.key = true
+		} else {
+			top.length++
+		}
+	}
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return ""
+		}
+		var top *scope
+		if len(stack) > 0 {
+			top = stack[len(stack)-1]
+		}
+		if top != nil && top.key {
+			if tok == json.Delim('}') {
+				stack = stack[:len(stack)-1]
+				read()
+				continue
+			}
+			key := tok.(string)
+			if top.keys[key] {
+				return top.path + "." + key
+			}
+			top.keys[key], top.key, lastKey = true, false, key
+			continue
+		}
+		path := "body"
+		if top != nil && top.keys != nil {
+			path = top.path + "." + lastKey
+		} else if top != nil {
+			path = fmt.Sprintf("%s[%d]", top.path, top.length)
+		}
+		switch tok {
+		case json.Delim('{'):
+			stack = append(stack, &scope{path: path, keys: map[string]bool{}, key: true})
+		case json.Delim('['):
+			stack = append(stack, &scope{path: path})
+		case json.Delim(']'):
+			stack = stack[:len(stack)-1]
+			read()
+		default:
+			read()
+		}
+	}
+}
+
+func FuzzCheckDuplicateKeys(f *testing.F) {
+	for _, s := range []string{
+		`{"a": 1, "b": [true, null, -1.5e3, "x\"y"], "a": 2}`,
+		`{"a": {"b": [{"c": 1}, {"c": 1, "c": 2}]}}`,
+		`[[], {}, [{"k\u00e9": 1, "ké": 2}]]`,
+		`{"a\\": 1, "a\\": 2}`,
+		`{"\ud800": 1, "\udfff": 2}`,
+		"{\"a\xff\": 1, \"a\xfe\": 2}",
+		`"just a string"`,
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, body string) {
+		if !json.Valid([]byte(body)) {
+			checkDuplicateKeys([]byte(body)) // must not panic
+			return
+		}
+		var got string
+		if err := checkDuplicateKeys([]byte(body)); err != nil {
+			got = strings.TrimPrefix(err.Error(), errDuplicateKey.Error()+": ")
+		}
+		if want := duplicateKeyByTokens([]byte(body)); got != want {
+			t.Errorf("checkDuplicateKeys(%q) names %q, want %q", body, got, want)
+		}
+	})
+}
+
+func BenchmarkCheckDuplicateKeys(b *testing.B) {
+	body := []byte(`{"command": [` + strings.Repeat(`"argument-xyz",`, 70000) + `"x"], "env": {"a": "b"}}`)
+	b.SetBytes(int64(len(body)))
+	for b.Loop() {
+		if err := checkDuplicateKeys(body); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
