@@ -23,8 +23,8 @@ import (
 // value, and encoding/json, which matches keys case-insensitively and
 // keeps the last of duplicates, then decodes it over the property. So
 // "NAME" with 5,000 characters beside a valid "name", or 2,001 items under
-// "Command", reached the handlers unchecked. Two settings close the gap,
-// both made here and applied to every operation:
+// "Command", reached the handlers unchecked. Two pieces close the gap,
+// both here and applied to every operation:
 //
 //  1. huma validates with ValidateStrictCasing: a key is a property only
 //     when it is spelled exactly so, and anything else in an object of the
