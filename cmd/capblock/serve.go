@@ -115,9 +115,16 @@ func serve(ctx context.Context, f serveFlags) error {
 		}
 		clk = clock.NewSim(start)
 	}
-	// 3. The store, the backend and the service.
+	// 3. The store, the backend and the service. What the server writes
+	// (the database, its journal, tokens, job state) is its own alone.
 	if f.backend != "sim" {
 		return usageError(fmt.Errorf("--backend %q is not available; this build has: sim", f.backend))
+	}
+	syscall.Umask(0o077)
+	if !isPostgresURL(f.db) {
+		if err := prepareDataFiles(f.db); err != nil {
+			return err
+		}
 	}
 	st, err := openStore(ctx, f.db)
 	if err != nil {
@@ -135,7 +142,16 @@ func serve(ctx context.Context, f serveFlags) error {
 	if err != nil {
 		return err
 	}
-	// 4. The first administrator, on first start.
+	if (f.tlsCert == "") != (f.tlsKey == "") {
+		return usageError(fmt.Errorf("--tls-cert and --tls-key go together: give both or neither"))
+	}
+	// 4. Listen: a server that cannot serve changes nothing.
+	ln, err := net.Listen("tcp", f.listen)
+	if err != nil {
+		return fmt.Errorf("listening on %s: %w (is another capblock running? choose another address with --listen)", f.listen, err)
+	}
+	defer ln.Close()
+	// 5. The first administrator, on the first start of a database.
 	tokenPath := f.tokenFile
 	if tokenPath == "" && isPostgresURL(f.db) {
 		tokenPath = "admin.token"
@@ -147,14 +163,7 @@ func serve(ctx context.Context, f serveFlags) error {
 	} else if made {
 		log.Info("created the first administrator; its API token is in the file (readable only by you)", "file", tokenPath)
 	}
-	if (f.tlsCert == "") != (f.tlsKey == "") {
-		return usageError(fmt.Errorf("--tls-cert and --tls-key go together: give both or neither"))
-	}
-	// 5. Listen, then serve until interrupted.
-	ln, err := net.Listen("tcp", f.listen)
-	if err != nil {
-		return fmt.Errorf("listening on %s: %w (is another capblock running? choose another address with --listen)", f.listen, err)
-	}
+	// 6. Serve until interrupted.
 	srv := &http.Server{
 		Handler:           api.New(svc, api.Options{Logger: log, RateLimit: f.rate, RateBurst: f.burst, Registry: metrics(st, svc)}),
 		ReadHeaderTimeout: 10 * time.Second,
@@ -217,6 +226,29 @@ func metrics(st store.Full, svc *service.Service) *prometheus.Registry {
 		return 0
 	}))
 	return reg
+}
+
+// prepareDataFiles makes the SQLite file's directory if it is missing,
+// readable only by the server's user, and takes away from everyone else
+// what an earlier start (or an older version) left readable: the
+// database, its journal and shared-memory files.
+func prepareDataFiles(db string) error {
+	dir := filepath.Dir(db)
+	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return fmt.Errorf("creating the data directory %s: %w", dir, err)
+		}
+	}
+	for _, suffix := range []string{"", "-wal", "-shm", "-journal"} {
+		fi, err := os.Lstat(db + suffix)
+		if err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm()&0o077 == 0 {
+			continue
+		}
+		if err := os.Chmod(db+suffix, fi.Mode().Perm()&0o700); err != nil {
+			return fmt.Errorf("making %s readable by its owner only: %w", db+suffix, err)
+		}
+	}
+	return nil
 }
 
 func clockName(sim bool, c clock.Clock) string {
