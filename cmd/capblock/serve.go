@@ -104,16 +104,19 @@ func serve(ctx context.Context, f serveFlags) error {
 		}
 		source = f.fleet
 	}
-	// 2. The clock.
-	var clk clock.Clock = clock.Wall{}
-	if f.simClock {
-		start := time.Now().UTC().Truncate(time.Hour)
-		if f.simStart != "" {
-			if start, err = time.Parse(time.RFC3339, f.simStart); err != nil {
-				return usageError(fmt.Errorf("--sim-start %q is not an RFC 3339 time such as 2026-12-01T00:00:00Z", f.simStart))
-			}
+	// 2. The start of the simulated clock, if asked for (checked against
+	// the stored clock once the database is open).
+	var simStart time.Time
+	if f.simStart != "" {
+		if !f.simClock {
+			return usageError(fmt.Errorf("--sim-start needs --sim-clock"))
 		}
-		clk = clock.NewSim(start)
+		if simStart, err = time.Parse(time.RFC3339, f.simStart); err != nil {
+			return usageError(fmt.Errorf("--sim-start %q is not an RFC 3339 time such as 2026-12-01T00:00:00Z", f.simStart))
+		}
+		if err := clock.CheckRange(simStart); err != nil {
+			return usageError(fmt.Errorf("--sim-start %s: %w", f.simStart, err))
+		}
 	}
 	// 3. The store, the backend and the service. What the server writes
 	// (the database, its journal, tokens, job state) is its own alone.
@@ -131,6 +134,14 @@ func serve(ctx context.Context, f serveFlags) error {
 		return fmt.Errorf("opening database %s: %w", redactDSN(f.db), err)
 	}
 	defer st.Close()
+	var clk clock.Clock = clock.Wall{}
+	if f.simClock {
+		sim, err := simClock(ctx, st, simStart)
+		if err != nil {
+			return err
+		}
+		clk = sim
+	}
 	jobsDir := f.jobsDir
 	if jobsDir == "" && isPostgresURL(f.db) {
 		jobsDir = "capblock-jobs"
@@ -226,6 +237,31 @@ func metrics(st store.Full, svc *service.Service) *prometheus.Registry {
 		return 0
 	}))
 	return reg
+}
+
+// simClock starts the simulated clock where the database left it, so that
+// a restart never moves it back: at start, or at the stored time when
+// start is zero. A start before the stored time is refused; on a database
+// that has none, the clock starts at start or at the wall clock's hour.
+func simClock(ctx context.Context, st store.Store, start time.Time) (*clock.Sim, error) {
+	stored, ok, err := st.SimClock(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("reading the simulated clock: %w", err)
+	}
+	switch {
+	case ok && !start.IsZero() && start.Before(stored):
+		return nil, usageError(fmt.Errorf("--sim-start %s is before the simulated clock's stored time %s, and that clock never moves back: leave out --sim-start to go on from %s, or give a later time",
+			start.UTC().Format(time.RFC3339), stored.Format(time.RFC3339), stored.Format(time.RFC3339)))
+	case ok && start.IsZero():
+		start = stored
+	case start.IsZero():
+		start = time.Now().UTC().Truncate(time.Hour)
+	}
+	saved, err := st.SaveSimClock(ctx, start)
+	if err != nil {
+		return nil, fmt.Errorf("storing the simulated clock: %w", err)
+	}
+	return clock.NewSim(saved), nil
 }
 
 // prepareDataFiles makes the SQLite file's directory if it is missing,

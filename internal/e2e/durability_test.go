@@ -107,11 +107,16 @@ var (
 	listenLineTLS = regexp.MustCompile(`url=(https://127\.0\.0\.1:\d+)`)
 )
 
-// startProcess starts `capblock serve` on db with a simulated clock and
-// waits for the line that says where it listens.
+// startProcess starts `capblock serve` on db with a simulated clock (at
+// simStart, or where the database left it when simStart is "") and waits
+// for the line that says where it listens.
 func startProcess(t testing.TB, bin, db, simStart string) *process {
 	t.Helper()
-	cmd := exec.Command(bin, "serve", "--db", db, "--listen", "127.0.0.1:0", "--sim-clock", "--sim-start", simStart, "--rate-limit", "0")
+	args := []string{"serve", "--db", db, "--listen", "127.0.0.1:0", "--sim-clock", "--rate-limit", "0"}
+	if simStart != "" {
+		args = append(args, "--sim-start", simStart)
+	}
+	cmd := exec.Command(bin, args...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -160,7 +160,11 @@ func startCrashable(t *testing.T) *crashable {
 }
 
 func (c *crashable) start() {
-	c.srv = startProcess(c.t, c.bin, c.db, ts(t0))
+	simStart := ts(t0) // the first start; a restart goes on from the stored clock
+	if c.srv != nil {
+		simStart = ""
+	}
+	c.srv = startProcess(c.t, c.bin, c.db, simStart)
 	useToken(c.t, c.srv.url, filepath.Join(c.dir, "admin.token"))
 	c.env = &env{t: c.t, url: c.srv.url}
 }

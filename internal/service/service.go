@@ -194,14 +194,29 @@ func (c simClock) Advance(d time.Duration) (time.Time, error) {
 	if d < 0 {
 		return c.sim.Now(), core.Invalidf("advance %s is negative: the simulated clock cannot go backwards", d)
 	}
-	t, _ := c.sim.Advance(d)
-	return t, c.svc.reconcileHere(context.Background())
+	return c.Set(c.sim.Now().Add(d))
 }
 
+// Set stores the new time before the clock shows it, so that a restart
+// never finds the clock behind what a client saw.
 func (c simClock) Set(t time.Time) (time.Time, error) {
-	now, err := c.sim.Set(t)
-	if errors.Is(err, clock.ErrBackwards) {
+	now := c.sim.Now()
+	if t.Before(now) {
 		return now, core.Invalidf("%s is before the simulated now %s: the clock cannot go backwards", t.Format(time.RFC3339), now.Format(time.RFC3339))
+	}
+	if err := clock.CheckRange(t); err != nil {
+		return now, err // a front end maps clock.ErrOutOfRange to a bad request
+	}
+	stored, err := c.svc.store.SaveSimClock(context.Background(), t)
+	if err != nil {
+		return now, fmt.Errorf("storing the simulated clock: %w", err)
+	}
+	now, err = c.sim.Set(stored) // later than t when another replica moved it further
+	if errors.Is(err, clock.ErrBackwards) {
+		err = nil // moved further here meanwhile
+	}
+	if err != nil {
+		return now, err
 	}
 	return now, c.svc.reconcileHere(context.Background())
 }
