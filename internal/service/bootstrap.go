@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"time"
 
 	"capblock/internal/auth"
 	"capblock/internal/core"
@@ -41,7 +42,7 @@ func (s *Service) Bootstrap(ctx context.Context, tokenPath string) (bool, error)
 	token, hash := auth.New()
 	if err := writeNewFile(tokenPath, []byte(token+"\n")); err != nil {
 		if errors.Is(err, fs.ErrExist) {
-			if users, lerr := s.store.Users(ctx, ""); lerr == nil && len(users) > 0 {
+			if s.awaitUsers(ctx, tokenFileGrace) {
 				return false, nil // another replica made the administrator meanwhile
 			}
 			return false, fmt.Errorf("%w: %s (the database has no users yet; move the file away, or choose another with --admin-token-file)", ErrTokenFileExists, tokenPath)
@@ -81,6 +82,24 @@ func (s *Service) Bootstrap(ctx context.Context, tokenPath string) (bool, error)
 	}
 	made = true
 	return true, nil
+}
+
+// tokenFileGrace is how long a server that finds the token file already
+// there waits for the replica that wrote it to store its administrator.
+const tokenFileGrace = 5 * time.Second
+
+// awaitUsers reports whether the store has a user within limit.
+func (s *Service) awaitUsers(ctx context.Context, limit time.Duration) bool {
+	deadline := time.Now().Add(limit)
+	for {
+		if users, err := s.store.Users(ctx, ""); err == nil && len(users) > 0 {
+			return true
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return false
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // writeNewFile writes data to a new file at path, readable only by its
