@@ -122,6 +122,7 @@ func TestServerStringsAreEscaped(t *testing.T) {
 		"show json":   {args: []string{"-o", "json", "blocks", "show", "cb-evil"}, want: `"name": "evil\u001b[2J\u0007"`},
 		"events":      {args: []string{"events"}, want: `block.active\x1b[1A`},
 		"events json": {args: []string{"-o", "json", "events"}, want: `\u202e`},
+		"error":       {args: []string{"blocks", "show", "cb-x"}, wantCode: 1, want: `block cb-x\x1b]0;owned\a not found\u202e\u009b`},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -96,7 +96,7 @@ func (a *app) execute(ctx context.Context, args []string) int {
 	default:
 		msg += hint(cmd, err)
 	}
-	fmt.Fprintf(a.stderr, "capblock: %s\n", msg)
+	fmt.Fprintf(a.stderr, "capblock: %s\n", printable(msg))
 	if usage {
 		return 2
 	}
