@@ -178,7 +178,7 @@ func TestAdoptChecksThatThePIDWasNotReused(t *testing.T) {
 		StartTicks: st.startTicks, BootID: "an-earlier-boot",
 	}
 	for _, r := range []record{reused, rebooted} {
-		if err := e.writeRecord(r); err != nil {
+		if err := writeRecord(e.stateDir, r); err != nil {
 			t.Fatal(err)
 		}
 	}

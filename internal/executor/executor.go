@@ -1,29 +1,62 @@
 // Package executor runs job instances as operating-system processes on this
 // machine, for the sim and local backends. It is mechanism only: it starts,
 // signals and watches processes and reports how they ended; what to run,
-// when to stop it and whether to restart it are decided by its callers.
+// as whom, when to stop it and whether to restart it are decided by its
+// callers.
 //
-// Each instance runs under a small /bin/sh wrapper, in a process group of
-// its own, with stdout and stderr appended to its log file:
+// Jobs are untrusted code. Each run of an instance is supervised by a shim,
+// the server's own executable started again through /proc/self/exe with
+// "capblock-job-shim" as its argv[0] (init recognises it, in any program
+// that imports this package):
 //
-//	/bin/sh -c '<wrapper>' capblock-run <state>/<run>.exit /path/to/cmd args...
+//	server
+//	└─ shim: root, a session of its own, oom_score_adj -1000, not in the run's cgroups
+//	   └─ command: the job's user and group, no supplementary groups,
+//	      a process group of its own, in the run's cgroups with its limits
 //
-// The wrapper runs the command as its child, writes the command's exit
-// status to the .exit file and exits with it. Next to it a <run>.json record
-// holds the pid, the process group and the start time read from
-// /proc/<pid>/stat. After a server crash, a new Executor on the same state
-// directory reads the records (Adopt): a process that still runs with the
-// recorded start time is watched again, and the .exit file tells how one
-// that ended in the meantime ended, exit code included.
+// The shim starts the command through a stage, the executable once more as
+// "capblock-job-exec", which joins the run's cgroups, drops to the job's
+// credential and executes the command; so the command starts inside its
+// cgroups and nothing of the shim is ever in them. Their configuration
+// travels through inherited pipes; the command's environment is the job's
+// alone. The shim pumps the command's stdout and stderr into the
+// instance's log, which keeps the newest Limits.LogBytes at most (see
+// ReadLog); it waits for the command, kills whatever the command left in
+// its cgroups, drains the output, writes the command's exit status to
+// <state>/<run>.exit (128+n for signal n), removes the cgroups and exits
+// with that status. It ignores SIGTERM, SIGINT and SIGHUP through a handler,
+// which the command does not inherit: the command alone decides how to
+// react to them. Start returns once the command runs.
 //
-// Stop signals the whole group, wrapper and command alike. The wrapper traps
-// SIGTERM with a handler, which the command does not inherit, and a shell
-// runs a trap only after its foreground command has finished; so the command
-// alone decides how to react to SIGTERM, and the wrapper still records the
-// outcome. A SIGTERM that reached the wrapper before it started the command
-// would be swallowed by the trap, so Start returns only once the command
-// runs. SIGKILL takes the wrapper with it; the executor then reports the
-// kill itself. When an instance ends, what is left of its group is killed.
+// A run's cgroups are created under the server's own cgroup, in a capblock
+// subtree: <own cgroup>/capblock/<run>. Under cgroup v2 (a cgroup2 file
+// system at /sys/fs/cgroup) that is one cgroup, with memory.max and
+// pids.max, ended with cgroup.kill. For the server's cgroup to pass the
+// memory and pids controllers on it must hold no process itself: where it
+// holds only the server and shims, they move to a leaf next to the subtree,
+// <own cgroup>/capblock-server (what systemd's DelegateSubgroup= does);
+// where it holds others, the runs get cgroups without limits, as Isolation
+// reports. Otherwise each of the version 1
+// controllers freezer, memory and pids gets one, under the server's cgroup
+// of that controller, with memory.limit_in_bytes and pids.max; the run is
+// ended by freezing it, sending SIGKILL to each of its processes and
+// thawing it, until none is left. Stop sends SIGTERM to every process of
+// the run, frozen meanwhile so that none is missed, and kills them all when
+// the grace ends. A process that leaves the process group (setsid) stays
+// in the cgroup, and so ends with the rest.
+//
+// Where cgroups cannot be used (the server is not root, or no hierarchy is
+// writable), instances are contained by their process groups only, as
+// Isolation reports: Stop signals the command's group, and what is left of
+// it is killed when the command ends, but a process that leaves the group
+// escapes. RequireCgroups makes New refuse to run that way.
+//
+// Once the command runs, the shim writes the run's record, <run>.json: its
+// own pid and start time (read from /proc/<pid>/stat), the command's, and
+// the cgroups. After a server crash a new Executor on the same state
+// directory reads the records (Adopt): a shim that still runs with the
+// recorded start time is watched again, and the .exit file tells how a run
+// whose shim ended in the meantime ended, exit code included.
 package executor
 
 import (
@@ -31,7 +64,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sync"
 	"syscall"
@@ -49,20 +81,56 @@ type Spec struct {
 	// Env is added to the inherited PATH, HOME, LANG and TMPDIR and wins over
 	// them; build it with JobEnv.
 	Env map[string]string
-	// Dir is the working directory; empty means the server's own.
+	// Dir is the working directory; empty means the server's own. The
+	// command enters it as its Credential.
 	Dir string
 	// LogPath is the file that stdout and stderr are appended to; missing
-	// directories are created.
+	// directories are created, with mode 0700, and the file with mode 0600.
 	LogPath string
+	// Credential is the user and group the command runs as, with no
+	// supplementary groups and no way to gain privileges (no_new_privs);
+	// nil runs it as the server's user. The caller prepares the directories
+	// that the user needs.
+	Credential *Credential
+	// Limits bound what the instance may use.
+	Limits Limits
+}
+
+// Credential is a numeric user and group.
+type Credential struct {
+	UID, GID uint32
+}
+
+// Limits bound one instance; a zero field is no limit. MemoryBytes and
+// PIDs need the cgroup controllers that Isolation reports. Where one is
+// missing, an Executor made with RequireCgroups refuses the limit, and any
+// other leaves it unapplied, as it runs its instances without cgroups.
+type Limits struct {
+	// MemoryBytes bounds the memory (and swap) of all the instance's
+	// processes together; past it the kernel kills one of them.
+	MemoryBytes int64
+	// PIDs bounds how many processes and threads the instance may have at
+	// once; past it fork fails.
+	PIDs int64
+	// LogBytes bounds the log file, which keeps the newest output; at least
+	// MinLogBytes.
+	LogBytes int64
 }
 
 // Instance is a running instance of a job.
 type Instance struct {
 	JobID    string
 	Instance int
-	PID      int
-	// PGID is the process group that Stop signals; it equals PID.
-	PGID      int
+	// PID is the command's process id. The command leads a process group of
+	// its own, PGID, which equals PID.
+	PID  int
+	PGID int
+	// ShimPID is the process that supervises the command; the instance runs
+	// until it exits.
+	ShimPID int
+	// Cgroups are the directories of the instance's cgroups; none when it
+	// runs without.
+	Cgroups   []string
 	StartedAt time.Time
 	LogPath   string
 	// RunID names this run of the instance; it is kept across server
@@ -84,44 +152,79 @@ type Exit struct {
 	Code     int
 	Signaled bool
 	Signal   string
+	// OOMKilled is true when the kernel killed a process of the instance
+	// for going past its memory limit.
+	OOMKilled bool
 	// Err says what went wrong while watching the instance, if anything.
 	Err error
 	// Adopted is true when the instance was started by an earlier Executor.
 	Adopted bool
 }
 
+// Isolation says how an Executor contains its instances.
+type Isolation struct {
+	// CgroupVersion is 2 or 1 when each instance runs in cgroups of its
+	// own, 0 when instances are contained by their process groups only.
+	CgroupVersion int
+	// Memory and PIDs say whether Limits.MemoryBytes and Limits.PIDs can be
+	// applied.
+	Memory, PIDs bool
+	// Reason says why cgroups, or some of their controllers, are not used.
+	Reason string
+}
+
 var (
 	// ErrAlreadyRunning is returned by Start for an instance that runs.
 	ErrAlreadyRunning = errors.New("job instance is already running")
-	// ErrExitUnknown is set on an Exit whose status could not be learned: an
-	// adopted instance whose wrapper was killed outright.
+	// ErrExitUnknown is set on an Exit whose status could not be learned:
+	// an instance whose shim was killed outright.
 	ErrExitUnknown = errors.New("exit status unknown")
 	// ErrStateDirInUse is returned by New when another Executor, in this or
 	// another process, holds the state directory.
 	ErrStateDirInUse = errors.New("state directory is in use by another executor")
 	// ErrClosed is returned by calls on a closed Executor.
 	ErrClosed = errors.New("executor is closed")
+	// ErrNoCgroups is returned by New with RequireCgroups where instances
+	// cannot have cgroups of their own.
+	ErrNoCgroups = errors.New("cgroups are not available")
+	// ErrLimitUnsupported is returned by Start, on an Executor made with
+	// RequireCgroups, for a limit that this machine's cgroups cannot apply.
+	ErrLimitUnsupported = errors.New("limit cannot be applied")
 )
 
-// wrapperScript runs "$@" and records its exit status in the file named by
-// $1. The trap's handler (unlike an ignored signal) is reset for the
-// command, and the shell runs it only once the command has finished.
-const wrapperScript = `trap : TERM INT HUP
-f=$1
-shift
-"$@"
-s=$?
-echo "$s" >"$f"
-exit "$s"`
+// Option changes how New sets an Executor up.
+type Option func(*options)
 
-// commandStartLimit bounds how long Start waits for the wrapper to start the
-// command; past it Start returns anyway, and a Stop right after it could be
-// swallowed by the wrapper's trap. It takes milliseconds, but on a machine
-// starved of CPU (a CI run of every package's tests under the race
-// detector) 5 s was once not enough.
-const commandStartLimit = 30 * time.Second
+type options struct {
+	requireCgroups bool
+	noCgroups      bool   // tests: run as without cgroups
+	cgroup2At      string // tests: use this cgroup2 mount
+}
 
-// defaultPoll is how often an adopted process, which is not our child and so
+// RequireCgroups makes New fail with ErrNoCgroups where instances cannot run
+// in cgroups of their own, instead of falling back to process groups, and
+// Start fail with ErrLimitUnsupported for a limit that cannot be applied:
+// instances run contained and limited as asked, or not at all.
+func RequireCgroups() Option {
+	return func(o *options) { o.requireCgroups = true }
+}
+
+// CheckIsolation reports whether this process can run job instances
+// isolated: each in cgroups of its own, with memory and process limits. It
+// returns an error that wraps ErrNoCgroups and says what is missing. It
+// prepares the cgroups that New would.
+func CheckIsolation() error {
+	_, iso := findCgroups(options{})
+	switch {
+	case iso.CgroupVersion == 0:
+		return fmt.Errorf("%w: %s", ErrNoCgroups, iso.Reason)
+	case !iso.Memory || !iso.PIDs:
+		return fmt.Errorf("%w: no memory or pids controller: %s", ErrNoCgroups, iso.Reason)
+	}
+	return nil
+}
+
+// defaultPoll is how often an adopted shim, which is not our child and so
 // cannot be waited for, is checked in /proc.
 const defaultPoll = 200 * time.Millisecond
 
@@ -132,6 +235,10 @@ type Executor struct {
 	bootID    string
 	pollEvery time.Duration
 	lock      *os.File // holds an flock on the state directory
+	cgroups   *cgroupHost
+	isolation Isolation
+	// strict refuses limits that cannot be applied (RequireCgroups).
+	strict bool
 
 	mu     sync.Mutex
 	procs  map[key]*proc
@@ -157,25 +264,34 @@ type ended struct {
 }
 
 // proc is the executor's view of one instance. Its fields other than ready
-// are guarded by Executor.mu.
+// are guarded by Executor.mu; those set before ready is closed are not
+// changed after.
 type proc struct {
-	inst       Instance
-	runID      string
-	startTicks uint64
-	ready      chan struct{} // closed once Start has finished, either way
-	started    bool
-	exited     bool
-	termSent   bool
-	killed     bool
-	killErr    error
-	killAt     time.Time
-	killTimer  *time.Timer
+	inst  Instance
+	runID string
+	// shimTicks and leaderTicks are the start times of the shim and of the
+	// command that leads the process group.
+	shimTicks   uint64
+	leaderTicks uint64
+	cgroups     runCgroups
+	ready       chan struct{} // closed once Start has finished, either way
+	started     bool
+	exited      bool
+	termSent    bool
+	killed      bool
+	killErr     error
+	killAt      time.Time
+	killTimer   *time.Timer
 }
 
 // New returns an Executor that records its instances in stateDir, creating
-// it. Only one Executor may use a state directory at a time; the lock is an
-// flock, so a crashed server's lock goes with it.
-func New(stateDir string) (*Executor, error) {
+// it with mode 0700. Only one Executor may use a state directory at a time;
+// the lock is an flock, so a crashed server's lock goes with it.
+func New(stateDir string, opts ...Option) (*Executor, error) {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
 	// Jobs run in directories of their own: paths they are given must not
 	// depend on the server's working directory.
 	abs, err := filepath.Abs(stateDir)
@@ -185,6 +301,9 @@ func New(stateDir string) (*Executor, error) {
 	stateDir = abs
 	if err := os.MkdirAll(stateDir, 0o700); err != nil {
 		return nil, fmt.Errorf("creating state directory %s: %w", stateDir, err)
+	}
+	if err := os.Chmod(stateDir, 0o700); err != nil {
+		return nil, fmt.Errorf("restricting state directory %s: %w", stateDir, err)
 	}
 	lock, err := os.OpenFile(filepath.Join(stateDir, "lock"), os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
@@ -197,11 +316,19 @@ func New(stateDir string) (*Executor, error) {
 		}
 		return nil, fmt.Errorf("locking state directory %s: %w", stateDir, err)
 	}
+	cgroups, isolation := findCgroups(o)
+	if cgroups == nil && o.requireCgroups {
+		lock.Close()
+		return nil, fmt.Errorf("opening executor on %s: %w: %s", stateDir, ErrNoCgroups, isolation.Reason)
+	}
 	e := &Executor{
 		stateDir:  stateDir,
 		bootID:    readBootID(),
 		pollEvery: defaultPoll,
 		lock:      lock,
+		cgroups:   cgroups,
+		isolation: isolation,
+		strict:    o.requireCgroups,
 		procs:     map[key]*proc{},
 		runs:      map[string]bool{},
 		wake:      make(chan struct{}, 1),
@@ -211,6 +338,9 @@ func New(stateDir string) (*Executor, error) {
 	go e.pump()
 	return e, nil
 }
+
+// Isolation reports how instances are contained, and why not better.
+func (e *Executor) Isolation() Isolation { return e.isolation }
 
 // Exits delivers one Exit for every instance that was started or adopted
 // and has ended, in the order they ended. Undelivered exits wait without
@@ -240,16 +370,17 @@ func (e *Executor) Close() error {
 	return nil
 }
 
-// Start starts an instance and returns once its command runs (or has
-// already ended), so that a Stop right after it reaches the command. It
-// fails with ErrAlreadyRunning while an instance with the same job id and
-// rank runs, and when the command cannot be found. A new run of an instance
-// may start as soon as the previous run has ended; their Exits differ by
-// RunID.
+// Start starts an instance and returns once its command runs, so that a
+// Stop right after it reaches the command. It fails with ErrAlreadyRunning
+// while an instance with the same job id and rank runs, with
+// ErrLimitUnsupported for a limit that cannot be applied (see Limits), and
+// when the command cannot be found or started as its credential. A new run
+// of an instance may start as soon as the previous run has ended; their
+// Exits differ by RunID.
 func (e *Executor) Start(spec Spec) (Instance, error) {
 	// 1. Check the spec and work out the environment and the program.
-	if spec.JobID == "" || len(spec.Command) == 0 || spec.LogPath == "" {
-		return Instance{}, fmt.Errorf("starting job %q instance %d: job id, command and log path are required", spec.JobID, spec.Instance)
+	if err := e.checkSpec(spec); err != nil {
+		return Instance{}, fmt.Errorf("starting job %q instance %d: %w", spec.JobID, spec.Instance, err)
 	}
 	env, err := childEnv(spec.Env)
 	if err != nil {
@@ -277,7 +408,7 @@ func (e *Executor) Start(spec Spec) (Instance, error) {
 	e.runs[p.runID] = true
 	e.mu.Unlock()
 
-	// 3. Start the process and record it.
+	// 3. Start the shim, which starts the command and records the run.
 	inst, cmd, err := e.launch(spec, env, program, p)
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -292,142 +423,19 @@ func (e *Executor) Start(spec Spec) (Instance, error) {
 	return inst, nil
 }
 
-// launch starts the wrapper and writes the instance's record.
-func (e *Executor) launch(spec Spec, env []string, program string, p *proc) (Instance, *exec.Cmd, error) {
-	if err := os.MkdirAll(filepath.Dir(spec.LogPath), 0o755); err != nil {
-		return Instance{}, nil, fmt.Errorf("creating log directory: %w", err)
+func (e *Executor) checkSpec(spec Spec) error {
+	l := spec.Limits
+	switch {
+	case spec.JobID == "" || len(spec.Command) == 0 || spec.LogPath == "":
+		return errors.New("job id, command and log path are required")
+	case l.MemoryBytes < 0 || l.PIDs < 0 || l.LogBytes < 0:
+		return fmt.Errorf("limits must not be negative: %+v", l)
+	case l.LogBytes > 0 && l.LogBytes < MinLogBytes:
+		return fmt.Errorf("log limit %d is below the least, %d bytes", l.LogBytes, MinLogBytes)
+	case e.strict && l.MemoryBytes > 0 && !e.isolation.Memory:
+		return fmt.Errorf("memory: %w: %s", ErrLimitUnsupported, e.isolation.Reason)
+	case e.strict && l.PIDs > 0 && !e.isolation.PIDs:
+		return fmt.Errorf("pids: %w: %s", ErrLimitUnsupported, e.isolation.Reason)
 	}
-	logFile, err := os.OpenFile(spec.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o640)
-	if err != nil {
-		return Instance{}, nil, fmt.Errorf("opening log: %w", err)
-	}
-	defer logFile.Close() // the child has its own copy
-
-	args := []string{"/bin/sh", "-c", wrapperScript, "capblock-run", e.exitPath(p.runID), program}
-	cmd := &exec.Cmd{
-		Path:        "/bin/sh",
-		Args:        append(args, spec.Command[1:]...),
-		Env:         env,
-		Dir:         spec.Dir,
-		Stdout:      logFile,
-		Stderr:      logFile,
-		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
-	}
-	if err := cmd.Start(); err != nil {
-		return Instance{}, nil, fmt.Errorf("starting process: %w", err)
-	}
-	inst := Instance{
-		JobID:     spec.JobID,
-		Instance:  spec.Instance,
-		PID:       cmd.Process.Pid,
-		PGID:      cmd.Process.Pid,
-		StartedAt: time.Now(),
-		LogPath:   spec.LogPath,
-		RunID:     p.runID,
-	}
-	st, err := readStat(inst.PID)
-	if err == nil {
-		p.startTicks = st.startTicks
-		err = e.writeRecord(record{
-			RunID: p.runID, JobID: inst.JobID, Instance: inst.Instance,
-			PID: inst.PID, PGID: inst.PGID, StartTicks: st.startTicks,
-			BootID: e.bootID, StartedAt: inst.StartedAt, LogPath: inst.LogPath,
-		})
-	}
-	if err != nil {
-		// Unrecorded, the process could not be found again after a crash.
-		_ = killGroup(inst.PGID, syscall.SIGKILL)
-		_ = cmd.Wait()
-		e.removeRecord(p.runID)
-		return Instance{}, nil, err
-	}
-	awaitCommand(inst.PID, p.startTicks, e.exitPath(p.runID), commandStartLimit)
-	return inst, cmd, nil
-}
-
-// waitChild waits for an instance that this Executor started.
-func (e *Executor) waitChild(p *proc, cmd *exec.Cmd) {
-	waitErr := waitExited(p.inst.PID)
-	e.mu.Lock()
-	p.exited = true
-	if p.killTimer != nil {
-		p.killTimer.Stop()
-	}
-	closed, killErr := e.closed, p.killErr
-	e.mu.Unlock()
-	// The command's leftovers die with it. The leader is not reaped yet, so
-	// the group id is still ours. A closed Executor leaves this to the next
-	// one, as a crashed server would.
-	var strayErr error
-	if !closed && waitErr == nil {
-		strayErr = killGroup(p.inst.PGID, syscall.SIGKILL)
-	}
-	err := cmd.Wait()
-
-	x := Exit{JobID: p.inst.JobID, Instance: p.inst.Instance, RunID: p.runID}
-	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		x = exitFromSignal(x, ws.Signal())
-	} else {
-		x = exitFromStatus(x, cmd.ProcessState.ExitCode())
-	}
-	var exitErr *exec.ExitError
-	if err != nil && !errors.As(err, &exitErr) {
-		x.Err = fmt.Errorf("waiting for job %s instance %d: %w", p.inst.JobID, p.inst.Instance, err)
-	}
-	x.Err = errors.Join(x.Err, waitErr, strayErr, killErr)
-	e.finish(p, x)
-}
-
-// finish forgets an instance that has ended and queues its exit.
-func (e *Executor) finish(p *proc, x Exit) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	k := key{p.inst.JobID, p.inst.Instance}
-	if e.procs[k] == p {
-		delete(e.procs, k)
-	}
-	e.enqueueLocked(x, p.runID)
-}
-
-func (e *Executor) enqueueLocked(x Exit, runID string) {
-	if e.closed {
-		return
-	}
-	e.runs[runID] = true
-	e.queue = append(e.queue, ended{exit: x, runID: runID})
-	select {
-	case e.wake <- struct{}{}:
-	default:
-	}
-}
-
-// pump hands queued exits to the Exits channel, so that watching processes
-// never waits for a slow reader.
-func (e *Executor) pump() {
-	defer close(e.exits)
-	for {
-		e.mu.Lock()
-		if len(e.queue) == 0 {
-			e.mu.Unlock()
-			select {
-			case <-e.wake:
-				continue
-			case <-e.done:
-				return
-			}
-		}
-		next := e.queue[0]
-		e.queue[0] = ended{}
-		e.queue = e.queue[1:]
-		e.mu.Unlock()
-		select {
-		case e.exits <- next.exit:
-			e.removeRecord(next.runID)
-			e.mu.Lock()
-			delete(e.runs, next.runID)
-			e.mu.Unlock()
-		case <-e.done:
-			return
-		}
-	}
+	return nil
 }

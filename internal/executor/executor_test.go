@@ -3,7 +3,6 @@ package executor
 import (
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strconv"
 	"sync"
@@ -24,11 +23,8 @@ func TestLogCapturesStdoutAndStderrAcrossRuns(t *testing.T) {
 	start(t, e, s)
 	nextExit(t, e)
 
-	b, err := os.ReadFile(s.LogPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff("out first\nerr first\nout second\nerr second\n", string(b)); diff != "" {
+	got, _ := readAll(t, s.LogPath)
+	if diff := cmp.Diff("out first\nerr first\nout second\nerr second\n", got); diff != "" {
 		t.Errorf("log (-want +got):\n%s", diff)
 	}
 }

@@ -49,7 +49,7 @@ func spec(t *testing.T, job string, command ...string) Spec {
 	return Spec{JobID: job, Command: command, LogPath: filepath.Join(t.TempDir(), "logs", job+".log")}
 }
 
-// start starts an instance and makes sure that its process group is gone
+// start starts an instance and makes sure that all its processes are gone
 // when the test ends, whatever happened to the executor.
 func start(t *testing.T, e *Executor, s Spec) Instance {
 	t.Helper()
@@ -58,7 +58,40 @@ func start(t *testing.T, e *Executor, s Spec) Instance {
 		t.Fatalf("Start(%s): %v", s.JobID, err)
 	}
 	killOnCleanup(t, inst.PID)
+	if len(inst.Cgroups) > 0 {
+		c := runCgroups{Dirs: inst.Cgroups}
+		t.Cleanup(func() {
+			if c.exists() {
+				c.kill()
+				c.remove()
+			}
+		})
+	}
 	return inst
+}
+
+// withoutCgroups makes an Executor run as where cgroups are not available.
+func withoutCgroups() Option {
+	return func(o *options) { o.noCgroups = true }
+}
+
+// withCgroup2At makes an Executor use the cgroup2 file system mounted at
+// dir, such as the controller-less one of a machine that mounts version 1
+// controllers too.
+func withCgroup2At(dir string) Option {
+	return func(o *options) { o.cgroup2At = dir }
+}
+
+// needCgroups skips a test where e cannot give instances cgroups, except in
+// CI, which runs as root and where it is a failure.
+func needCgroups(t *testing.T, e *Executor) {
+	t.Helper()
+	if iso := e.Isolation(); iso.CgroupVersion == 0 {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("cgroups are not available in CI: %s", iso.Reason)
+		}
+		t.Skipf("needs cgroups (run as root): %s", iso.Reason)
+	}
 }
 
 // killOnCleanup kills the process group led by pid at the end of the test if

@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
-	"time"
 	"unsafe"
 )
 
@@ -70,58 +69,6 @@ func alive(pid int, startTicks uint64) bool {
 	return st.startTicks == startTicks && st.state != 'Z' && st.state != 'X'
 }
 
-// childrenOf lists the children of pid, from /proc/<pid>/task/<pid>/children
-// where the kernel provides it and from a scan of /proc otherwise.
-func childrenOf(pid int) []int {
-	p := strconv.Itoa(pid)
-	var out []int
-	if b, err := os.ReadFile("/proc/" + p + "/task/" + p + "/children"); err == nil {
-		for _, f := range strings.Fields(string(b)) {
-			if c, err := strconv.Atoi(f); err == nil {
-				out = append(out, c)
-			}
-		}
-		return out
-	}
-	dir, _ := os.ReadDir("/proc")
-	for _, d := range dir {
-		c, err := strconv.Atoi(d.Name())
-		if err != nil {
-			continue
-		}
-		if st, err := readStat(c); err == nil && st.ppid == pid {
-			out = append(out, c)
-		}
-	}
-	return out
-}
-
-// awaitCommand waits, for at most limit, until the wrapper with the given
-// pid has started the command: until one of its children runs something
-// other than the wrapper's own command line, or the command has already
-// finished. Until then a SIGTERM to the group would reach only the wrapper,
-// whose trap swallows it, and the command would start without ever seeing
-// it.
-func awaitCommand(pid int, startTicks uint64, exitFile string, limit time.Duration) {
-	self, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
-	if err != nil {
-		return
-	}
-	deadline := time.Now().Add(limit)
-	for delay := 50 * time.Microsecond; time.Now().Before(deadline); delay = min(2*delay, 10*time.Millisecond) {
-		for _, c := range childrenOf(pid) {
-			b, err := os.ReadFile("/proc/" + strconv.Itoa(c) + "/cmdline")
-			if err == nil && len(b) > 0 && !bytes.Equal(b, self) {
-				return
-			}
-		}
-		if _, err := os.Stat(exitFile); err == nil || !alive(pid, startTicks) {
-			return
-		}
-		time.Sleep(delay)
-	}
-}
-
 // readBootID returns the kernel's boot id, which tells state recorded before
 // a reboot (whose processes are all gone) from state of this boot. It is ""
 // where the kernel does not expose it.
@@ -166,11 +113,12 @@ func killGroup(pgid int, sig syscall.Signal) error {
 	return nil
 }
 
-// killStrays kills what is left of the process group of an adopted leader
-// that has exited: processes its command left behind. Its leader was not
-// our child, so the group id may in principle have been freed and reused;
-// a live process whose pid is the group id and which is not the old leader
-// means exactly that, and then nothing is killed.
+// killStrays kills what is left of the process group pgid of a run whose
+// shim has exited: the command, if the shim was killed before it, or
+// processes the command left behind. The group's leader was not our child,
+// so the group id may in principle have been freed and reused; a live
+// process whose pid is the group id and whose start time is not the
+// leader's means exactly that, and then nothing is killed.
 func killStrays(pgid int, leaderStart uint64) error {
 	dir, err := os.ReadDir("/proc")
 	if err != nil {
@@ -189,9 +137,7 @@ func killStrays(pgid int, leaderStart uint64) error {
 		if pid == pgid && st.startTicks != leaderStart {
 			return nil // the group id belongs to a new process now
 		}
-		if pid != pgid {
-			found = true
-		}
+		found = true
 	}
 	if !found {
 		return nil
@@ -233,9 +179,8 @@ func exitFromStatus(x Exit, status int) Exit {
 	return x
 }
 
-// exitFromSignal fills in an Exit for a wrapper that was itself killed by
-// sig, which happens when the whole group is killed; Code follows the shell's
-// 128+n so that every ending by signal reads the same.
+// exitFromSignal fills in an Exit for a process killed by sig; Code follows
+// the shell's 128+n so that every ending by signal reads the same.
 func exitFromSignal(x Exit, sig syscall.Signal) Exit {
 	x.Code = 128 + int(sig)
 	x.Signaled = true

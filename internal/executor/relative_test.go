@@ -32,7 +32,7 @@ func TestRelativeStateDir(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("no exit")
 	}
-	if log, _ := os.ReadFile(filepath.Join(jobDir, "log")); len(log) != 0 {
-		t.Fatalf("the wrapper complained: %s", log)
+	if log, _ := readAll(t, filepath.Join(jobDir, "log")); len(log) != 0 {
+		t.Fatalf("the shim complained: %s", log)
 	}
 }

@@ -8,10 +8,10 @@ import (
 	"time"
 )
 
-// Stop sends SIGTERM to the instance's process group and, if the instance
-// still runs after grace, SIGKILL. It returns at once; the end arrives on
-// Exits. Stopping an instance that does not run is not an error, and
-// stopping it again sends no second SIGTERM but may shorten the grace.
+// Stop sends SIGTERM to every process of the instance and, if the instance
+// still runs after grace, kills them all. It returns at once; the end
+// arrives on Exits. Stopping an instance that does not run is not an error,
+// and stopping it again sends no second SIGTERM but may shorten the grace.
 func (e *Executor) Stop(jobID string, instance int, grace time.Duration) error {
 	e.mu.Lock()
 	p := e.procs[key{jobID, instance}]
@@ -21,18 +21,32 @@ func (e *Executor) Stop(jobID string, instance int, grace time.Duration) error {
 	}
 	<-p.ready
 	e.mu.Lock()
-	defer e.mu.Unlock()
 	if e.closed {
+		e.mu.Unlock()
 		return fmt.Errorf("stopping job %s instance %d: %w", jobID, instance, ErrClosed)
 	}
 	if !p.started || p.exited {
+		e.mu.Unlock()
 		return nil
 	}
-	if !p.termSent {
-		if err := e.signalLocked(p, syscall.SIGTERM); err != nil {
+	term := !p.termSent
+	p.termSent = true
+	e.mu.Unlock()
+
+	// Signalling may wait for the run's cgroup to freeze; it is done
+	// without the lock.
+	if term {
+		if err := signalInstance(p, syscall.SIGTERM); err != nil {
+			e.mu.Lock()
+			p.termSent = false
+			e.mu.Unlock()
 			return fmt.Errorf("stopping job %s instance %d: %w", jobID, instance, err)
 		}
-		p.termSent = true
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed || p.exited {
+		return nil
 	}
 	killAt := time.Now().Add(max(grace, 0))
 	if p.killTimer == nil || killAt.Before(p.killAt) {
@@ -48,23 +62,32 @@ func (e *Executor) Stop(jobID string, instance int, grace time.Duration) error {
 // kill ends the grace period of a stopped instance.
 func (e *Executor) kill(p *proc) {
 	e.mu.Lock()
-	defer e.mu.Unlock()
 	if e.closed || p.exited {
-		return
-	}
-	if err := e.signalLocked(p, syscall.SIGKILL); err != nil {
-		p.killErr = fmt.Errorf("killing job %s instance %d: %w", p.inst.JobID, p.inst.Instance, err)
+		e.mu.Unlock()
 		return
 	}
 	p.killed = true
+	e.mu.Unlock()
+	if err := signalInstance(p, syscall.SIGKILL); err != nil {
+		e.mu.Lock()
+		p.killErr = fmt.Errorf("killing job %s instance %d: %w", p.inst.JobID, p.inst.Instance, err)
+		e.mu.Unlock()
+	}
 }
 
-// signalLocked signals an instance's group. An exited child is not reaped
-// before p.exited is set, so its group id cannot have been reused here. An
-// adopted leader is checked against its start time first; the poller will
-// notice one that has gone.
-func (e *Executor) signalLocked(p *proc, sig syscall.Signal) error {
-	if p.inst.Adopted && !alive(p.inst.PID, p.startTicks) {
+// signalInstance sends sig to every process of an instance: through its
+// cgroups (SIGKILL ends them all, and waits until they have gone), or
+// where it has none to the command's process group, once the group's
+// leader is checked to be the command still: the shim may have reaped it,
+// and the group id could then belong to another process.
+func signalInstance(p *proc, sig syscall.Signal) error {
+	if len(p.cgroups.Dirs) > 0 {
+		if sig == syscall.SIGKILL {
+			return p.cgroups.kill()
+		}
+		return p.cgroups.signal(sig)
+	}
+	if !alive(p.inst.PGID, p.leaderTicks) {
 		return nil
 	}
 	return killGroup(p.inst.PGID, sig)
