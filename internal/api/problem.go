@@ -28,6 +28,7 @@ const (
 	CodeQuotaExceeded       = "quota_exceeded"
 	CodeBudgetExceeded      = "budget_exceeded"
 	CodeInvalidState        = "invalid_state"
+	CodeOfferingUsed        = "offering_used"
 	CodeRateLimited         = "rate_limited"
 	CodeInternal            = "internal"
 )
@@ -53,6 +54,7 @@ var titles = map[string]string{
 	CodeQuotaExceeded:       "Quota exceeded",
 	CodeBudgetExceeded:      "Budget exceeded",
 	CodeInvalidState:        "Invalid state",
+	CodeOfferingUsed:        "Offering already used",
 	CodeRateLimited:         "Too many requests",
 	CodeInternal:            "Internal error",
 }
@@ -63,7 +65,7 @@ type Problem struct {
 	Type   string `json:"type" example:"about:blank" doc:"Always about:blank; the code identifies the problem."`
 	Title  string `json:"title" example:"Not enough capacity" doc:"Short summary of the code."`
 	Status int    `json:"status" example:"409" doc:"HTTP status code."`
-	Code   string `json:"code" example:"no_capacity" doc:"Stable machine-readable code." enum:"invalid_argument,unauthenticated,forbidden,not_found,conflict,no_capacity,offering_expired,offering_invalid,idempotency_mismatch,quota_exceeded,budget_exceeded,invalid_state,rate_limited,internal"`
+	Code   string `json:"code" example:"no_capacity" doc:"Stable machine-readable code." enum:"invalid_argument,unauthenticated,forbidden,not_found,conflict,no_capacity,offering_expired,offering_invalid,idempotency_mismatch,quota_exceeded,budget_exceeded,invalid_state,offering_used,rate_limited,internal"`
 	Detail string `json:"detail" example:"only 3 of 4 h100.8x free" doc:"What went wrong this time, for people."`
 }
 
@@ -94,6 +96,7 @@ var sentinels = []struct {
 	{core.ErrOfferingExpired, http.StatusGone, CodeOfferingExpired},
 	{core.ErrOfferingInvalid, http.StatusBadRequest, CodeOfferingInvalid},
 	{core.ErrIdempotencyMismatch, http.StatusConflict, CodeIdempotencyMismatch},
+	{core.ErrOfferingUsed, http.StatusConflict, CodeOfferingUsed},
 	{core.ErrNoCapacity, http.StatusConflict, CodeNoCapacity},
 	{core.ErrInvalidState, http.StatusConflict, CodeInvalidState},
 	{core.ErrQuotaExceeded, http.StatusForbidden, CodeQuotaExceeded},
