@@ -112,19 +112,24 @@ func (s *Service) ExtensionOfferings(ctx context.Context, team, id string, d tim
 }
 
 // Extend buys an extension offering: the block keeps its id and gets a
-// later end; the fee quoted is charged.
+// later end; the fee quoted is charged. An extension offering extends
+// once: used again it is refused (core.ErrOfferingUsed).
 func (s *Service) Extend(ctx context.Context, team, id, offeringID string) (core.Block, error) {
 	now := s.clock.Now()
 	off, err := core.VerifyOffering(s.secret, offeringID, core.KindExtension, now)
-	if errors.Is(err, core.ErrOfferingExpired) {
-		return core.Block{}, fmt.Errorf("%w: extension offering expired at %s; ask for a fresh one", err, off.ExpiresAt.Format(time.RFC3339))
-	}
 	if err != nil {
-		return core.Block{}, fmt.Errorf("%w: the extension offering id is malformed or was not issued by this server", err)
+		return core.Block{}, quoteRefused(err, "ask for a fresh extension offering")
 	}
 	if off.BlockID != id {
 		return core.Block{}, fmt.Errorf("%w: the extension offering is for block %s, not %s", core.ErrOfferingInvalid, off.BlockID, id)
 	}
+	b, err := s.extendOnce(ctx, team, id, off)
+	return b, s.explainUsedQuote(ctx, offeringID, fmt.Sprintf("this extension offering already extended block %s "+
+		"(an extension offering extends once); ask for a fresh one", id), err)
+}
+
+// extendOnce decides and commits an extension by a verified offering.
+func (s *Service) extendOnce(ctx context.Context, team, id string, off core.Offering) (core.Block, error) {
 	return s.mutate(ctx, team, id, func(b core.Block, now time.Time) (store.Change, error) {
 		if !b.End.Equal(off.Start) {
 			return store.Change{}, fmt.Errorf("%w: block %s now ends at %s, not at %s as quoted; ask for a fresh extension offering", core.ErrInvalidState, b.ID, b.End.Format(time.RFC3339), off.Start.Format(time.RFC3339))
@@ -158,7 +163,8 @@ func (s *Service) Extend(ctx context.Context, team, id, offeringID string) (core
 		ext.Warned, ext.Terminating = false, false
 		ext.Placements = plan.Placements
 		c := store.Change{
-			Update: []store.BlockUpdate{{Block: ext, ExpectedVersion: b.Version, Replace: true}},
+			Update:    []store.BlockUpdate{{Block: ext, ExpectedVersion: b.Version, Replace: true}},
+			Offerings: []string{off.ID},
 			Ledger: []core.LedgerEntry{{ID: newID("le"), Team: b.Team, Time: now, Kind: core.LedgerCharge, Amount: off.Fee, Subject: b.ID,
 				InstanceType: b.InstanceType, OnDemand: off.OnDemandFee}},
 			Events: []core.Event{s.event(now, core.EventBlockExtended, ext, map[string]any{

@@ -36,14 +36,20 @@ func (s *Service) PlanOfferings(_ context.Context, req core.PlanSearchRequest) (
 // scheduled block carrying the plan's id, stored with the plan in one
 // commit, or nothing is stored. The same client token with the same
 // request returns the plan bought the first time (created false); with
-// another request it is refused. Each segment is charged its quoted fee.
+// another request it is refused. An offering buys one plan: under another
+// client token it is refused (core.ErrOfferingUsed). Each segment is
+// charged its quoted fee.
 func (s *Service) PurchasePlan(ctx context.Context, req api.PlanPurchaseRequest) (api.PlanView, bool, error) {
+	if err := core.CheckPrintable("name", req.Name); err != nil {
+		return api.PlanView{}, false, err
+	}
 	hash := planPurchaseHash(req)
 	return buyOnce(ctx, s, req.Team, req.ClientToken, hash, "plan purchase",
 		func() (api.PlanView, error) {
 			p, err := s.purchasePlanOnce(ctx, req, hash)
 			if err != nil {
-				return api.PlanView{}, err
+				return api.PlanView{}, s.explainUsedQuote(ctx, req.OfferingID, "this quote already bought a plan (a quote buys one); "+
+					"search again for a new quote, or repeat the first purchase's clientToken to get its plan", err)
 			}
 			return s.planView(ctx, p), nil
 		},
@@ -60,11 +66,8 @@ func (s *Service) purchasePlanOnce(ctx context.Context, req api.PlanPurchaseRequ
 	// 1. Verify the quote and load what the checks need.
 	now := s.clock.Now()
 	off, err := core.VerifyPlanOffering(s.secret, req.OfferingID, now)
-	if errors.Is(err, core.ErrOfferingExpired) {
-		return core.Plan{}, fmt.Errorf("%w: plan offering expired at %s; search again for a fresh quote", err, off.ExpiresAt.Format(time.RFC3339))
-	}
 	if err != nil {
-		return core.Plan{}, fmt.Errorf("%w: the plan offering id is malformed or was not issued by this server", err)
+		return core.Plan{}, quoteRefused(err, "search again for a fresh quote")
 	}
 	t, q, guard, err := s.buyerTerms(ctx, req.Team, off.InstanceType, now)
 	if err != nil {
@@ -104,6 +107,7 @@ func (s *Service) purchasePlanOnce(ctx context.Context, req api.PlanPurchaseRequ
 	c := store.Change{
 		Insert:      pp.blocks,
 		InsertPlans: []core.Plan{p},
+		Offerings:   []string{off.ID},
 		Idempotency: []store.IdempotencyRecord{{
 			Team: req.Team, ClientToken: req.ClientToken, RequestHash: hash, Subject: p.ID, CreatedAt: now,
 		}},

@@ -17,22 +17,28 @@ import (
 
 // Purchase buys an offering for a team. The same client token with the
 // same request returns the block bought the first time (created false);
-// with another request it is refused. The fee charged is the fee quoted.
+// with another request it is refused. An offering buys one block: under
+// another client token it is refused (core.ErrOfferingUsed). The fee
+// charged is the fee quoted.
 func (s *Service) Purchase(ctx context.Context, req api.PurchaseRequest) (core.Block, bool, error) {
+	if err := checkNameAndTags(req.Name, req.Tags); err != nil {
+		return core.Block{}, false, err
+	}
 	hash := purchaseHash(req)
 	return buyOnce(ctx, s, req.Team, req.ClientToken, hash, "purchase",
-		func() (core.Block, error) { return s.purchaseOnce(ctx, req, hash) },
+		func() (core.Block, error) {
+			b, err := s.purchaseOnce(ctx, req, hash)
+			return b, s.explainUsedQuote(ctx, req.OfferingID, "this quote already bought a block (a quote buys one); "+
+				"search again for a new quote, or repeat the first purchase's clientToken to get its block", err)
+		},
 		func(id string) (core.Block, error) { return s.store.GetBlock(ctx, id) })
 }
 
 func (s *Service) purchaseOnce(ctx context.Context, req api.PurchaseRequest, hash string) (core.Block, error) {
 	now := s.clock.Now()
 	off, err := core.VerifyOffering(s.secret, req.OfferingID, core.KindBlock, now)
-	if errors.Is(err, core.ErrOfferingExpired) {
-		return core.Block{}, fmt.Errorf("%w: offering expired at %s; search again for a fresh quote", err, off.ExpiresAt.Format(time.RFC3339))
-	}
 	if err != nil {
-		return core.Block{}, fmt.Errorf("%w: the offering id is malformed or was not issued by this server", err)
+		return core.Block{}, quoteRefused(err, "search again for a fresh quote")
 	}
 	t, q, guard, err := s.buyerTerms(ctx, req.Team, off.InstanceType, now)
 	if err != nil {
@@ -57,7 +63,8 @@ func (s *Service) purchaseOnce(ctx context.Context, req api.PurchaseRequest, has
 		Fee: off.Fee, CreatedAt: now, Tags: req.Tags, Placements: plan.Placements,
 	}
 	c := store.Change{
-		Insert: []core.Block{b},
+		Insert:    []core.Block{b},
+		Offerings: []string{off.ID},
 		Idempotency: []store.IdempotencyRecord{{
 			Team: req.Team, ClientToken: req.ClientToken, RequestHash: hash, Subject: b.ID, CreatedAt: now,
 		}},
@@ -76,6 +83,59 @@ func (s *Service) purchaseOnce(ctx context.Context, req api.PurchaseRequest, has
 	b.Version = 1
 	s.applyCommitted(c)
 	return b, nil
+}
+
+// checkNameAndTags refuses a name or tags that are not printable text
+// (core.CheckPrintable), naming the field.
+func checkNameAndTags(name string, tags map[string]string) error {
+	if err := core.CheckPrintable("name", name); err != nil {
+		return err
+	}
+	keys := make([]string, 0, len(tags))
+	for k := range tags {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys) // the first bad tag in a stable order
+	for _, k := range keys {
+		if err := core.CheckPrintable(fmt.Sprintf("tag key %q", k), k); err != nil {
+			return err
+		}
+		if err := core.CheckPrintable(fmt.Sprintf("tags[%q]", k), tags[k]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// quoteRefused explains why core refused a quote, with what to do next
+// when it expired.
+func quoteRefused(err error, next string) error {
+	if errors.Is(err, core.ErrOfferingExpired) {
+		return fmt.Errorf("%w; %s", err, next)
+	}
+	return err
+}
+
+// explainUsedQuote turns the failure of a purchase of quote offeringID
+// into ErrOfferingUsed, saying why (what the quote bought, what to do
+// next), when the quote was already used: the commit found it so, or the
+// decision failed on the capacity, quota, budget or block state that the
+// first purchase of the quote most likely changed, and it could not
+// succeed anyway. The record is read only then, off a first purchase's
+// path. Other failures are returned as they are.
+func (s *Service) explainUsedQuote(ctx context.Context, offeringID, why string, err error) error {
+	used := errors.Is(err, core.ErrOfferingUsed)
+	if !used && (errors.Is(err, core.ErrNoCapacity) || errors.Is(err, core.ErrQuotaExceeded) ||
+		errors.Is(err, core.ErrBudgetExceeded) || errors.Is(err, core.ErrInvalidState)) {
+		var rerr error
+		if used, rerr = s.store.OfferingUsed(ctx, offeringID); rerr != nil {
+			s.log.Warn("looking up whether a quote was used", "err", rerr)
+		}
+	}
+	if !used {
+		return err
+	}
+	return fmt.Errorf("%w: %s", core.ErrOfferingUsed, why)
 }
 
 // buyerTerms loads what a purchase of instanceType by team is checked
