@@ -14,32 +14,35 @@ import (
 )
 
 // TestBudgetRace fires 48 concurrent purchases for a team whose budget
-// fits only some of them. Afterwards the ledger sums to exactly the fees
+// fits only some of them, each buyer with a quote of its own, searched
+// before the race. Afterwards the ledger sums to exactly the fees
 // of the stored blocks and never exceeds the budget, and every refused
 // purchase said budget_exceeded and stored nothing.
 func TestBudgetRace(t *testing.T) {
 	e := start(t)
 	f := newAuthzFixture(e)
 	s := t0.Add(2 * time.Hour)
-	o := e.exact(searchQuery("l4.1x", 1, 10, s, s.Add(10*time.Hour)), 10, s)
-	fee := o.UpfrontFee.Amount // one l4.1x for 10 hours
-	budget := "40.00"          // 5 of the 8 l4.1x the fleet has
+	const buyers = 48
+	quotes := e.quotes(buyers, searchQuery("l4.1x", 1, 10, s, s.Add(10*time.Hour)), 10, s)
+	fee := quotes[0].UpfrontFee.Amount // one l4.1x for 10 hours
+	budget := "40.00"                  // 5 of the 8 l4.1x the fleet has
 	if code := call(t, e.url, "PUT", "/v1/teams/"+f.alpha+"/budget", map[string]any{
 		"amount": map[string]any{"amount": budget, "currency": "USD"}, "period": "month"}, nil); code != 200 {
 		t.Fatalf("setting the budget: %d", code)
 	}
-	const buyers = 48
+	member := f.token(core.RoleMember)
 	codes := make([]string, buyers)
 	var wg sync.WaitGroup
-	for i := range buyers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+	race := make(chan struct{})
+	for i, o := range quotes {
+		wg.Go(func() {
+			<-race
 			var p problem
-			code := call(t, e.url, "POST", "/v1/blocks", map[string]any{"offeringId": o.OfferingID, "clientToken": fmt.Sprintf("b-%d", i)}, &p, f.token(core.RoleMember))
+			code := call(t, e.url, "POST", "/v1/blocks", map[string]any{"offeringId": o.OfferingID, "clientToken": fmt.Sprintf("b-%d", i)}, &p, member)
 			codes[i] = fmt.Sprint(code, p.Code)
-		}()
+		})
 	}
+	close(race)
 	wg.Wait()
 	ok, refused := 0, 0
 	for _, c := range codes {

@@ -12,35 +12,37 @@ import (
 )
 
 // TestNoDoubleBooking fires 64 concurrent purchases of two overlapping
-// offerings (1 × h100.8x for 48h, the second starting 24h later) at a pool
-// of 8 nodes. Whatever the order, the overlap day holds 8 instances: exactly
-// 8 purchases must succeed, and the stored allocations must show no GPU in
+// terms (1 × h100.8x for 48h, the second starting 24h later) at a pool of
+// 8 nodes, each buyer with a quote of its own, searched before the race.
+// Whatever the order, the overlap day holds 8 instances: exactly 8
+// purchases must succeed, and the stored allocations must show no GPU in
 // two live blocks at overlapping times.
 func TestNoDoubleBooking(t *testing.T) {
 	e := start(t)
 	s1 := t0.Add(2 * time.Hour)
 	s2 := s1.Add(24 * time.Hour)
-	a := e.exact(searchQuery("h100.8x", 1, 48, s1, s1.Add(48*time.Hour)), 48, s1)
-	b := e.exact(searchQuery("h100.8x", 1, 48, s2, s2.Add(48*time.Hour)), 48, s2)
-
 	const buyers = 64
+	a := e.quotes(buyers/2, searchQuery("h100.8x", 1, 48, s1, s1.Add(48*time.Hour)), 48, s1)
+	b := e.quotes(buyers/2, searchQuery("h100.8x", 1, 48, s2, s2.Add(48*time.Hour)), 48, s2)
+
 	codes := make([]int, buyers)
 	var wg sync.WaitGroup
+	race := make(chan struct{})
 	for i := range buyers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			o := a
+		wg.Go(func() {
+			o := a[i/2]
 			if i%2 == 1 {
-				o = b
+				o = b[i/2]
 			}
+			<-race
 			var p problem
 			codes[i] = call(t, e.url, "POST", "/v1/blocks", map[string]any{"offeringId": o.OfferingID, "clientToken": fmt.Sprintf("buyer-%d", i)}, &p)
 			if codes[i] != 201 && p.Code != "no_capacity" {
 				t.Errorf("buyer %d: status %d, code %q: %s", i, codes[i], p.Code, p.Detail)
 			}
-		}()
+		})
 	}
+	close(race)
 	wg.Wait()
 	ok := 0
 	for _, c := range codes {

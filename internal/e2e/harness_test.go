@@ -223,6 +223,18 @@ func (e *env) exact(query string, hours int, start time.Time) offering {
 	return offering{}
 }
 
+// quotes searches n times and returns, from each search, the offering of
+// the given duration starting at start. A quote buys once, so buyers that
+// race for the same terms each need one of their own.
+func (e *env) quotes(n int, query string, hours int, start time.Time) []offering {
+	e.t.Helper()
+	out := make([]offering, n)
+	for i := range out {
+		out[i] = e.exact(query, hours, start)
+	}
+	return out
+}
+
 func (e *env) buy(offeringID, token string) (block, int) {
 	e.t.Helper()
 	var b block

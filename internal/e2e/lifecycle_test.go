@@ -124,22 +124,30 @@ func TestCancel(t *testing.T) {
 	}
 }
 
-// TestExtend: the same id, a later end, the extension fee charged; refused
-// once the end is less than an hour away.
+// TestExtend: the same id, a later end, the extension fee charged; an
+// extension quote extends once, a quote for the old end no longer fits,
+// and extensions are refused once the end is less than an hour away.
 func TestExtend(t *testing.T) {
 	e := start(t)
 	start := t0.Add(2 * time.Hour)
 	o := e.exact(searchQuery("h100.8x", 2, 4, start, start.Add(24*time.Hour)), 4, start)
 	b, _ := e.buy(o.OfferingID, "x-1")
-	var ext struct {
-		Offerings []offering `json:"offerings"`
+	extension := func() offering {
+		t.Helper()
+		var ext struct {
+			Offerings []offering `json:"offerings"`
+		}
+		if code := call(t, e.url, "GET", "/v1/blocks/"+b.ID+"/extension-offerings?durationHours=6", nil, &ext); code != 200 || len(ext.Offerings) != 1 {
+			t.Fatalf("extension offerings: status %d, %d offerings", code, len(ext.Offerings))
+		}
+		return ext.Offerings[0]
 	}
-	if code := call(t, e.url, "GET", "/v1/blocks/"+b.ID+"/extension-offerings?durationHours=6", nil, &ext); code != 200 || len(ext.Offerings) != 1 {
-		t.Fatalf("extension offerings: status %d, %d offerings", code, len(ext.Offerings))
-	}
-	x := ext.Offerings[0]
+	x, stale := extension(), extension()
 	if x.OfferingID[:4] != "cbe-" || !x.StartTime.Equal(b.EndTime) || !x.EndTime.Equal(b.EndTime.Add(6*time.Hour)) {
 		t.Fatalf("extension offering %+v", x)
+	}
+	if stale.OfferingID == x.OfferingID {
+		t.Fatalf("two searches gave one extension quote %s", x.OfferingID)
 	}
 	var got block
 	if code := call(t, e.url, "POST", "/v1/blocks/"+b.ID+"/extensions", map[string]any{"offeringId": x.OfferingID}, &got); code != 200 {
@@ -148,10 +156,15 @@ func TestExtend(t *testing.T) {
 	if got.ID != b.ID || !got.EndTime.Equal(b.EndTime.Add(6*time.Hour)) {
 		t.Fatalf("extended block %+v, want id %s ending %s", got, b.ID, b.EndTime.Add(6*time.Hour))
 	}
-	// Buying the same extension again: the block no longer ends there.
+	// Buying the same extension again: the quote was used.
 	var p problem
-	if code := call(t, e.url, "POST", "/v1/blocks/"+b.ID+"/extensions", map[string]any{"offeringId": x.OfferingID}, &p); code != 409 || p.Code != "invalid_state" {
+	if code := call(t, e.url, "POST", "/v1/blocks/"+b.ID+"/extensions", map[string]any{"offeringId": x.OfferingID}, &p); code != 409 || p.Code != "offering_used" {
 		t.Fatalf("second extension with the same offering: status %d, code %q", code, p.Code)
+	}
+	// Another quote for the same terms, unused: the block no longer ends
+	// where it starts.
+	if code := call(t, e.url, "POST", "/v1/blocks/"+b.ID+"/extensions", map[string]any{"offeringId": stale.OfferingID}, &p); code != 409 || p.Code != "invalid_state" {
+		t.Fatalf("extension quoted for the old end: status %d, code %q", code, p.Code)
 	}
 	// Within an hour of the end extensions are closed.
 	e.advance(2*time.Hour + 9*time.Hour + 30*time.Minute) // 30 min before the new end
