@@ -29,14 +29,20 @@ func TestDurabilityKill9(t *testing.T) {
 
 	srv := startProcess(t, bin, db, simStart)
 	useToken(t, srv.url, filepath.Join(filepath.Dir(db), "admin.token"))
+	// A quote buys once: every purchase gets a quote of its own, searched
+	// before the stream, 400 of them, more than twice the purchases to
+	// acknowledge before the kill. The searches go round 20 days, each
+	// round returning the same slots under new ids, far fewer times than
+	// a slot has room for.
 	s := t0.Add(time.Hour)
 	var offers []offering
-	for day := range 20 { // many distinct offerings, so purchases keep succeeding
-		from := s.Add(time.Duration(day) * 24 * time.Hour)
-		offers = append(offers, (&env{t: t, url: srv.url}).offerings(searchQuery("l4.1x", 1, 1, from, from.Add(6*time.Hour)))...)
-	}
-	if len(offers) < 20 {
-		t.Fatalf("only %d offerings to buy from", len(offers))
+	for search := 0; len(offers) < 400; search++ {
+		from := s.Add(time.Duration(search%20) * 24 * time.Hour)
+		found := (&env{t: t, url: srv.url}).offerings(searchQuery("l4.1x", 1, 1, from, from.Add(6*time.Hour)))
+		if len(found) == 0 {
+			t.Fatalf("no offering from %s", from)
+		}
+		offers = append(offers, found...)
 	}
 
 	var (
@@ -46,17 +52,18 @@ func TestDurabilityKill9(t *testing.T) {
 		wg    sync.WaitGroup
 	)
 	stop := make(chan struct{})
-	for w := range 4 {
+	const workers = 4
+	for w := range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for i := 0; ; i++ {
+			for i := w; i < len(offers); i += workers {
 				select {
 				case <-stop:
 					return
 				default:
 				}
-				o := offers[(w*7+i)%len(offers)]
+				o := offers[i]
 				b, code, err := postBlock(srv.url, o.OfferingID, fmt.Sprintf("w%d-%d", w, i))
 				if err != nil {
 					return // the server is gone
@@ -93,7 +100,7 @@ func TestDurabilityKill9(t *testing.T) {
 			t.Fatalf("acknowledged block %s after the restart: status %d, state %q", id, code, b.State)
 		}
 	}
-	t.Logf("%d acknowledged blocks all found after kill -9", len(acked))
+	t.Logf("%d acknowledged blocks of %d quotes all found after kill -9", len(acked), len(offers))
 	assertNoOverlap(t, db)
 }
 

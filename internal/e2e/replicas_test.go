@@ -95,7 +95,8 @@ func leaderOf(t testing.TB, rs []*replica) int {
 }
 
 // TestReplicasNoDoubleBooking fires 240 concurrent purchases of two
-// overlapping offerings at three replicas on one PostgreSQL. The overlap
+// overlapping terms at three replicas on one PostgreSQL, each buyer with a
+// quote of its own, searched on its replica before the race. The overlap
 // day of zone-a's 32 H100 nodes holds exactly 32 instances, whatever the
 // order; the stored allocations show no GPU in two live blocks at once,
 // the exclusion constraint is in place, every acknowledged block is
@@ -107,23 +108,24 @@ func TestReplicasNoDoubleBooking(t *testing.T) {
 	q := func(s time.Time) string {
 		return searchQuery("h100.8x", 1, 48, s, s.Add(48*time.Hour)) + "&zone=zone-a"
 	}
-	a := (&env{t: t, url: rs[0].url}).exact(q(s1), 48, s1)
-	b := (&env{t: t, url: rs[1].url}).exact(q(s2), 48, s2)
-
 	const buyers = 240
+	quotes := make([]offering, buyers)
+	for i := range quotes {
+		s := s1
+		if i%2 == 1 {
+			s = s2
+		}
+		quotes[i] = (&env{t: t, url: rs[i%3].url}).exact(q(s), 48, s)
+	}
 	var (
 		mu    sync.Mutex
 		acked []string
 		wg    sync.WaitGroup
+		race  = make(chan struct{})
 	)
-	for i := range buyers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			o := a
-			if i%2 == 1 {
-				o = b
-			}
+	for i, o := range quotes {
+		wg.Go(func() {
+			<-race
 			id, code, problem, detail, err := postBlockProblem(rs[i%3].url, o.OfferingID, fmt.Sprintf("r-%d", i))
 			if err != nil {
 				t.Errorf("buyer %d: %v", i, err)
@@ -138,8 +140,9 @@ func TestReplicasNoDoubleBooking(t *testing.T) {
 			default: // a conflict that retries did not settle is a failure too
 				t.Errorf("buyer %d: status %d %s: %s", i, code, problem, detail)
 			}
-		}()
+		})
 	}
+	close(race)
 	wg.Wait()
 	if len(acked) != 32 {
 		t.Fatalf("%d purchases succeeded across the replicas, want exactly 32 (zone-a's H100 nodes over the overlap)", len(acked))
