@@ -43,16 +43,36 @@ func BenchmarkReplicaPurchases(b *testing.B) {
 // benchPurchases runs b.N purchases through the servers rs.
 func benchPurchases(b *testing.B, rs []*replica) {
 	n := len(rs)
-	// Offerings at many hours, each good for 32 purchases per zone.
+	// Slots at many hours, one per zone and hour, each with room for 32
+	// purchases; purchase i buys in slot i mod the number of slots. A
+	// quote buys once, so each purchase has a quote of its own: before
+	// the timer starts, the slots are searched in rounds, each round
+	// giving every slot a new quote, in the same order, until there is a
+	// quote for every purchase.
+	search := func(s time.Time) []string {
+		var out struct{ Offerings []offering }
+		call(b, rs[0].url, "GET", "/v1/offerings?"+searchQuery("h100.8x", 1, 1, s, s.Add(time.Hour)), nil, &out)
+		var ids []string
+		for _, o := range out.Offerings {
+			if o.DurationHours == 1 {
+				ids = append(ids, o.OfferingID)
+			}
+		}
+		return ids
+	}
+	var hours []time.Time
 	var offers []string
 	for h := 1; len(offers) < b.N/32+2; h++ {
 		s := t0.Add(time.Duration(h) * time.Hour)
-		var out struct{ Offerings []offering }
-		call(b, rs[0].url, "GET", "/v1/offerings?"+searchQuery("h100.8x", 1, 1, s, s.Add(time.Hour)), nil, &out)
-		for _, o := range out.Offerings {
-			if o.DurationHours == 1 {
-				offers = append(offers, o.OfferingID)
-			}
+		hours = append(hours, s)
+		offers = append(offers, search(s)...)
+	}
+	for slots := len(offers); len(offers) < b.N; {
+		for _, s := range hours {
+			offers = append(offers, search(s)...)
+		}
+		if len(offers)%slots != 0 {
+			b.Fatalf("a round of searches gave %d quotes, the first %d", len(offers)%slots, slots)
 		}
 	}
 	// Clients keep their connections, as a load balancer's would:
@@ -74,7 +94,7 @@ func benchPurchases(b *testing.B, rs []*replica) {
 				if i >= b.N {
 					return
 				}
-				_, status, code, detail, err := postBlockWith(client, rs[(c+i)%n].url, offers[i%len(offers)], fmt.Sprintf("bench-%d", i))
+				_, status, code, detail, err := postBlockWith(client, rs[(c+i)%n].url, offers[i], fmt.Sprintf("bench-%d", i))
 				if err != nil || status != http.StatusCreated {
 					failed.Add(1)
 					b.Logf("purchase %d: %d %s: %s %v", i, status, code, detail, err)
