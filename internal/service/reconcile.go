@@ -64,7 +64,8 @@ func (s *Service) Leading() bool { return s.leading.Load() }
 // lead re-tells the backend what it must hold (its calls are idempotent,
 // so a crash between a commit and a backend call is repaired here), then
 // reconciles whenever a step is due, and at least once a minute, until
-// ctx ends or the lead is lost.
+// ctx ends or the lead is lost. It also forgets the used offerings whose
+// quotes have long expired, at once and then about every hour.
 func (s *Service) lead(ctx context.Context, lost <-chan struct{}) {
 	stopWebhooks := s.startWebhooks(ctx) // only the leader delivers to webhooks
 	defer stopWebhooks()
@@ -75,10 +76,12 @@ func (s *Service) lead(ctx context.Context, lost <-chan struct{}) {
 		s.runJobs(ctx, lost)
 	}()
 	defer func() { <-jobsDone }()
+	var pruned time.Time
 	for {
 		if err := s.Reconcile(ctx); err != nil && ctx.Err() == nil {
 			s.log.Error("reconciling block lifecycles", "err", err)
 		}
+		pruned = s.pruneUsedOfferings(ctx, pruned)
 		wait := time.Minute
 		if next, ok := s.nextDue(); ok {
 			wait = min(wait, max(next.Sub(s.clock.Now()), time.Second))
@@ -94,6 +97,37 @@ func (s *Service) lead(ctx context.Context, lost <-chan struct{}) {
 		case <-time.After(wait):
 		}
 	}
+}
+
+// pruneUsedOfferingsEvery is how often, on the service clock, the leader
+// forgets the used offerings whose quotes expired; usedOfferingsKept is
+// how long past its quote's expiry it keeps one, for the skew between
+// replicas' clocks: a replica whose clock lags by less still finds the
+// quote expired once its row is gone, so the quote never buys twice.
+const (
+	pruneUsedOfferingsEvery = time.Hour
+	usedOfferingsKept       = time.Hour
+)
+
+// pruneUsedOfferings forgets the used offerings that expired more than
+// usedOfferingsKept ago, unless it last did so (at last, on the service
+// clock) less than pruneUsedOfferingsEvery ago. It returns when it last
+// tried: a failure is logged and tried again an hour later, as the rows
+// only cost space meanwhile.
+func (s *Service) pruneUsedOfferings(ctx context.Context, last time.Time) time.Time {
+	now := s.clock.Now()
+	if !last.IsZero() && now.Sub(last) < pruneUsedOfferingsEvery {
+		return last
+	}
+	before := now.Add(-usedOfferingsKept)
+	n, err := s.store.PruneUsedOfferings(ctx, before)
+	switch {
+	case err != nil && ctx.Err() == nil:
+		s.log.Warn("pruning the used offerings", "expired before", before, "err", err)
+	case err == nil:
+		s.log.Debug("pruned the used offerings", "removed", n, "expired before", before)
+	}
+	return now
 }
 
 // resyncBackend re-applies the backend state of every live block.
