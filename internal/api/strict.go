@@ -35,6 +35,10 @@ import (
 //     that holds one key twice, maps included. Two spellings of one
 //     property in different cases are already refused by 1; in a map they
 //     are two distinct keys.
+//
+// decodeJSON also refuses a body that is not valid UTF-8: encoding/json
+// would read each bad byte as U+FFFD, so a name sent with a raw 0xff was
+// stored changed instead of refused.
 
 var installStrictBodies sync.Once
 
@@ -47,15 +51,37 @@ func useStrictBodies() {
 	})
 }
 
-// decodeJSON is the JSON format's Unmarshal: encoding/json's, after a
-// check that no object in data gives a key twice. huma decodes each body
-// twice (into generic values to validate, then into the input), and both
-// pass through here.
+// decodeJSON is the JSON format's Unmarshal: encoding/json's, after
+// checks that data is valid UTF-8 and that no object in it gives a key
+// twice. huma decodes each body twice (into generic values to validate,
+// then into the input), and both pass through here.
 func decodeJSON(data []byte, v any) error {
+	if err := checkUTF8(data); err != nil {
+		return err
+	}
 	if err := checkDuplicateKeys(data); err != nil {
 		return err
 	}
 	return json.Unmarshal(data, v)
+}
+
+// errInvalidUTF8 is wrapped by the error of checkUTF8.
+var errInvalidUTF8 = errors.New("not valid UTF-8")
+
+// checkUTF8 returns an error that gives the first byte of data that is
+// not valid UTF-8 and its offset, or nil when data is valid UTF-8.
+func checkUTF8(data []byte) error {
+	if utf8.Valid(data) {
+		return nil
+	}
+	for i := 0; i < len(data); {
+		r, size := utf8.DecodeRune(data[i:])
+		if r == utf8.RuneError && size == 1 {
+			return fmt.Errorf("%w: byte 0x%02x at offset %d", errInvalidUTF8, data[i], i)
+		}
+		i += size
+	}
+	return errInvalidUTF8 // not reached: utf8.Valid found a bad byte
 }
 
 // errDuplicateKey is wrapped by the error of checkDuplicateKeys.

@@ -118,6 +118,60 @@ func TestRequestKeysExactStillServe(t *testing.T) {
 	checkJSON(t, r, http.StatusOK, `{"amount": {"amount": "1000.00", "currency": "USD"}, "period": "month"}`)
 }
 
+// TestRequestBodyMustBeUTF8: a body that is not valid UTF-8 is a 400
+// that says so and gives the first bad byte, and the service is never
+// called: the decoder would have read the byte as U+FFFD and the name
+// would have been stored changed.
+func TestRequestBodyMustBeUTF8(t *testing.T) {
+	const head = `{"offeringId": "cbo-abc.sig", "clientToken": "t", `
+	tests := map[string]struct {
+		body string
+		want string // a substring of the detail
+	}{
+		"0xff in the name": {
+			body: head + "\"name\": \"a\xffb\"}",
+			want: fmt.Sprintf("body: not valid UTF-8: byte 0xff at offset %d", len(head)+10),
+		},
+		"0xfe in a tag key": {
+			body: head + "\"tags\": {\"te\xfeam\": \"ml\"}}",
+			want: "body: not valid UTF-8: byte 0xfe",
+		},
+		"a sequence cut short": {
+			body: head + "\"name\": \"caf\xc3\"}",
+			want: "body: not valid UTF-8: byte 0xc3",
+		},
+		"an overlong slash": {
+			body: head + "\"name\": \"a\xc0\xafb\"}",
+			want: "body: not valid UTF-8: byte 0xc0",
+		},
+		"a surrogate half": {
+			body: head + "\"name\": \"\xed\xa0\x80\"}",
+			want: "body: not valid UTF-8: byte 0xed",
+		},
+		"outside a string": {
+			body: head + "\"name\": \"n\"\xff}",
+			want: "body: not valid UTF-8: byte 0xff",
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			fake := newFake()
+			a := newTestAPI(t, fake, Options{})
+			checkProblem(t, a.do(t, http.MethodPost, "/v1/blocks", tc.body), wantProblem{http.StatusBadRequest, CodeInvalidArgument, tc.want})
+			if fake.gotPurchase.ClientToken != "" {
+				t.Errorf("the service was called with %+v", fake.gotPurchase)
+			}
+		})
+	}
+	// Text of any script, as valid UTF-8, still buys.
+	fake := newFake()
+	a := newTestAPI(t, fake, Options{})
+	r := a.do(t, http.MethodPost, "/v1/blocks", head+`"name": "entraînement 训练 👩‍💻"}`)
+	if r.status != http.StatusCreated || fake.gotPurchase.Name != "entraînement 训练 👩‍💻" {
+		t.Fatalf("a valid UTF-8 name: status %d, name %q: %s", r.status, fake.gotPurchase.Name, r.body)
+	}
+}
+
 func TestCheckDuplicateKeys(t *testing.T) {
 	tests := map[string]struct {
 		body string
