@@ -36,6 +36,7 @@ const (
 	CodeNoCapacity          = "no_capacity"
 	CodeOfferingExpired     = "offering_expired"
 	CodeOfferingInvalid     = "offering_invalid"
+	CodeOfferingUsed        = "offering_used"
 	CodeIdempotencyMismatch = "idempotency_mismatch"
 	CodeQuotaExceeded       = "quota_exceeded"
 	CodeBudgetExceeded      = "budget_exceeded"
