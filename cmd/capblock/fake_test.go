@@ -82,8 +82,13 @@ func newFakeAPI(t *testing.T) *fakeAPI {
 	mux.HandleFunc("POST /v1/blocks", func(w http.ResponseWriter, r *http.Request) {
 		var body struct{ OfferingID string }
 		json.NewDecoder(strings.NewReader(f.lastBody())).Decode(&body)
-		if body.OfferingID == "cbo-gone" {
+		switch body.OfferingID {
+		case "cbo-gone":
 			problem(w, http.StatusConflict, "no_capacity", "only 1 of 2 h100.8x free from 2026-12-01T00:00:00Z")
+			return
+		case "cbo-used":
+			problem(w, http.StatusConflict, "offering_used", "offering already used: this quote already bought a block (a quote buys one); "+
+				"search again for a new quote, or repeat the first purchase's clientToken to get its block")
 			return
 		}
 		reply(block1)(w, r)
@@ -107,7 +112,14 @@ func newFakeAPI(t *testing.T) *fakeAPI {
 		}
 		reply(`{"offerings": [`+extension+`]}`)(w, r)
 	})
-	mux.HandleFunc("POST /v1/blocks/{id}/extensions", reply(block1Extended))
+	mux.HandleFunc("POST /v1/blocks/{id}/extensions", func(w http.ResponseWriter, r *http.Request) {
+		if strings.Contains(f.lastBody(), "cbe-used") {
+			problem(w, http.StatusConflict, "offering_used", "offering already used: this extension offering already extended block "+
+				r.PathValue("id")+" (an extension offering extends once); ask for a fresh one")
+			return
+		}
+		reply(block1Extended)(w, r)
+	})
 	mux.HandleFunc("GET /v1/events", func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Query().Get("after") == "c2" {
 			f.polled <- struct{}{}

@@ -208,6 +208,15 @@ func hint(cmd *cobra.Command, err error) string {
 		return "; copy the whole offering id from 'capblock offerings'"
 	case client.CodeNoCapacity:
 		return "; search again for other times, zones or counts"
+	case client.CodeOfferingUsed:
+		switch path := cmd.CommandPath(); {
+		case strings.HasPrefix(path, "capblock blocks extend"):
+			return "; search again with 'capblock blocks extension-offerings', or extend with --duration"
+		case strings.HasPrefix(path, "capblock plans"):
+			return "; search again for a new quote with 'capblock plans offerings', or repeat the first purchase with its --client-token"
+		default:
+			return "; search again for a new quote with 'capblock offerings', or repeat the first purchase with its --client-token"
+		}
 	case client.CodeIdempotencyMismatch:
 		return "; that --client-token was used for another purchase: pass a new one"
 	case client.CodeNotFound:

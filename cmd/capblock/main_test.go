@@ -181,6 +181,13 @@ func TestCommands(t *testing.T) {
 			want:         result{code: 1, stderr: "capblock: buying offering: no_capacity: only 1 of 2 h100.8x free from 2026-12-01T00:00:00Z; search again for other times, zones or counts\n"},
 			wantRequests: []string{`POST /v1/blocks {"offeringId":"cbo-gone","clientToken":"tok-2"}`},
 		},
+		"buy: the quote bought already": {
+			args: []string{"buy", "cbo-used", "--client-token", "tok-3"},
+			want: result{code: 1, stderr: "capblock: buying offering: offering_used: offering already used: this quote already bought a block (a quote buys one); " +
+				"search again for a new quote, or repeat the first purchase's clientToken to get its block; " +
+				"search again for a new quote with 'capblock offerings', or repeat the first purchase with its --client-token\n"},
+			wantRequests: []string{`POST /v1/blocks {"offeringId":"cbo-used","clientToken":"tok-3"}`},
+		},
 		"buy: no offering": {
 			args: []string{"buy"},
 			want: result{code: 2, stderr: "capblock: capblock buy needs the offering id (from 'capblock offerings') (see 'capblock buy --help')\n"},
@@ -246,6 +253,12 @@ func TestCommands(t *testing.T) {
 			args:         []string{"blocks", "extend", "cb-1", "--offering", "cbe-chosen"},
 			want:         result{stdout: "*"},
 			wantRequests: []string{`POST /v1/blocks/cb-1/extensions {"offeringId":"cbe-chosen"}`},
+		},
+		"blocks extend: the offering extended already": {
+			args: []string{"blocks", "extend", "cb-1", "--offering", "cbe-used"},
+			want: result{code: 1, stderr: "capblock: extending block cb-1: offering_used: offering already used: this extension offering already extended block cb-1 " +
+				"(an extension offering extends once); ask for a fresh one; search again with 'capblock blocks extension-offerings', or extend with --duration\n"},
+			wantRequests: []string{`POST /v1/blocks/cb-1/extensions {"offeringId":"cbe-used"}`},
 		},
 		"blocks extend: nothing available": {
 			args:         []string{"blocks", "extend", "cb-1", "--duration", "999h"},

@@ -65,6 +65,11 @@ func newPlanAPI(t *testing.T) *planAPI {
 			problem(w, http.StatusConflict, "no_capacity", "segment 2 of the plan: only 3 of 4 h100.8x free")
 			return
 		}
+		if strings.Contains(p.last(), "tpo-used") {
+			problem(w, http.StatusConflict, "offering_used", "offering already used: this quote already bought a plan (a quote buys one); "+
+				"search again for a new quote, or repeat the first purchase's clientToken to get its plan")
+			return
+		}
 		reply(201, plan1)(w, r)
 	})
 	mux.HandleFunc("GET /v1/plans", reply(200, `{"plans": [`+plan1+`]}`))
@@ -166,6 +171,12 @@ func TestPlanCommands(t *testing.T) {
 		"buy: a segment is gone": {
 			args: []string{"plans", "buy", "tpo-gone", "--client-token", "tok-3"},
 			want: result{code: 1, stderr: "capblock: buying plan offering: no_capacity: segment 2 of the plan: only 3 of 4 h100.8x free; search again for other times, zones or counts\n"},
+		},
+		"buy: the quote bought already": {
+			args: []string{"plans", "buy", "tpo-used", "--client-token", "tok-4"},
+			want: result{code: 1, stderr: "capblock: buying plan offering: offering_used: offering already used: this quote already bought a plan (a quote buys one); " +
+				"search again for a new quote, or repeat the first purchase's clientToken to get its plan; " +
+				"search again for a new quote with 'capblock plans offerings', or repeat the first purchase with its --client-token\n"},
 		},
 		"buy: no offering": {
 			args: []string{"plans", "buy"},
