@@ -22,10 +22,10 @@ const waitLimit = 15 * time.Second
 
 // newTestExecutor returns an Executor on a fresh state directory, closed at
 // the end of the test.
-func newTestExecutor(t *testing.T) (*Executor, string) {
+func newTestExecutor(t *testing.T, opts ...Option) (*Executor, string) {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "state")
-	e, err := New(dir)
+	e, err := New(dir, opts...)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
