@@ -1,7 +1,6 @@
 package executor
 
 import (
-	"bufio"
 	"crypto/rand"
 	"errors"
 	"fmt"
@@ -219,8 +218,12 @@ func ownCgroups() (map[string]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading this process's cgroups: %w", err)
 	}
+	return parseOwnCgroups(string(b)), nil
+}
+
+func parseOwnCgroups(s string) map[string]string {
 	own := map[string]string{}
-	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+	for _, line := range strings.Split(strings.TrimSpace(s), "\n") {
 		parts := strings.SplitN(line, ":", 3)
 		if len(parts) != 3 {
 			continue
@@ -233,7 +236,7 @@ func ownCgroups() (map[string]string, error) {
 			own[ctl] = parts[2]
 		}
 	}
-	return own, nil
+	return own
 }
 
 // mountPoint is a cgroup mount from /proc/self/mountinfo.
@@ -246,16 +249,18 @@ type mountPoint struct {
 }
 
 func cgroupMounts() ([]mountPoint, error) {
-	f, err := os.Open("/proc/self/mountinfo")
+	b, err := os.ReadFile("/proc/self/mountinfo")
 	if err != nil {
 		return nil, fmt.Errorf("reading mounts: %w", err)
 	}
-	defer f.Close()
+	return parseMountInfo(string(b)), nil
+}
+
+func parseMountInfo(s string) []mountPoint {
 	var out []mountPoint
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
+	for _, line := range strings.Split(s, "\n") {
 		// id parent dev root mountpoint options [optional...] - fstype source superoptions
-		fields := strings.Fields(sc.Text())
+		fields := strings.Fields(line)
 		sep := slices.Index(fields, "-")
 		if sep < 5 || sep+3 >= len(fields) {
 			continue
@@ -271,10 +276,7 @@ func cgroupMounts() ([]mountPoint, error) {
 		}
 		out = append(out, m)
 	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("reading mounts: %w", err)
-	}
-	return out, nil
+	return out
 }
 
 // unescapeMount undoes mountinfo's octal escapes (\040 for a space).
