@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -409,5 +410,90 @@ func TestRequireCgroups(t *testing.T) {
 	if inst, err := e.Start(s); !errors.Is(err, ErrLimitUnsupported) {
 		killOnCleanup(t, inst.PID)
 		t.Errorf("Start with a memory limit = %v, want ErrLimitUnsupported", err)
+	}
+}
+
+// The shim ignores what would end a process group, and hands neither that
+// nor its low OOM score to the command.
+func TestShimIgnoresTerminationSignals(t *testing.T) {
+	needRoot(t)
+	e, _ := newTestExecutor(t)
+	dir := t.TempDir()
+	script := writeScript(t, `cat /proc/self/oom_score_adj >"$1/oom"
+grep SigIgn /proc/self/status >"$1/ignored"
+while [ ! -e "$1/go" ]; do sleep 0.02; done
+exit 5`)
+	inst := start(t, e, spec(t, "j", script, dir))
+	eventually(t, "the job to be ready", func() bool { return fileExists(filepath.Join(dir, "ignored")) })
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP} {
+		if err := syscall.Kill(inst.ShimPID, sig); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "go"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(Exit{JobID: "j", Code: 5}, nextExit(t, e), exitOpts); diff != "" {
+		t.Errorf("exit after signalling the shim (-want +got):\n%s", diff)
+	}
+	if got := readTrimmed(filepath.Join(dir, "oom")); got != "0" {
+		t.Errorf("the command's oom_score_adj = %q, want 0", got)
+	}
+	// The shell ignores nothing itself when it starts a script.
+	if got := strings.Fields(readTrimmed(filepath.Join(dir, "ignored"))); len(got) != 2 || got[1] != "0000000000000000" {
+		t.Errorf("the command's ignored signals: %q, want none", got)
+	}
+}
+
+func TestShimOOMScore(t *testing.T) {
+	needRoot(t)
+	// Lowering an OOM score takes CAP_SYS_RESOURCE, which a container's
+	// root may lack.
+	var caps uint64
+	for _, line := range strings.Split(readTrimmed("/proc/self/status"), "\n") {
+		if v, ok := strings.CutPrefix(line, "CapEff:"); ok {
+			caps, _ = strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+		}
+	}
+	const capSysResource = 24
+	if caps&(1<<capSysResource) == 0 {
+		t.Skip("needs CAP_SYS_RESOURCE to lower an OOM score")
+	}
+	e, _ := newTestExecutor(t)
+	inst := start(t, e, spec(t, "j", "sleep", "1000"))
+	if got := readTrimmed(fmt.Sprintf("/proc/%d/oom_score_adj", inst.ShimPID)); got != "-1000" {
+		t.Errorf("the shim's oom_score_adj = %q, want -1000", got)
+	}
+	if err := e.Stop("j", 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	nextExit(t, e)
+}
+
+// A shim killed outright leaves its command running; the executor ends it
+// and says that the status is unknown.
+func TestKilledShimLeavesNothing(t *testing.T) {
+	for name, opts := range map[string][]Option{"cgroups": nil, "process group": {withoutCgroups()}} {
+		t.Run(name, func(t *testing.T) {
+			e, _ := newTestExecutor(t, opts...)
+			dir := t.TempDir()
+			script := writeScript(t, `sleep 1000 &
+echo $! >"$1/child"
+wait`)
+			inst := start(t, e, spec(t, "j", script, dir))
+			child := readPID(t, filepath.Join(dir, "child"))
+			killOnCleanup(t, child)
+			if err := syscall.Kill(inst.ShimPID, syscall.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
+			x := nextExit(t, e)
+			if x.Code != -1 || !errors.Is(x.Err, ErrExitUnknown) {
+				t.Errorf("exit = %+v, want an unknown status", x)
+			}
+			for _, pid := range []int{inst.PID, child} {
+				eventually(t, fmt.Sprintf("process %d of the instance to end", pid), func() bool { return !runningPID(pid) })
+			}
+			checkAllGone(t, inst, nil)
+		})
 	}
 }

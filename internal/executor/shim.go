@@ -154,8 +154,10 @@ func startRun(cfg shimConfig) (*shimRun, error) {
 	}
 	if err != nil {
 		// Unrecorded, the run could not be found again after a crash.
-		s.killLeftovers()
+		_ = s.killLeftovers()
 		_ = s.cmd.Wait()
+		_ = out.SetReadDeadline(time.Now())
+		<-s.pumped
 		out.Close()
 		log.Close()
 		return nil, err
