@@ -6,8 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -139,9 +137,10 @@ func TestStopAnAdoptedInstance(t *testing.T) {
 		got[x.JobID] = x
 	}
 	want := map[string]Exit{
-		// The wrapper recorded how the script ended.
+		// The shim recorded how the script ended.
 		"polite": {JobID: "polite", Code: 143, Signaled: true, Signal: "SIGTERM", Adopted: true},
-		// SIGKILL took the wrapper too; the executor knows it sent it.
+		// SIGKILL ended the script; the shim, which it does not reach,
+		// recorded that.
 		"stubborn": {JobID: "stubborn", Code: 137, Signaled: true, Signal: "SIGKILL", Adopted: true},
 	}
 	if diff := cmp.Diff(want, got, exitOpts); diff != "" {
@@ -242,12 +241,12 @@ func TestCrashHelper(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fmt.Println(inst.PID)
+	fmt.Println(inst.PID, inst.ShimPID)
 	os.Exit(0)
 }
 
 // After a real crash the job is no longer the executor's child: its end can
-// only be seen in /proc, and its status only in the wrapper's exit file.
+// only be seen in /proc, and its status only in the shim's exit file.
 func TestAdoptAfterARealCrash(t *testing.T) {
 	stateDir := filepath.Join(t.TempDir(), "state")
 	jobDir := t.TempDir()
@@ -260,13 +259,13 @@ func TestAdoptAfterARealCrash(t *testing.T) {
 	if err != nil {
 		t.Fatalf("crashing server: %v\n%s", err, out)
 	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(out)))
-	if err != nil {
+	var pid, shim int
+	if _, err := fmt.Sscan(string(out), &pid, &shim); err != nil {
 		t.Fatalf("crashing server said %q", out)
 	}
 	killOnCleanup(t, pid)
-	if st, err := readStat(pid); err != nil || st.ppid == os.Getpid() {
-		t.Fatalf("job %d: stat %+v, %v; want it running and not our child", pid, st, err)
+	if st, err := readStat(shim); err != nil || st.ppid == os.Getpid() {
+		t.Fatalf("shim %d: stat %+v, %v; want it running and not our child", shim, st, err)
 	}
 
 	e := reopen(t, stateDir)

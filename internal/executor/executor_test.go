@@ -245,7 +245,7 @@ func TestConcurrentStartsOfOneInstance(t *testing.T) {
 }
 
 // A stop that comes right after the start must reach the command, not only
-// the wrapper that is about to start it.
+// the shim that is about to start it.
 func TestStopRightAfterStart(t *testing.T) {
 	e, _ := newTestExecutor(t)
 	for i := range 20 {
