@@ -84,8 +84,9 @@ type Spec struct {
 	// Dir is the working directory; empty means the server's own. The
 	// command enters it as its Credential.
 	Dir string
-	// LogPath is the file that stdout and stderr are appended to; missing
-	// directories are created, with mode 0700, and the file with mode 0600.
+	// LogPath is the file that stdout and stderr are appended to (relative
+	// to the server's working directory); missing directories are created,
+	// with mode 0700, and the file with mode 0600. See ReadLog.
 	LogPath string
 	// Credential is the user and group the command runs as, with no
 	// supplementary groups and no way to gain privileges (no_new_privs);

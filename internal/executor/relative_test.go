@@ -36,3 +36,23 @@ func TestRelativeStateDir(t *testing.T) {
 		t.Fatalf("the shim complained: %s", log)
 	}
 }
+
+// TestRelativeJobPaths: a working directory and a log given relative to the
+// server's working directory mean the same for the command and its shim,
+// which run elsewhere.
+func TestRelativeJobPaths(t *testing.T) {
+	base := t.TempDir()
+	t.Chdir(base)
+	e, _ := newTestExecutor(t)
+	if err := os.Mkdir("job", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	s := Spec{JobID: "j", Command: []string{"/bin/sh", "-c", "pwd"}, Dir: "job", LogPath: filepath.Join("logs", "j.log")}
+	start(t, e, s)
+	if x := nextExit(t, e); x.Code != 0 || x.Err != nil {
+		t.Fatalf("exit %+v, want 0", x)
+	}
+	if log, _ := readAll(t, s.LogPath); log != filepath.Join(base, "job")+"\n" {
+		t.Errorf("the command ran in %q, want %s", log, filepath.Join(base, "job"))
+	}
+}

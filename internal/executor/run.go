@@ -22,12 +22,15 @@ const commandStartLimit = 30 * time.Second
 
 // launch prepares the run's log directory and cgroups and starts its shim.
 func (e *Executor) launch(spec Spec, env []string, program string, p *proc) (Instance, *exec.Cmd, error) {
-	// 1. Prepare what the shim needs.
-	if err := os.MkdirAll(filepath.Dir(spec.LogPath), 0o700); err != nil {
+	// 1. Prepare what the shim needs. The shim and the stage run in /, so
+	// paths must not depend on the server's working directory.
+	logPath, err := filepath.Abs(spec.LogPath)
+	if err != nil {
+		return Instance{}, nil, fmt.Errorf("finding the log: %w", err)
+	}
+	if err := os.MkdirAll(filepath.Dir(logPath), 0o700); err != nil {
 		return Instance{}, nil, fmt.Errorf("creating log directory: %w", err)
 	}
-	// The shim and the stage run in /, so the command's directory must not
-	// depend on the server's.
 	dir, err := filepath.Abs(spec.Dir)
 	if err != nil {
 		return Instance{}, nil, fmt.Errorf("finding the working directory: %w", err)
@@ -43,7 +46,7 @@ func (e *Executor) launch(spec Spec, env []string, program string, p *proc) (Ins
 		Record: record{
 			RunID: p.runID, JobID: spec.JobID, Instance: spec.Instance,
 			CgroupVersion: cgroups.Version, Cgroups: cgroups.Dirs,
-			BootID: e.bootID, StartedAt: startedAt, LogPath: spec.LogPath,
+			BootID: e.bootID, StartedAt: startedAt, LogPath: logPath,
 		},
 		StateDir: e.stateDir,
 		Command: stageConfig{
@@ -75,7 +78,7 @@ func (e *Executor) launch(spec Spec, env []string, program string, p *proc) (Ins
 	p.leaderTicks, p.cgroups = leaderTicks, cgroups
 	inst := Instance{
 		JobID: spec.JobID, Instance: spec.Instance, PID: pid, PGID: pid, ShimPID: cmd.Process.Pid,
-		Cgroups: slices.Clone(cgroups.Dirs), StartedAt: startedAt, LogPath: spec.LogPath, RunID: p.runID,
+		Cgroups: slices.Clone(cgroups.Dirs), StartedAt: startedAt, LogPath: logPath, RunID: p.runID,
 	}
 	return inst, cmd, nil
 }

@@ -96,6 +96,10 @@ func runShim() int {
 	}
 	s, err := startRun(cfg)
 	if err != nil {
+		// The executor cleans up too, unless it has gone meanwhile.
+		if c := cfg.Record.cgroups(); len(c.Dirs) > 0 {
+			err = errors.Join(err, c.kill(), c.remove())
+		}
 		fmt.Fprintf(status, "%v\n", err)
 		return 1
 	}
@@ -213,16 +217,17 @@ func startStage(cfg stageConfig, out *os.File) (*exec.Cmd, error) {
 }
 
 // pump copies the command's output to the log until every writer has gone
-// or the read deadline passes. Output that the log cannot take is dropped
-// so that the command never blocks on it.
+// or the read deadline passes. Output that the log cannot take (its disk is
+// full) is dropped so that the command never blocks on it; the first such
+// error is returned.
 func pump(log *logWriter, out *os.File) error {
 	buf := make([]byte, 64<<10)
 	var werr error
 	for {
 		n, err := out.Read(buf)
-		if n > 0 && werr == nil {
-			if _, werr = log.Write(buf[:n]); werr != nil {
-				werr = fmt.Errorf("writing the log: %w", werr)
+		if n > 0 {
+			if _, err := log.Write(buf[:n]); err != nil && werr == nil {
+				werr = fmt.Errorf("writing the log: %w", err)
 			}
 		}
 		if err != nil {
