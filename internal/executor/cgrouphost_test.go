@@ -73,7 +73,7 @@ func TestOwnDir(t *testing.T) {
 // and a server that starts in that leaf uses its parent.
 func TestCgroup2MovesOnlyCapblockProcessesToALeaf(t *testing.T) {
 	const mount = "/sys/fs/cgroup/unified"
-	needRoot(t)
+	needRoot(t, "to move processes between cgroups")
 	if !fileExists(filepath.Join(mount, "cgroup.procs")) {
 		t.Skip("needs a cgroup2 mount beside version 1 controllers, at " + mount)
 	}

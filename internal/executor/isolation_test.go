@@ -301,20 +301,20 @@ func needLimit(t *testing.T, ok bool, controller string) {
 	}
 }
 
-// needRoot skips a test that only root can run, except in CI, which runs
-// as root.
-func needRoot(t *testing.T) {
+// needRoot skips a test that only root can run, saying why it needs root,
+// except in CI, which runs as root.
+func needRoot(t *testing.T, why string) {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		if os.Getenv("CI") == "true" {
-			t.Fatal("CI must run as root")
+			t.Fatalf("CI must run as root, %s", why)
 		}
-		t.Skip("needs root, to run a command as another user")
+		t.Skipf("needs root, %s", why)
 	}
 }
 
 func TestCredentialRunsTheCommandAsAnotherUser(t *testing.T) {
-	needRoot(t)
+	needRoot(t, "to run a command as another user")
 	e, stateDir := newTestExecutor(t)
 	// A root file that the job could reach but not read.
 	shared, err := os.MkdirTemp("", "capblock-shared")
@@ -398,6 +398,7 @@ func TestRequireCgroups(t *testing.T) {
 	}
 	// The cgroup2 mount beside version 1 controllers has no memory
 	// controller to give.
+	needRoot(t, "to use cgroups")
 	if !fileExists("/sys/fs/cgroup/unified/cgroup.procs") {
 		t.Skip("no cgroup2 mount beside version 1 controllers")
 	}
@@ -416,7 +417,6 @@ func TestRequireCgroups(t *testing.T) {
 // The shim ignores what would end a process group, and hands neither that
 // nor its low OOM score to the command.
 func TestShimIgnoresTerminationSignals(t *testing.T) {
-	needRoot(t)
 	e, _ := newTestExecutor(t)
 	dir := t.TempDir()
 	script := writeScript(t, `cat /proc/self/oom_score_adj >"$1/oom"
@@ -446,7 +446,7 @@ exit 5`)
 }
 
 func TestShimOOMScore(t *testing.T) {
-	needRoot(t)
+	needRoot(t, "to lower an OOM score")
 	// Lowering an OOM score takes CAP_SYS_RESOURCE, which a container's
 	// root may lack.
 	var caps uint64
