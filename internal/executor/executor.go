@@ -10,7 +10,8 @@
 // that imports this package):
 //
 //	server
-//	└─ shim: root, a session of its own, oom_score_adj -1000, not in the run's cgroups
+//	└─ shim: root, a session of its own, oom_score_adj -1000 (where it
+//	   │  may), not in the run's cgroups
 //	   └─ command: the job's user and group, no supplementary groups,
 //	      a process group of its own, in the run's cgroups with its limits
 //
@@ -29,21 +30,22 @@
 // react to them. Start returns once the command runs.
 //
 // A run's cgroups are created under the server's own cgroup, in a capblock
-// subtree: <own cgroup>/capblock/<run>. Under cgroup v2 (a cgroup2 file
-// system at /sys/fs/cgroup) that is one cgroup, with memory.max and
-// pids.max, ended with cgroup.kill. For the server's cgroup to pass the
-// memory and pids controllers on it must hold no process itself: where it
-// holds only the server and shims, they move to a leaf next to the subtree,
-// <own cgroup>/capblock-server (what systemd's DelegateSubgroup= does);
-// where it holds others, the runs get cgroups without limits, as Isolation
-// reports. Otherwise each of the version 1
-// controllers freezer, memory and pids gets one, under the server's cgroup
-// of that controller, with memory.limit_in_bytes and pids.max; the run is
-// ended by freezing it, sending SIGKILL to each of its processes and
-// thawing it, until none is left. Stop sends SIGTERM to every process of
-// the run, frozen meanwhile so that none is missed, and kills them all when
-// the grace ends. A process that leaves the process group (setsid) stays
-// in the cgroup, and so ends with the rest.
+// subtree: <own cgroup>/capblock/<run>; the subtree stays, its runs' cgroups
+// go with them. Under cgroup v2 (a cgroup2 file system at /sys/fs/cgroup)
+// a run has one cgroup, with memory.max and pids.max, and is ended with
+// cgroup.kill. For the server's cgroup to pass the memory and pids
+// controllers on, it must hold no process itself: where it holds only the
+// server and shims, they move to a leaf next to the subtree,
+// <own cgroup>/capblock-server (as systemd's DelegateSubgroup= would put
+// them); where it holds others, runs get cgroups without limits, as
+// Isolation reports. Under version 1 a run has a cgroup of each of the
+// controllers freezer, memory and pids, under the server's cgroup of that
+// controller, with memory.limit_in_bytes and pids.max, and is ended by
+// freezing it, sending SIGKILL to each of its processes and thawing it,
+// until none is left. Stop sends SIGTERM to every process of the run,
+// frozen meanwhile so that none is missed, and kills them all when the
+// grace ends. A process that leaves the process group (setsid) stays in
+// the cgroup, and so ends with the rest.
 //
 // Where cgroups cannot be used (the server is not root, or no hierarchy is
 // writable), instances are contained by their process groups only, as
