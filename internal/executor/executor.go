@@ -88,7 +88,9 @@ type Spec struct {
 	Dir string
 	// LogPath is the file that stdout and stderr are appended to (relative
 	// to the server's working directory); missing directories are created,
-	// with mode 0700, and the file with mode 0600. See ReadLog.
+	// with mode 0700, and the file with mode 0600. See ReadLog. The log is
+	// never opened through a symbolic link, so the directory that holds it
+	// may be writable by the job, but no directory above that may be.
 	LogPath string
 	// Credential is the user and group the command runs as, with no
 	// supplementary groups and no way to gain privileges (no_new_privs);
