@@ -214,21 +214,6 @@ func RequireCgroups() Option {
 	return func(o *options) { o.requireCgroups = true }
 }
 
-// CheckIsolation reports whether this process can run job instances
-// isolated: each in cgroups of its own, with memory and process limits. It
-// returns an error that wraps ErrNoCgroups and says what is missing. It
-// prepares the cgroups that New would.
-func CheckIsolation() error {
-	_, iso := findCgroups(options{})
-	switch {
-	case iso.CgroupVersion == 0:
-		return fmt.Errorf("%w: %s", ErrNoCgroups, iso.Reason)
-	case !iso.Memory || !iso.PIDs:
-		return fmt.Errorf("%w: no memory or pids controller: %s", ErrNoCgroups, iso.Reason)
-	}
-	return nil
-}
-
 // defaultPoll is how often an adopted shim, which is not our child and so
 // cannot be waited for, is checked in /proc.
 const defaultPoll = 200 * time.Millisecond

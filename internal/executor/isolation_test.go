@@ -497,3 +497,10 @@ wait`)
 		})
 	}
 }
+
+func TestProbeTellsWhatNewWillDo(t *testing.T) {
+	e, _ := newTestExecutor(t)
+	if diff := cmp.Diff(e.Isolation(), Probe()); diff != "" {
+		t.Errorf("Probe (-New's +got):\n%s", diff)
+	}
+}
