@@ -59,4 +59,6 @@ type Runner interface {
 
 // NewProcessRunner runs job instances as processes of this machine, with
 // its state (to adopt them after a restart) in stateDir.
-func NewProcessRunner(stateDir string) (Runner, error) { return executor.New(stateDir) }
+func NewProcessRunner(stateDir string, opts ...executor.Option) (Runner, error) {
+	return executor.New(stateDir, opts...)
+}
