@@ -45,6 +45,13 @@ type serveFlags struct {
 	privateWebhooks bool
 	// webhookLog is how long the delivery log keeps finished deliveries.
 	webhookLog string
+	// jobUIDs is the range of users that teams' jobs run as.
+	jobUIDs string
+	// unisolatedJobs runs jobs as the server's own user.
+	unisolatedJobs bool
+	jobMemory      string
+	jobPIDs        int64
+	jobLog         string
 }
 
 // newServeCmd is `capblock serve`: with no flags it runs on a SQLite file
@@ -64,12 +71,18 @@ POST /v1/admin/clock (or "capblock admin clock --advance 6h").`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
+			f.db = dbFromEnv(cmd, f.db)
 			return serve(ctx, f)
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.db, "db", "capblock.db", "SQLite database file (created if missing), or a postgres:// URL shared by replicas")
+	fl.StringVar(&f.db, "db", "capblock.db", "SQLite database file (created if missing), or a postgres:// URL shared by replicas (or $CAPBLOCK_DB, which keeps a password out of the process list)")
 	fl.StringVar(&f.jobsDir, "jobs-dir", "", "where jobs keep their logs and checkpoint directories (default: capblock-jobs beside the SQLite file, or in the working directory)")
+	fl.StringVar(&f.jobUIDs, "job-uid-range", "900000-999999", "user ids (and group ids of the same number) that teams' jobs run as, one per team, when the server runs as root")
+	fl.BoolVar(&f.unisolatedJobs, "allow-unisolated-jobs", false, "run jobs as the server's own user, able to read its database and tokens (needed to run jobs on a server that is not root; see Security model in the README)")
+	fl.StringVar(&f.jobMemory, "job-memory-limit", "16GiB", "memory (and swap) that all processes of one job instance may use together (0: no limit)")
+	fl.Int64Var(&f.jobPIDs, "job-pids-limit", 4096, "processes and threads one job instance may have at once (0: no limit)")
+	fl.StringVar(&f.jobLog, "job-log-limit", "100MiB", "disk space of one job instance's log; the newest output is kept")
 	fl.StringVar(&f.tokenFile, "admin-token-file", "", "where the first start writes the first administrator's token (default: admin.token beside the SQLite file, or in the working directory)")
 	fl.StringVar(&f.fleet, "fleet", "", "fleet YAML file (default: the built-in demo fleet; see docs/fleet.md)")
 	fl.StringVar(&f.listen, "listen", "127.0.0.1:8080", "address to listen on")
@@ -148,7 +161,12 @@ func serve(ctx context.Context, f serveFlags) error {
 	} else if jobsDir == "" {
 		jobsDir = filepath.Join(filepath.Dir(f.db), "capblock-jobs")
 	}
-	svc, err := service.New(ctx, service.Config{Fleet: fl, Store: st, Backend: backend.NewSim(log), Clock: clk, Log: log, JobsDir: jobsDir,
+	jobs, err := jobsConfig(f, jobsDir)
+	if err != nil {
+		return err
+	}
+	svc, err := service.New(ctx, service.Config{Fleet: fl, Store: st, Backend: backend.NewSim(log), Clock: clk, Log: log,
+		JobsDir: jobs.JobsDir, JobUIDs: jobs.JobUIDs, JobLimits: jobs.JobLimits, JobsOff: jobs.JobsOff,
 		AllowPrivateWebhooks: f.privateWebhooks, WebhookLogRetention: webhookLog})
 	if err != nil {
 		return err

@@ -119,10 +119,20 @@ var (
 // for the line that says where it listens.
 func startProcess(t testing.TB, bin, db, simStart string) *process {
 	t.Helper()
+	// The jobs these tests run are their own scripts, writing where the
+	// test reads: as the server's user (TestJobContainment runs them as
+	// users of their own).
+	return startProcessWith(t, bin, db, simStart, "--allow-unisolated-jobs")
+}
+
+// startProcessWith is startProcess with more flags for serve.
+func startProcessWith(t testing.TB, bin, db, simStart string, flags ...string) *process {
+	t.Helper()
 	args := []string{"serve", "--db", db, "--listen", "127.0.0.1:0", "--sim-clock", "--rate-limit", "0"}
 	if simStart != "" {
 		args = append(args, "--sim-start", simStart)
 	}
+	args = append(args, flags...)
 	cmd := exec.Command(bin, args...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {

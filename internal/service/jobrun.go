@@ -2,7 +2,6 @@ package service
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"time"
 
@@ -20,7 +19,11 @@ func (s *Service) runJobs(ctx context.Context, lost <-chan struct{}) {
 	if s.jobs == nil {
 		return
 	}
-	ex, err := backend.NewProcessRunner(filepath.Join(s.jobs.dir, "state"))
+	var opts []executor.Option
+	if !s.jobs.uids.IsZero() {
+		opts = append(opts, executor.RequireCgroups()) // other users' jobs run contained, or not at all
+	}
+	ex, err := backend.NewProcessRunner(filepath.Join(s.jobs.dir, jobsStateDir), opts...)
 	if err != nil {
 		s.log.Error("starting the job executor; jobs will not run", "err", err)
 		return
@@ -299,10 +302,21 @@ func (s *Service) startRun(ctx context.Context, j core.Job, b core.Block) {
 	if ex == nil {
 		return
 	}
-	checkpoint := filepath.Join(s.jobs.dir, j.ID, "checkpoint")
-	if err := os.MkdirAll(checkpoint, 0o755); err != nil {
-		s.log.Error("making a job's checkpoint directory", "job", j.ID, "err", err)
+	// 1. The team's user, and the job's directory, made on its first run.
+	user, err := s.jobUser(ctx, j.Team)
+	dir := s.jobWorkDir(j.ID)
+	if err == nil {
+		err = prepareWorkDir(dir, user)
 	}
+	if err != nil {
+		s.log.Error("preparing a job's run", "job", j.ID, "err", err)
+		for i := range j.InstanceCount {
+			s.onExit(ctx, executor.Exit{JobID: runKey(j), Instance: i, Code: 127, Err: err})
+		}
+		return
+	}
+	checkpoint := filepath.Join(dir, "checkpoint")
+	// 2. One process per instance.
 	gpus := s.instanceGPUs(b)
 	s.jobs.mu.Lock()
 	s.jobs.holds[runKey(j)] = j
@@ -317,8 +331,9 @@ func (s *Service) startRun(ctx context.Context, j core.Job, b core.Block) {
 			Rank: i, WorldSize: j.InstanceCount, MasterAddr: "127.0.0.1", MasterPort: masterPort(j),
 			GPUs: gpus[slot%len(gpus)], User: j.Env,
 		})
+		env["HOME"] = dir
 		spec := executor.Spec{JobID: runKey(j), Instance: i, Command: j.Command, Env: env,
-			Dir: filepath.Join(s.jobs.dir, j.ID), LogPath: s.jobLogPath(j.ID, i)}
+			Dir: dir, LogPath: s.jobLogPath(j.ID, i), Credential: user, Limits: s.jobs.limits}
 		s.jobs.mu.Lock()
 		s.jobs.seen[spec.JobID] = true
 		s.jobs.live[spec.JobID]++

@@ -24,9 +24,11 @@ const jobGrace = 30 * time.Second
 // jobRuntime runs jobs as processes of this machine (the sim and local
 // backends). Only the replica that leads the reconciler runs them.
 type jobRuntime struct {
-	dir   string
-	grace time.Duration
-	kick  chan struct{}
+	dir    string
+	grace  time.Duration
+	kick   chan struct{}
+	uids   UIDRange        // the users teams' jobs run as; zero: the server's
+	limits executor.Limits // of each instance
 
 	mu   sync.Mutex
 	exec backend.Runner  // set while leading
@@ -39,6 +41,8 @@ type jobRuntime struct {
 	// holds are the runs with processes that may still run, by run key,
 	// with the block and slots they hold.
 	holds map[string]core.Job
+	// teamUIDs caches the uid of each team's jobs.
+	teamUIDs map[string]int
 }
 
 // pendingRun is a run to start once the job's previous run has ended.
@@ -47,12 +51,12 @@ type pendingRun struct {
 	block core.Block
 }
 
-func newJobRuntime(dir string) *jobRuntime {
+func newJobRuntime(dir string, uids UIDRange, limits executor.Limits) *jobRuntime {
 	if abs, err := filepath.Abs(dir); err == nil {
 		dir = abs // jobs run in directories of their own
 	}
-	return &jobRuntime{dir: dir, grace: jobGrace, kick: make(chan struct{}, 1), seen: map[string]bool{},
-		live: map[string]int{}, next: map[string]pendingRun{}, holds: map[string]core.Job{}}
+	return &jobRuntime{dir: dir, grace: jobGrace, kick: make(chan struct{}, 1), uids: uids, limits: limits, seen: map[string]bool{},
+		live: map[string]int{}, next: map[string]pendingRun{}, holds: map[string]core.Job{}, teamUIDs: map[string]int{}}
 }
 
 // runKey names one run of a job to the executor: "<job id>/<run>".
@@ -78,7 +82,7 @@ func (s *Service) kickJobs() {
 // the block is active.
 func (s *Service) CreateJob(ctx context.Context, scope string, req api.JobRequest) (core.Job, error) {
 	if s.jobs == nil {
-		return core.Job{}, core.Invalidf("this server runs no jobs (it has no jobs directory)")
+		return core.Job{}, s.jobsOffError()
 	}
 	if len(req.Command) == 0 || req.Command[0] == "" {
 		return core.Job{}, core.Invalidf("command is required: the program and its arguments, e.g. [\"python\", \"train.py\"]")
@@ -249,10 +253,6 @@ func (s *Service) jobBlock(ctx context.Context, j core.Job) (core.Block, error) 
 		return core.Block{}, fmt.Errorf("plan %s has no segments", j.PlanID)
 	}
 	return b, nil
-}
-
-func (s *Service) jobLogPath(id string, instance int) string {
-	return filepath.Join(s.jobs.dir, id, fmt.Sprintf("instance-%d.log", instance))
 }
 
 func (s *Service) jobEvent(at time.Time, typ string, j core.Job, reason string) core.Event {

@@ -23,6 +23,7 @@ import (
 	"capblock/internal/backend"
 	"capblock/internal/clock"
 	"capblock/internal/core"
+	"capblock/internal/executor"
 	"capblock/internal/store"
 )
 
@@ -41,6 +42,15 @@ type Config struct {
 	// JobsDir holds the jobs' logs, checkpoint directories and the
 	// executor's state; empty means this server runs no jobs.
 	JobsDir string
+	// JobUIDs are the users that teams' jobs run as, each team's its own,
+	// in cgroups of their own; the zero range runs them as the server's
+	// user (unisolated), in cgroups where the machine allows.
+	JobUIDs UIDRange
+	// JobLimits bound each instance of a job.
+	JobLimits executor.Limits
+	// JobsOff says why this server runs no jobs, when JobsDir is empty
+	// on purpose; CreateJob answers with it.
+	JobsOff string
 	// AllowPrivateWebhooks lets webhooks deliver to loopback, private and
 	// link-local addresses (a receiver inside the operator's network);
 	// by default they reach public addresses only.
@@ -81,7 +91,8 @@ type Service struct {
 
 	metrics serviceMetrics
 
-	jobs *jobRuntime // nil when the server runs no jobs
+	jobs    *jobRuntime // nil when the server runs no jobs
+	jobsOff string      // why, when it was told
 
 	// events is closed and replaced whenever events are committed, waking
 	// long polls.
@@ -107,12 +118,16 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 		secret: secret, events: make(chan struct{}), allowPrivateWebhooks: cfg.AllowPrivateWebhooks,
 		webhookLogRetention: cfg.WebhookLogRetention,
 		metrics:             newServiceMetrics(),
+		jobsOff:             cfg.JobsOff,
 	}
 	if s.webhookLogRetention <= 0 {
 		s.webhookLogRetention = defaultWebhookLogRetention
 	}
 	if cfg.JobsDir != "" {
-		s.jobs = newJobRuntime(cfg.JobsDir)
+		if err := prepareJobsDir(cfg.JobsDir, !cfg.JobUIDs.IsZero()); err != nil {
+			return nil, err
+		}
+		s.jobs = newJobRuntime(cfg.JobsDir, cfg.JobUIDs, cfg.JobLimits)
 	}
 	if err := s.rebuildIndex(ctx); err != nil {
 		return nil, err

@@ -1,0 +1,93 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/dustin/go-humanize"
+
+	"capblock/internal/executor"
+	"capblock/internal/service"
+)
+
+// jobsConfig decides how this server runs jobs. As root, each team's jobs
+// run as a user of their own, in cgroups, with limits. As another user
+// the server cannot isolate them, and runs none unless told to run them
+// as itself with --allow-unisolated-jobs.
+func jobsConfig(f serveFlags, dir string) (service.Config, error) {
+	var cfg service.Config
+	limits, err := jobLimits(f)
+	if err != nil {
+		return cfg, err
+	}
+	r, err := parseUIDRange(f.jobUIDs)
+	if err != nil {
+		return cfg, err
+	}
+	isolation := executor.Probe()
+	switch {
+	case isolation.CgroupVersion > 0 && limits.MemoryBytes > 0 && !isolation.Memory:
+		return cfg, usageError(fmt.Errorf("--job-memory-limit needs the cgroups' memory controller, which this machine does not offer (%s); pass --job-memory-limit 0 to run jobs without it", isolation.Reason))
+	case isolation.CgroupVersion > 0 && limits.PIDs > 0 && !isolation.PIDs:
+		return cfg, usageError(fmt.Errorf("--job-pids-limit needs the cgroups' pids controller, which this machine does not offer (%s); pass --job-pids-limit 0 to run jobs without it", isolation.Reason))
+	}
+	switch {
+	case f.unisolatedJobs:
+		if isolation.CgroupVersion == 0 {
+			limits.MemoryBytes, limits.PIDs = 0, 0 // nothing to apply them with
+		}
+		cfg.JobsDir, cfg.JobLimits = dir, limits
+	case os.Geteuid() == 0 && isolation.CgroupVersion == 0:
+		cfg.JobsOff = fmt.Sprintf("it cannot put jobs in cgroups of their own on this machine (%s); start it with --allow-unisolated-jobs to run jobs as its own user, uncontained (see Security model in the README)", isolation.Reason)
+	case os.Geteuid() == 0:
+		if err := service.CheckJobsDirReachable(dir); err != nil {
+			cfg.JobsOff = err.Error()
+			return cfg, nil
+		}
+		cfg.JobsDir, cfg.JobUIDs, cfg.JobLimits = dir, r, limits
+	default:
+		cfg.JobsOff = "it does not run as root, so it cannot run jobs as users of their own; run it as root, or start it with --allow-unisolated-jobs to run jobs as its own user, able to read its files (see Security model in the README)"
+	}
+	return cfg, nil
+}
+
+// jobLimits reads the limits of each job instance from the flags.
+func jobLimits(f serveFlags) (executor.Limits, error) {
+	mem, err := parseSize("--job-memory-limit", f.jobMemory)
+	if err != nil {
+		return executor.Limits{}, err
+	}
+	logs, err := parseSize("--job-log-limit", f.jobLog)
+	if err != nil {
+		return executor.Limits{}, err
+	}
+	if logs != 0 && logs < executor.MinLogBytes {
+		return executor.Limits{}, usageError(fmt.Errorf("--job-log-limit %s is below the least a log keeps, %s", f.jobLog, humanize.IBytes(uint64(executor.MinLogBytes))))
+	}
+	if f.jobPIDs < 0 {
+		return executor.Limits{}, usageError(fmt.Errorf("--job-pids-limit %d: want 0 (no limit) or more", f.jobPIDs))
+	}
+	return executor.Limits{MemoryBytes: mem, PIDs: f.jobPIDs, LogBytes: logs}, nil
+}
+
+// parseSize reads a size such as 16GiB, 512MB or 0.
+func parseSize(flag, s string) (int64, error) {
+	n, err := humanize.ParseBytes(s)
+	if err != nil || n > 1<<62 {
+		return 0, usageError(fmt.Errorf("%s %q: want a size such as 512MiB or 16GiB, or 0 for no limit", flag, s))
+	}
+	return int64(n), nil
+}
+
+// parseUIDRange reads FIRST-LAST, a range of unprivileged user ids.
+func parseUIDRange(s string) (service.UIDRange, error) {
+	a, b, ok := strings.Cut(s, "-")
+	first, err1 := strconv.Atoi(strings.TrimSpace(a))
+	last, err2 := strconv.Atoi(strings.TrimSpace(b))
+	if !ok || err1 != nil || err2 != nil || first < 1000 || last < first || last > 1<<31-2 {
+		return service.UIDRange{}, usageError(fmt.Errorf("--job-uid-range %q: want FIRST-LAST, unused user ids from 1000 up, such as 900000-999999", s))
+	}
+	return service.UIDRange{First: first, Last: last}, nil
+}
