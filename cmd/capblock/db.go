@@ -3,8 +3,11 @@ package main
 import (
 	"context"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/spf13/cobra"
 
 	"capblock/internal/store"
 	"capblock/internal/store/postgres"
@@ -19,6 +22,17 @@ func openStore(ctx context.Context, dsn string) (store.Full, error) {
 		return postgres.Open(ctx, dsn)
 	}
 	return sqlite.Open(ctx, dsn)
+}
+
+// dbFromEnv is the database to open: the --db flag when given, else
+// $CAPBLOCK_DB when set, else the flag's default. A URL with a password
+// in the environment is seen by the server's user alone, while every
+// process on the machine (a job's too) can read a command line.
+func dbFromEnv(cmd *cobra.Command, flag string) string {
+	if v := os.Getenv("CAPBLOCK_DB"); v != "" && !cmd.Flags().Changed("db") {
+		return v
+	}
+	return flag
 }
 
 // isPostgresURL reports whether dsn is a PostgreSQL connection URL.

@@ -31,6 +31,7 @@ changing it.`,
 		Short: "List the migrations and whether the database has them (changes nothing)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			db = dbFromEnv(cmd, db)
 			states, err := migrationStates(cmd.Context(), db)
 			if err != nil {
 				return err
@@ -43,6 +44,7 @@ changing it.`,
 		Short: "Apply the migrations the database lacks",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			db = dbFromEnv(cmd, db)
 			st, err := openStore(cmd.Context(), db)
 			if err != nil {
 				return fmt.Errorf("migrating %s: %w", redactDSN(db), err)
@@ -56,7 +58,7 @@ changing it.`,
 		},
 	}
 	for _, c := range []*cobra.Command{status, apply} {
-		c.Flags().StringVar(&db, "db", "capblock.db", "SQLite database file, or a postgres:// URL")
+		c.Flags().StringVar(&db, "db", "capblock.db", "SQLite database file, or a postgres:// URL (or $CAPBLOCK_DB)")
 	}
 	cmd.AddCommand(status, apply)
 	return cmd

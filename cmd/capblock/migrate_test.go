@@ -33,3 +33,23 @@ func TestMigrate(t *testing.T) {
 		t.Fatalf("status after apply: %+v", got)
 	}
 }
+
+// TestMigrateDBFromEnv: $CAPBLOCK_DB names the database when --db is not
+// given (a password in it stays out of the process list); --db wins.
+func TestMigrateDBFromEnv(t *testing.T) {
+	dir := t.TempDir()
+	fromEnv, fromFlag := filepath.Join(dir, "env.db"), filepath.Join(dir, "flag.db")
+	t.Setenv("CAPBLOCK_DB", fromEnv)
+	if got := runApp(t.Context(), nil, "migrate", "apply"); got.code != 0 {
+		t.Fatalf("apply on $CAPBLOCK_DB: %+v", got)
+	}
+	if _, err := os.Stat(fromEnv); err != nil {
+		t.Fatalf("$CAPBLOCK_DB was not used: %v", err)
+	}
+	if got := runApp(t.Context(), nil, "migrate", "apply", "--db", fromFlag); got.code != 0 {
+		t.Fatalf("apply on --db: %+v", got)
+	}
+	if _, err := os.Stat(fromFlag); err != nil {
+		t.Fatalf("--db did not win over $CAPBLOCK_DB: %v", err)
+	}
+}
