@@ -89,7 +89,8 @@ func TestAdoptReportsAnInstanceThatEndedMeanwhile(t *testing.T) {
 	first, stateDir := newTestExecutor(t)
 	dir := t.TempDir()
 	inst := start(t, first, spec(t, "j", writeScript(t, waitForGo), dir, "4"))
-	st, err := readStat(inst.PID)
+	// The run ends when its shim does, a moment after the command.
+	st, err := readStat(inst.ShimPID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +98,7 @@ func TestAdoptReportsAnInstanceThatEndedMeanwhile(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "go"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the job to end", func() bool { return !alive(inst.PID, st.startTicks) })
+	eventually(t, "the job to end", func() bool { return !alive(inst.ShimPID, st.startTicks) })
 
 	second := reopen(t, stateDir)
 	adopted, err := second.Adopt()
