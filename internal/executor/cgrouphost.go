@@ -201,11 +201,17 @@ func makeParent(dir string) error {
 	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
 		return fmt.Errorf("creating cgroup %s: %w", dir, err)
 	}
+	// A process killed while probing leaves its probe behind; another
+	// prober may remove this one meanwhile. A probe never holds a process.
+	stale, _ := filepath.Glob(filepath.Join(dir, "probe-*"))
+	for _, p := range stale {
+		_ = os.Remove(p)
+	}
 	probe := filepath.Join(dir, "probe-"+rand.Text())
 	if err := os.Mkdir(probe, 0o755); err != nil {
 		return fmt.Errorf("creating a cgroup in %s: %w", dir, err)
 	}
-	if err := os.Remove(probe); err != nil {
+	if err := os.Remove(probe); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("removing cgroup %s: %w", probe, err)
 	}
 	return nil
