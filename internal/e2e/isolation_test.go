@@ -296,23 +296,49 @@ func passable(t *testing.T, dir string) string {
 	return dir
 }
 
-// waitNoProcess waits up to 10 s until no process has cmdline.
+// waitNoProcess waits up to 40 s (a stopped job's grace is 30 s) until no
+// process has cmdline.
 func waitNoProcess(t *testing.T, cmdline string) {
 	t.Helper()
-	want := strings.ReplaceAll(cmdline, " ", "\x00")
-	var found string
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		found = ""
-		entries, _ := os.ReadDir("/proc")
-		for _, d := range entries {
-			b, err := os.ReadFile(filepath.Join("/proc", d.Name(), "cmdline"))
-			if err == nil && strings.TrimRight(string(b), "\x00") == want {
-				found = d.Name()
-			}
-		}
-		if found == "" {
-			return
+	for deadline := time.Now().Add(40 * time.Second); processRuns(cmdline); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("a process %q outlived its job", cmdline)
 		}
 	}
-	t.Fatalf("process %s (%q) outlived its job", found, cmdline)
+}
+
+// TestTerminationEndsEveryProcess: at the block's termination time a job's
+// processes end, those it started in sessions of their own too.
+func TestTerminationEndsEveryProcess(t *testing.T) {
+	requireRoot(t) // cgroups
+	e := start(t)
+	runService(t, e)
+	s := t0.Add(time.Hour)
+	b, _ := e.buy(e.exact(searchQuery("l4.1x", 1, 2, s, s.Add(2*time.Hour)), 2, s).OfferingID, "terminated")
+	e.advance(time.Hour)
+	var j job
+	call(t, e.url, "POST", "/v1/jobs", map[string]any{"blockId": b.ID, "command": []string{"/bin/sh", "-c", "setsid sleep 4244 & exec sleep 4245"}}, &j)
+	waitJob(t, e, j.ID, func(j job) bool { return j.State == "running" })
+	for deadline := time.Now().Add(10 * time.Second); !processRuns("sleep 4244"); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the job's setsid child never started")
+		}
+	}
+	e.advance(90 * time.Minute) // 30 minutes before the end: terminating
+	waitJob(t, e, j.ID, func(j job) bool { return j.State == "interrupted" })
+	waitNoProcess(t, "sleep 4245")
+	waitNoProcess(t, "sleep 4244")
+}
+
+// processRuns reports whether a process has cmdline.
+func processRuns(cmdline string) bool {
+	want := strings.ReplaceAll(cmdline, " ", "\x00")
+	entries, _ := os.ReadDir("/proc")
+	for _, d := range entries {
+		b, err := os.ReadFile(filepath.Join("/proc", d.Name(), "cmdline"))
+		if err == nil && strings.TrimRight(string(b), "\x00") == want {
+			return true
+		}
+	}
+	return false
 }
