@@ -5,12 +5,13 @@
 //	step                  sim / local (this package)    kubernetes                           slurm
 //	block becomes active  record                        label + NoSchedule taint naming       scontrol create reservation named
 //	                                                    the block on its nodes                after the block: nodes, start, end
-//	run a job instance    OS process (executor), with   Job/pod tolerating the taint,         sbatch --reservation=<block>
-//	                      CUDA_VISIBLE_DEVICES           selecting the label, GPUs requested
-//	stop an instance      SIGTERM to its process group,  delete the pod: its grace period,     scancel --signal=TERM, then
+//	run a job instance    OS process (executor) under a  Job/pod tolerating the taint,         sbatch --reservation=<block>
+//	                      shim, as the team's user, in   selecting the label, GPUs requested
+//	                      a cgroup, CUDA_VISIBLE_DEVICES
+//	stop an instance      SIGTERM to its cgroup,         delete the pod: its grace period,     scancel --signal=TERM, then
 //	                      SIGKILL after the grace        then SIGKILL                          scancel after the grace
-//	instance exits        waitpid, or the exit file of   pod phase and container exit code     sacct state and exit code
-//	                      an adopted process             (informer)                            (polled)
+//	instance exits        the shim's exit, or its exit   pod phase and container exit code     sacct state and exit code
+//	                      file for an adopted one        (informer)                            (polled)
 //	after a restart       adopt running processes        list pods by job label                squeue/sacct by job name
 //	termination (end-30m) stop the block's instances     evict the block's pods                cancel the reservation's jobs
 //	block ends            release                       remove label and taint                delete the reservation
