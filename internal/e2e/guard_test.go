@@ -2,24 +2,18 @@ package e2e
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"capblock/internal/api"
-	"capblock/internal/backend"
-	"capblock/internal/clock"
 	"capblock/internal/core"
-	"capblock/internal/fleet"
 	"capblock/internal/service"
-	"capblock/internal/store/sqlite"
 )
 
 // guarded is the real stack, as start makes it, but with the API options
@@ -33,32 +27,8 @@ type guarded struct {
 
 func startGuarded(t *testing.T, opts api.Options) *guarded {
 	t.Helper()
-	ctx := context.Background()
-	f, err := fleet.Parse([]byte(testFleet))
-	if err != nil {
-		t.Fatal(err)
-	}
-	db := filepath.Join(t.TempDir(), "capblock.db")
-	st, err := sqlite.Open(ctx, db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	sim := clock.NewSim(t0)
-	svc, err := service.New(ctx, service.Config{Fleet: f, Store: st, Backend: backend.NewSim(discard()), Clock: sim, Log: discard()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tokenPath := filepath.Join(filepath.Dir(db), "admin.token")
-	if _, err := svc.Bootstrap(ctx, tokenPath); err != nil {
-		t.Fatal(err)
-	}
-	opts.Logger = discard()
-	h := api.New(svc, opts)
-	srv := httptest.NewServer(h)
-	t.Cleanup(srv.Close)
-	useToken(t, srv.URL, tokenPath)
-	return &guarded{env: &env{t: t, url: srv.URL, db: db, store: st, svc: svc, sim: sim}, handler: h}
+	e, h := startWith(t, testFleet, service.Config{}, opts)
+	return &guarded{env: e, handler: h}
 }
 
 // user makes a user of a new team with a token, through the service, so

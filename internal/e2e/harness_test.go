@@ -64,6 +64,16 @@ func start(t *testing.T) *env {
 // startFleet is start on a fleet file of the test's own.
 func startFleet(t *testing.T, fleetYAML string) *env {
 	t.Helper()
+	e, _ := startWith(t, fleetYAML, service.Config{JobsDir: "jobs", AllowPrivateWebhooks: true}, api.Options{}) // receivers on loopback
+	return e
+}
+
+// startWith runs the real stack on fleetYAML, a fresh SQLite file and a
+// simulated clock at t0, with the service options of cfg (a JobsDir
+// relative to the test's directory) and the API options of opts; it
+// returns the env and the API's handler.
+func startWith(t *testing.T, fleetYAML string, cfg service.Config, opts api.Options) (*env, http.Handler) {
+	t.Helper()
 	ctx := context.Background()
 	f, err := fleet.Parse([]byte(fleetYAML))
 	if err != nil {
@@ -76,8 +86,11 @@ func startFleet(t *testing.T, fleetYAML string) *env {
 	}
 	t.Cleanup(func() { st.Close() })
 	sim := clock.NewSim(t0)
-	svc, err := service.New(ctx, service.Config{Fleet: f, Store: st, Backend: backend.NewSim(discard()), Clock: sim, Log: discard(),
-		JobsDir: filepath.Join(filepath.Dir(db), "jobs"), AllowPrivateWebhooks: true}) // receivers on loopback
+	cfg.Fleet, cfg.Store, cfg.Backend, cfg.Clock, cfg.Log = f, st, backend.NewSim(discard()), sim, discard()
+	if cfg.JobsDir != "" {
+		cfg.JobsDir = filepath.Join(filepath.Dir(db), cfg.JobsDir)
+	}
+	svc, err := service.New(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,12 +98,14 @@ func startFleet(t *testing.T, fleetYAML string) *env {
 	if _, err := svc.Bootstrap(ctx, tokenPath); err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(api.New(svc, api.Options{Logger: discard()}))
+	opts.Logger = discard()
+	h := api.New(svc, opts)
+	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	useToken(t, srv.URL, tokenPath)
 	e := &env{t: t, url: srv.URL, db: db, store: st, svc: svc, sim: sim}
 	e.team = e.whoami().Team
-	return e
+	return e, h
 }
 
 // tokens holds the admin token of each server under test, by URL.

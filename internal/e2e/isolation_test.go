@@ -93,26 +93,19 @@ func (tn tenant) wait(t *testing.T, url, id string, cond func(job) bool) job {
 	return j
 }
 
-// logOf reads a job instance's log through the API, as the tenant.
-func (tn tenant) logOf(t *testing.T, url, id string) string {
+// logOf reads a job instance's log through the API, as the tenant: from
+// the start, or the last 4 KiB when tail is set.
+func (tn tenant) logOf(t *testing.T, url, id string, tail bool) string {
 	t.Helper()
 	var out struct {
 		Data string `json:"data"`
 	}
-	if code := call(t, url, "GET", "/v1/jobs/"+id+"/logs?instance=0&limit=1048576", nil, &out, tn.token); code != 200 {
+	query := "instance=0&limit=1048576"
+	if tail {
+		query = "instance=0&offset=-4096"
+	}
+	if code := call(t, url, "GET", "/v1/jobs/"+id+"/logs?"+query, nil, &out, tn.token); code != 200 {
 		t.Fatalf("reading the log of %s: %d", id, code)
-	}
-	return out.Data
-}
-
-// logTail reads the last 4 KiB of a job instance's log, as the tenant.
-func (tn tenant) logTail(t *testing.T, url, id string) string {
-	t.Helper()
-	var out struct {
-		Data string `json:"data"`
-	}
-	if code := call(t, url, "GET", "/v1/jobs/"+id+"/logs?instance=0&offset=-4096", nil, &out, tn.token); code != 200 {
-		t.Fatalf("reading the end of the log of %s: %d", id, code)
 	}
 	return out.Data
 }
@@ -144,7 +137,7 @@ func TestJobContainment(t *testing.T) {
 	// 2. The victim's job keeps a secret in its checkpoint directory and log.
 	vj := victim.run(t, srv.url, vb.ID, `echo alice-secret > "$CAPBLOCK_CHECKPOINT_DIR/state"; echo alice-log-secret; id -u`, nil)
 	victim.wait(t, srv.url, vj.ID, func(j job) bool { return j.State == "succeeded" })
-	victimUID := strings.TrimSpace(strings.TrimPrefix(victim.logOf(t, srv.url, vj.ID), "alice-log-secret\n"))
+	victimUID := strings.TrimSpace(strings.TrimPrefix(victim.logOf(t, srv.url, vj.ID, false), "alice-log-secret\n"))
 
 	// 3. The attacker's job tries everything.
 	tries := `
@@ -170,7 +163,7 @@ echo done
 	targets := map[string]string{"DB": db, "TOKEN": filepath.Join(dir, "admin.token"), "OTHER": jobsDir, "SERVER": strconv.Itoa(srv.cmd.Process.Pid)}
 	aj := attacker.run(t, srv.url, ab.ID, probe, targets)
 	attacker.wait(t, srv.url, aj.ID, func(j job) bool { return j.State == "succeeded" })
-	out := attacker.logOf(t, srv.url, aj.ID)
+	out := attacker.logOf(t, srv.url, aj.ID, false)
 	if strings.Contains(out, "ALLOWED") || !strings.Contains(out, "done") {
 		t.Fatalf("the attacker's job reached what is not its own:\n%s", out)
 	}
@@ -233,7 +226,7 @@ func TestJobLogCap(t *testing.T) {
 	if onDisk > 4<<20 || onDisk == 0 {
 		t.Fatalf("the log takes %d bytes on disk, want at most 4 MiB", onDisk)
 	}
-	tail := tn.logTail(t, srv.url, j.ID)
+	tail := tn.logOf(t, srv.url, j.ID, true)
 	if !strings.HasSuffix(tail, "xxx\nlast-line\n") {
 		t.Fatalf("the newest output is not kept: the log ends %q", tail[max(0, len(tail)-64):])
 	}
