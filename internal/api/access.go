@@ -11,24 +11,25 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
 	"golang.org/x/time/rate"
 
 	"capblock/internal/auth"
+	"capblock/internal/contract"
 	"capblock/internal/core"
 )
 
 // public marks an operation that needs no token.
 const public core.Role = ""
 
-// access is the role each operation needs. Every registered operation must
-// be listed: New panics on one that is not, so a new route cannot be
-// forgotten, and the authorization matrix test walks this table against
-// the router. Team scoping (another team's resource answers not_found) is
-// applied on top, by the handlers.
+// access is the role each operation needs, which the guard checks with
+// contract.Authorize. Every registered operation must be listed: New
+// panics on one that is not, so a new route cannot be forgotten, and the
+// authorization matrix test walks this table against the router. Team
+// scoping (another team's resource answers not_found) is applied on top:
+// the handlers pass contract.Scope of the caller to the service.
 var access = map[string]core.Role{
 	"healthz": public,
 	"readyz":  public,
@@ -104,30 +105,14 @@ func principalOf(ctx context.Context) core.Principal {
 	return p
 }
 
-// scopeOf is the team whose things the caller may see: "" (every team)
-// for an admin, the caller's own team otherwise.
+// scopeOf is the scope of the caller's calls (contract.Scope).
 func scopeOf(ctx context.Context) string {
-	p := principalOf(ctx)
-	if p.User.Role == core.RoleAdmin {
-		return ""
-	}
-	return p.User.Team
+	return contract.Scope(principalOf(ctx))
 }
 
-// teamFor is the team a purchase is made for: the caller's own, or for an
-// admin the team named in the body, which must exist.
+// teamFor is the team a purchase or a webhook is made for (contract.TeamFor).
 func (s *server) teamFor(ctx context.Context, named string) (string, error) {
-	p := principalOf(ctx)
-	if named == "" || named == p.User.Team {
-		return p.User.Team, nil
-	}
-	if p.User.Role != core.RoleAdmin {
-		return "", fmt.Errorf("%w: only an admin may act for another team", core.ErrForbidden)
-	}
-	if _, err := s.svc.Team(ctx, "", named); err != nil {
-		return "", core.Invalidf("team %q does not exist (GET /v1/teams lists them)", named)
-	}
-	return named, nil
+	return contract.TeamFor(ctx, s.svc, principalOf(ctx), named)
 }
 
 // mustHaveAccessRules panics when a registered operation has no entry in
@@ -157,7 +142,7 @@ func mustHaveAccessRules(api huma.API) {
 // the log request by request, and the log still shows that they came.
 type guard struct {
 	api     huma.API
-	svc     Service
+	svc     contract.Service
 	limiter *limiter
 	// anonymous picks the requests without a valid token that the audit
 	// log records.
@@ -198,19 +183,19 @@ func (g *guard) middleware(ctx huma.Context, next func(huma.Context)) {
 		return
 	}
 	// 3. May it?
-	if !p.User.Role.Allows(need) {
-		_ = huma.WriteErr(g.api, ctx, http.StatusForbidden, fmt.Sprintf("%s needs the %s role; user %s is a %s", op.OperationID, need, p.User.Name, p.User.Role))
+	if err := contract.Authorize(p, op.OperationID, need); err != nil {
+		_ = huma.WriteErr(g.api, ctx, http.StatusForbidden, err.Error())
 		g.audit(ctx, p)
 		return
 	}
 	ctx = huma.WithValue(ctx, principalKey{}, p)
-	intent := &AuditIntent{}
+	var intent *contract.AuditIntent
 	if mutating(ctx.Method()) {
-		intent.rec = g.record(ctx, p)
-		ctx = huma.WithValue(ctx, auditKey{}, intent)
+		intent = contract.NewAuditIntent(g.success(ctx, p))
+		ctx = huma.WithContext(ctx, contract.WithAudit(ctx.Context(), intent))
 	}
 	next(ctx)
-	if !intent.stored.Load() {
+	if intent == nil || !intent.Stored() {
 		g.audit(ctx, p)
 	}
 }
@@ -258,39 +243,6 @@ func clientAddr(remote string) string {
 	return addr.String()
 }
 
-type auditKey struct{}
-
-// AuditIntent is the audit record of a mutating request in progress. The
-// service may store it with the change that the request commits (Take and
-// Stored), so that the change is never durable without its record; the
-// guard then does not store it again. Otherwise the guard stores it once
-// the answer is known.
-type AuditIntent struct {
-	rec    core.AuditRecord
-	stored atomic.Bool
-}
-
-// PendingAudit returns the audit intent of the request of ctx, or nil.
-func PendingAudit(ctx context.Context) *AuditIntent {
-	a, _ := ctx.Value(auditKey{}).(*AuditIntent)
-	return a
-}
-
-// Take returns the record for a request that succeeds at now with status;
-// subject names what it made, when its route names nothing (a purchase's
-// new block).
-func (a *AuditIntent) Take(now time.Time, status int, subject string) core.AuditRecord {
-	r := a.rec
-	r.Time, r.Status, r.Outcome = now, status, "ok"
-	if r.Subject == "" {
-		r.Subject = subject
-	}
-	return r
-}
-
-// Stored says that a committed change holds the record.
-func (a *AuditIntent) Stored() { a.stored.Store(true) }
-
 func mutating(method string) bool {
 	switch method {
 	case http.MethodGet, http.MethodHead, http.MethodOptions:
@@ -307,6 +259,19 @@ func (g *guard) record(ctx huma.Context, p core.Principal) core.AuditRecord {
 	}
 }
 
+// success is the audit record of a request by p as it reads when the
+// request succeeds: with the status of its operation's answer. The
+// service, which stores it with the change it commits, adds only its
+// time and outcome (contract.AuditIntent).
+func (g *guard) success(ctx huma.Context, p core.Principal) core.AuditRecord {
+	r := g.record(ctx, p)
+	r.Status = ctx.Operation().DefaultStatus
+	if r.Status == 0 {
+		r.Status = http.StatusOK
+	}
+	return r
+}
+
 // audit records a mutating request: who, which token, what, the outcome.
 // A request refused for its token is recorded with no user.
 func (g *guard) audit(ctx huma.Context, p core.Principal) {
@@ -317,7 +282,7 @@ func (g *guard) audit(ctx huma.Context, p core.Principal) {
 	if status == 0 {
 		status = http.StatusOK
 	}
-	outcome := "ok"
+	outcome := contract.OutcomeOK
 	if status >= 400 {
 		outcome = codeForStatus(status)
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 
 	"capblock/internal/clock"
+	"capblock/internal/contract"
 )
 
 // registerOperations declares the probes. /metrics and /openapi.json are
@@ -38,7 +39,7 @@ func (s *server) readyz(ctx context.Context, _ *struct{}) (*out[healthJSON], err
 
 // registerClock declares /v1/admin/clock, which exists only when the server
 // runs on a simulated clock.
-func (s *server) registerClock(api huma.API, clock SimClock) {
+func (s *server) registerClock(api huma.API, clock contract.SimClock) {
 	c := clockHandlers{clock: clock}
 	huma.Register(api, s.operation("getClock", http.MethodGet, "/v1/admin/clock", "operations",
 		"The simulated clock's time"), c.get)
@@ -47,7 +48,7 @@ func (s *server) registerClock(api huma.API, clock SimClock) {
 }
 
 type clockHandlers struct {
-	clock SimClock
+	clock contract.SimClock
 }
 
 type clockJSON struct {

@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"capblock/internal/clock"
+	"capblock/internal/contract"
 )
 
 // simService serves a real simulated clock, with its bounds.
@@ -18,7 +19,7 @@ type simService struct {
 	sim *clock.Sim
 }
 
-func (s simService) SimClock() SimClock { return s.sim }
+func (s simService) SimClock() contract.SimClock { return s.sim }
 
 // TestClockStaysInRange moves a real simulated clock past its bounds
 // through the API: each move is a 400 that names the bound, and the clock

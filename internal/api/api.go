@@ -1,7 +1,8 @@
-// Package api is capblock's REST/JSON v1 HTTP layer (API.md). It maps
-// requests onto the Service interface and service errors onto RFC 9457
-// problems with stable codes, and does nothing else: every decision is the
-// service's. Operations are declared with huma, so the OpenAPI 3.1 document
+// Package api is capblock's REST/JSON v1 HTTP layer (API.md), a front end
+// over the use cases' contract (package contract). It maps requests onto
+// contract.Service and service errors onto RFC 9457 problems with stable
+// codes, and does nothing else: every decision, roles and scopes included,
+// is the contract's or the service's. Operations are declared with huma, so the OpenAPI 3.1 document
 // served at /openapi.json is generated from the same code that serves them.
 package api
 
@@ -16,6 +17,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"capblock/internal/contract"
 )
 
 // Options configure the HTTP layer. The zero value is usable.
@@ -55,12 +58,12 @@ func (o Options) withDefaults() Options {
 
 // server holds what the handlers need.
 type server struct {
-	svc          Service
+	svc          contract.Service
 	maxBodyBytes int64
 }
 
 // New returns the HTTP handler of the v1 API on svc.
-func New(svc Service, opts Options) http.Handler {
+func New(svc contract.Service, opts Options) http.Handler {
 	opts = opts.withDefaults()
 	useProblemErrors()
 	useStrictBodies()

@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"capblock/internal/auth"
+	"capblock/internal/contract"
 	"capblock/internal/core"
 )
 
@@ -30,17 +31,17 @@ var t0 = time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)
 type fakeService struct {
 	// Service makes the fake satisfy the interface; the teams, users,
 	// tokens and ledger methods it leaves out are exercised end to end.
-	Service
+	contract.Service
 
 	mu        sync.Mutex
 	fleet     core.Fleet
 	slots     []core.Slot
 	offerings []core.Offering
 	blocks    map[string]core.Block
-	tokens    map[string]PurchaseRequest // client token → first request
-	byToken   map[string]string          // client token → block id
+	tokens    map[string]contract.PurchaseRequest // client token → first request
+	byToken   map[string]string                   // client token → block id
 	events    []core.Event
-	status    BlockStatus
+	status    contract.BlockStatus
 	err       error
 	ready     error
 	panicMsg  string
@@ -49,7 +50,7 @@ type fakeService struct {
 	// What the last call received.
 	gotTeam     string
 	gotSearch   core.SearchRequest
-	gotPurchase PurchaseRequest
+	gotPurchase contract.PurchaseRequest
 	gotState    core.BlockState
 	gotDuration time.Duration
 	gotAfter    string
@@ -75,7 +76,7 @@ func newFake() *fakeService {
 		},
 		offerings: []core.Offering{testOffering()},
 		blocks:    map[string]core.Block{},
-		tokens:    map[string]PurchaseRequest{},
+		tokens:    map[string]contract.PurchaseRequest{},
 		byToken:   map[string]string{},
 	}
 }
@@ -126,7 +127,7 @@ func (f *fakeService) Offerings(_ context.Context, req core.SearchRequest) ([]co
 	return f.offerings, nil
 }
 
-func (f *fakeService) Purchase(_ context.Context, req PurchaseRequest) (core.Block, bool, error) {
+func (f *fakeService) Purchase(_ context.Context, req contract.PurchaseRequest) (core.Block, bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.gotPurchase = req
@@ -232,11 +233,11 @@ func (f *fakeService) Extend(_ context.Context, team, id, offeringID string) (co
 	return b, nil
 }
 
-func (f *fakeService) BlockStatus(_ context.Context, team, id string) (BlockStatus, error) {
+func (f *fakeService) BlockStatus(_ context.Context, team, id string) (contract.BlockStatus, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if _, err := f.block(team, id); err != nil {
-		return BlockStatus{}, err
+		return contract.BlockStatus{}, err
 	}
 	return f.status, nil
 }
@@ -253,7 +254,7 @@ func (f *fakeService) Events(_ context.Context, team, after string, wait time.Du
 
 func (f *fakeService) Ready(context.Context) error { return f.ready }
 
-func (f *fakeService) SimClock() SimClock {
+func (f *fakeService) SimClock() contract.SimClock {
 	if f.clock == nil {
 		return nil // a nil *fakeClock in the interface would not be nil
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 
+	"capblock/internal/contract"
 	"capblock/internal/core"
 )
 
@@ -155,7 +156,7 @@ func (s *server) purchase(ctx context.Context, in *purchaseInput) (*purchaseOutp
 	if err != nil {
 		return nil, serviceProblem(ctx, err)
 	}
-	b, created, err := s.svc.Purchase(ctx, PurchaseRequest{
+	b, created, err := s.svc.Purchase(ctx, contract.PurchaseRequest{
 		Team:        team,
 		OfferingID:  in.Body.OfferingID,
 		ClientToken: in.Body.ClientToken,

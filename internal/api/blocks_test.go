@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"capblock/internal/contract"
 	"capblock/internal/core"
 )
 
@@ -108,7 +109,7 @@ func TestPurchase(t *testing.T) {
 	want = strings.Replace(want, "10:00:01.5Z", "10:00:00Z", 1)
 
 	checkJSON(t, a.do(t, http.MethodPost, "/v1/blocks", body), http.StatusCreated, want)
-	wantReq := PurchaseRequest{Team: "default", OfferingID: "cbo-abc.sig", ClientToken: "tok-1", Name: "load test",
+	wantReq := contract.PurchaseRequest{Team: "default", OfferingID: "cbo-abc.sig", ClientToken: "tok-1", Name: "load test",
 		Tags: map[string]string{"env": "prod"}}
 	if diff := cmp.Diff(wantReq, fake.gotPurchase); diff != "" {
 		t.Errorf("purchase request (-want +got):\n%s", diff)
@@ -238,7 +239,7 @@ func TestPurchaseWrongContentType(t *testing.T) {
 }
 
 func TestBlockRoutes(t *testing.T) {
-	status := BlockStatus{
+	status := contract.BlockStatus{
 		Total: 2, Available: 1, Unavailable: 1, Degraded: true, PlacementFinal: false,
 		LockInTime: time.Date(2026, 5, 2, 11, 0, 0, 0, time.FixedZone("CEST", 2*3600)),
 		Placements: []core.Placement{{Node: "n1", GPUs: []int{0, 1, 2, 3, 4, 5, 6, 7}}, {Node: "n2"}},

@@ -7,6 +7,7 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 
+	"capblock/internal/contract"
 	"capblock/internal/core"
 )
 
@@ -73,7 +74,7 @@ type createJobInput struct {
 
 func (s *server) createJob(ctx context.Context, in *createJobInput) (*out[jobJSON], error) {
 	b := in.Body
-	j, err := s.svc.CreateJob(ctx, scopeOf(ctx), JobRequest{Name: b.Name, BlockID: b.BlockID, PlanID: b.PlanID, Command: b.Command, Env: b.Env,
+	j, err := s.svc.CreateJob(ctx, scopeOf(ctx), contract.JobRequest{Name: b.Name, BlockID: b.BlockID, PlanID: b.PlanID, Command: b.Command, Env: b.Env,
 		InstanceCount: b.InstanceCount, MaxRestarts: b.MaxRestarts})
 	if err != nil {
 		return nil, serviceProblem(ctx, err)

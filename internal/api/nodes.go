@@ -5,6 +5,8 @@ import (
 	"net/http"
 
 	"github.com/danielgtaylor/huma/v2"
+
+	"capblock/internal/contract"
 )
 
 // registerNodes declares the admin's node-health calls.
@@ -27,7 +29,7 @@ type nodeReportJSON struct {
 	Recovered []string `json:"recovered" doc:"Degraded blocks whole again."`
 }
 
-func toNodeReport(r NodeReport) nodeReportJSON {
+func toNodeReport(r contract.NodeReport) nodeReportJSON {
 	nonNil := func(s []string) []string {
 		if s == nil {
 			return []string{}

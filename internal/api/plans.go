@@ -7,24 +7,9 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 
+	"capblock/internal/contract"
 	"capblock/internal/core"
 )
-
-// PlanPurchaseRequest is the body of POST /v1/plans after decoding.
-type PlanPurchaseRequest struct {
-	Team        string
-	OfferingID  string
-	ClientToken string
-	Name        string
-}
-
-// PlanView is a plan with what is derived from its segments when read:
-// its state and its capacity now.
-type PlanView struct {
-	Plan     core.Plan
-	State    core.PlanState
-	Capacity core.PlanCapacity
-}
 
 // registerPlans declares "Training plans": search, purchase and reads.
 func (s *server) registerPlans(api huma.API) {
@@ -105,7 +90,7 @@ func (s *server) purchasePlan(ctx context.Context, in *purchasePlanInput) (*purc
 	if err != nil {
 		return nil, serviceProblem(ctx, err)
 	}
-	p, created, err := s.svc.PurchasePlan(ctx, PlanPurchaseRequest{
+	p, created, err := s.svc.PurchasePlan(ctx, contract.PlanPurchaseRequest{
 		Team:        team,
 		OfferingID:  in.Body.OfferingID,
 		ClientToken: in.Body.ClientToken,
@@ -229,7 +214,7 @@ type plansJSON struct {
 	Plans []planJSON `json:"plans" nullable:"false"`
 }
 
-func toPlan(v PlanView) planJSON {
+func toPlan(v contract.PlanView) planJSON {
 	p := v.Plan
 	out := planJSON{
 		ID:         p.ID,

@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"capblock/internal/contract"
 	"capblock/internal/core"
 )
 
@@ -20,12 +21,12 @@ import (
 type planFake struct {
 	*fakeService
 	offerings []core.PlanOffering
-	plan      PlanView
+	plan      contract.PlanView
 	created   bool
 	err       error
 
 	gotSearch   core.PlanSearchRequest
-	gotPurchase PlanPurchaseRequest
+	gotPurchase contract.PlanPurchaseRequest
 	gotTeam     string
 }
 
@@ -34,20 +35,20 @@ func (f *planFake) PlanOfferings(_ context.Context, req core.PlanSearchRequest) 
 	return f.offerings, f.err
 }
 
-func (f *planFake) PurchasePlan(_ context.Context, req PlanPurchaseRequest) (PlanView, bool, error) {
+func (f *planFake) PurchasePlan(_ context.Context, req contract.PlanPurchaseRequest) (contract.PlanView, bool, error) {
 	f.gotPurchase = req
 	return f.plan, f.created, f.err
 }
 
-func (f *planFake) ListPlans(_ context.Context, team string) ([]PlanView, error) {
+func (f *planFake) ListPlans(_ context.Context, team string) ([]contract.PlanView, error) {
 	f.gotTeam = team
-	return []PlanView{f.plan}, f.err
+	return []contract.PlanView{f.plan}, f.err
 }
 
-func (f *planFake) GetPlan(_ context.Context, team, id string) (PlanView, error) {
+func (f *planFake) GetPlan(_ context.Context, team, id string) (contract.PlanView, error) {
 	f.gotTeam = team
 	if id != f.plan.Plan.ID {
-		return PlanView{}, fmt.Errorf("%w: plan %s", core.ErrNotFound, id)
+		return contract.PlanView{}, fmt.Errorf("%w: plan %s", core.ErrNotFound, id)
 	}
 	return f.plan, f.err
 }
@@ -70,12 +71,12 @@ func testPlanOffering() core.PlanOffering {
 		ExpiresAt: t0.Add(10 * time.Minute)}
 }
 
-func testPlan() PlanView {
+func testPlan() contract.PlanView {
 	seg := func(id string, from, to int, state core.BlockState) core.Block {
 		return core.Block{ID: id, PlanID: "tp-1", InstanceType: "h100.8x", Count: 4, Zone: "zone-a", State: state,
 			Start: t0.Add(time.Duration(from) * time.Hour), End: t0.Add(time.Duration(to) * time.Hour)}
 	}
-	return PlanView{
+	return contract.PlanView{
 		Plan: core.Plan{ID: "tp-1", Name: "llama", Team: "default", Target: core.TargetTrainingJob,
 			Fee: core.Money{Minor: 190000, Currency: "USD"}, CreatedAt: t0,
 			Segments: []core.Block{seg("cb-1", 2, 26, core.StateActive), seg("cb-2", 38, 62, core.StateScheduled)}},
@@ -147,7 +148,7 @@ func TestPurchasePlan(t *testing.T) {
 	a := newPlanAPI(t, f)
 	body := `{"offeringId": "tpo-abc", "clientToken": "tok-1", "name": "llama"}`
 	checkJSON(t, a.do(t, http.MethodPost, "/v1/plans", body), http.StatusCreated, planJSONWant)
-	if diff := cmp.Diff(PlanPurchaseRequest{Team: "default", OfferingID: "tpo-abc", ClientToken: "tok-1", Name: "llama"}, f.gotPurchase); diff != "" {
+	if diff := cmp.Diff(contract.PlanPurchaseRequest{Team: "default", OfferingID: "tpo-abc", ClientToken: "tok-1", Name: "llama"}, f.gotPurchase); diff != "" {
 		t.Errorf("purchase request (-want +got):\n%s", diff)
 	}
 	f.created = false

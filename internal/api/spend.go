@@ -7,6 +7,7 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 
+	"capblock/internal/contract"
 	"capblock/internal/core"
 )
 
@@ -36,7 +37,7 @@ type spendJSON struct {
 	Total spendRowJSON   `json:"total"`
 }
 
-func toSpendRow(r SpendRow) spendRowJSON {
+func toSpendRow(r contract.SpendRow) spendRowJSON {
 	savings := core.Money{Minor: r.OnDemand.Minor - r.Spent.Minor, Currency: r.Spent.Currency}
 	return spendRowJSON{Team: r.Team, InstanceType: r.InstanceType, Month: r.Month,
 		Spent: toMoney(r.Spent), OnDemand: toMoney(r.OnDemand), Savings: toMoney(savings)}

@@ -3,6 +3,7 @@ package api
 import (
 	"time"
 
+	"capblock/internal/contract"
 	"capblock/internal/core"
 )
 
@@ -113,7 +114,7 @@ type blockStatusJSON struct {
 	Placements          []placementJSON `json:"placements" nullable:"false"`
 }
 
-func toBlockStatus(s BlockStatus) blockStatusJSON {
+func toBlockStatus(s contract.BlockStatus) blockStatusJSON {
 	out := blockStatusJSON{
 		TotalCapacity:       s.Total,
 		AvailableCapacity:   s.Available,

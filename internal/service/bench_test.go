@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"capblock/internal/api"
 	"capblock/internal/clock"
+	"capblock/internal/contract"
 	"capblock/internal/core"
 	"capblock/internal/store/sqlite"
 )
@@ -61,7 +61,7 @@ func BenchmarkPurchase(b *testing.B) {
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
 					i := seq.next()
-					_, _, err := svc.Purchase(ctx, api.PurchaseRequest{Team: "t", OfferingID: offers[i], ClientToken: fmt.Sprintf("tok-%d", i)})
+					_, _, err := svc.Purchase(ctx, contract.PurchaseRequest{Team: "t", OfferingID: offers[i], ClientToken: fmt.Sprintf("tok-%d", i)})
 					if err != nil {
 						b.Error(err)
 						return

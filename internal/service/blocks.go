@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"capblock/internal/api"
+	"capblock/internal/contract"
 	"capblock/internal/core"
 	"capblock/internal/store"
 )
@@ -228,13 +228,13 @@ func (s *Service) act(what string, b core.Block) {
 }
 
 // BlockStatus reports a block's capacity and placement.
-func (s *Service) BlockStatus(ctx context.Context, team, id string) (api.BlockStatus, error) {
+func (s *Service) BlockStatus(ctx context.Context, team, id string) (contract.BlockStatus, error) {
 	b, err := s.GetBlock(ctx, team, id)
 	if err != nil {
-		return api.BlockStatus{}, err
+		return contract.BlockStatus{}, err
 	}
 	now := s.clock.Now()
-	st := api.BlockStatus{
+	st := contract.BlockStatus{
 		Total:          b.Count,
 		PlacementFinal: !b.Movable(now, s.fleet.Limits),
 		LockInTime:     b.LockInTime(s.fleet.Limits),

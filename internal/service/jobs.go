@@ -11,8 +11,8 @@ import (
 	"sync"
 	"time"
 
-	"capblock/internal/api"
 	"capblock/internal/backend"
+	"capblock/internal/contract"
 	"capblock/internal/core"
 	"capblock/internal/executor"
 	"capblock/internal/store"
@@ -80,7 +80,7 @@ func (s *Service) kickJobs() {
 
 // CreateJob records a job on one of the team's blocks; it starts when
 // the block is active.
-func (s *Service) CreateJob(ctx context.Context, scope string, req api.JobRequest) (core.Job, error) {
+func (s *Service) CreateJob(ctx context.Context, scope string, req contract.JobRequest) (core.Job, error) {
 	if s.jobs == nil {
 		return core.Job{}, s.jobsOffError()
 	}
@@ -143,7 +143,7 @@ func (s *Service) CreateJob(ctx context.Context, scope string, req api.JobReques
 // starts, what no process could be started with: a NUL byte in the
 // command or the environment, or an environment variable name that a
 // process environment cannot hold; and a name that is not printable.
-func checkJobRequest(req api.JobRequest) error {
+func checkJobRequest(req contract.JobRequest) error {
 	if err := core.CheckPrintable("name", req.Name); err != nil {
 		return err
 	}

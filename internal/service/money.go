@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"capblock/internal/api"
+	"capblock/internal/contract"
 	"capblock/internal/core"
 	"capblock/internal/store"
 )
@@ -126,21 +126,21 @@ func (s *Service) budgetGuard(ctx context.Context, team string, now time.Time) (
 }
 
 // Ledger returns a team's ledger.
-func (s *Service) Ledger(ctx context.Context, scope, team string) (api.LedgerView, error) {
+func (s *Service) Ledger(ctx context.Context, scope, team string) (contract.LedgerView, error) {
 	if _, err := s.Team(ctx, scope, team); err != nil {
-		return api.LedgerView{}, err
+		return contract.LedgerView{}, err
 	}
 	entries, err := s.store.Ledger(ctx, team)
 	if err != nil {
-		return api.LedgerView{}, fmt.Errorf("loading the ledger of team %s: %w", team, err)
+		return contract.LedgerView{}, fmt.Errorf("loading the ledger of team %s: %w", team, err)
 	}
-	v := api.LedgerView{Entries: entries, Spent: core.Money{Currency: s.fleet.Currency}}
+	v := contract.LedgerView{Entries: entries, Spent: core.Money{Currency: s.fleet.Currency}}
 	since := time.Time{}
 	if b, err := s.store.Budget(ctx, team); err == nil {
 		v.Budget = &b
 		since = b.PeriodStart(s.clock.Now())
 	} else if !errors.Is(err, store.ErrNotFound) {
-		return api.LedgerView{}, fmt.Errorf("loading the budget of team %s: %w", team, err)
+		return contract.LedgerView{}, fmt.Errorf("loading the budget of team %s: %w", team, err)
 	}
 	for _, e := range entries {
 		if e.Time.Before(since) {

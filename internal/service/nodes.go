@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"capblock/internal/api"
+	"capblock/internal/contract"
 	"capblock/internal/core"
 	"capblock/internal/store"
 )
@@ -13,7 +13,7 @@ import (
 // backend's health report elsewhere). Every live block on it that has not
 // ended gets replacement GPUs from free capacity of the same pool, keeping
 // its id; a block for which none is free is degraded.
-func (s *Service) FailNode(ctx context.Context, name string) (api.NodeReport, error) {
+func (s *Service) FailNode(ctx context.Context, name string) (contract.NodeReport, error) {
 	rep, moved, err := s.failNode(ctx, name)
 	// Outside the lock: starting processes takes a while.
 	for _, b := range moved {
@@ -24,17 +24,17 @@ func (s *Service) FailNode(ctx context.Context, name string) (api.NodeReport, er
 
 // failNode marks the node failed and replaces it in its blocks; it
 // returns the active blocks that moved, whose jobs must restart.
-func (s *Service) failNode(ctx context.Context, name string) (api.NodeReport, []core.Block, error) {
+func (s *Service) failNode(ctx context.Context, name string) (contract.NodeReport, []core.Block, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, ok := s.index.Node(name); !ok {
-		return api.NodeReport{}, nil, fmt.Errorf("%w: node %s", core.ErrNotFound, name)
+		return contract.NodeReport{}, nil, fmt.Errorf("%w: node %s", core.ErrNotFound, name)
 	}
 	if err := s.index.SetHealth(name, core.Unhealthy); err != nil {
-		return api.NodeReport{}, nil, err
+		return contract.NodeReport{}, nil, err
 	}
 	now := s.clock.Now()
-	rep := api.NodeReport{Node: name, Health: core.Unhealthy}
+	rep := contract.NodeReport{Node: name, Health: core.Unhealthy}
 	var c store.Change
 	for _, b := range s.index.BlocksOn(name, now) {
 		pls, err := s.index.PlaceReplacement(b, name)
@@ -104,19 +104,19 @@ func (s *Service) restartJobsOn(ctx context.Context, b core.Block, node string) 
 
 // RecoverNode marks a node healthy again. Blocks that were degraded by it
 // and hold it still are whole again.
-func (s *Service) RecoverNode(ctx context.Context, name string) (api.NodeReport, error) {
+func (s *Service) RecoverNode(ctx context.Context, name string) (contract.NodeReport, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	n, ok := s.index.Node(name)
 	if !ok {
-		return api.NodeReport{}, fmt.Errorf("%w: node %s", core.ErrNotFound, name)
+		return contract.NodeReport{}, fmt.Errorf("%w: node %s", core.ErrNotFound, name)
 	}
-	rep := api.NodeReport{Node: name, Health: core.Healthy}
+	rep := contract.NodeReport{Node: name, Health: core.Healthy}
 	if n.Health == core.Healthy {
 		return rep, nil
 	}
 	if err := s.index.SetHealth(name, core.Healthy); err != nil {
-		return api.NodeReport{}, err
+		return contract.NodeReport{}, err
 	}
 	now := s.clock.Now()
 	var c store.Change

@@ -6,11 +6,10 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"net/http"
 	"sort"
 	"time"
 
-	"capblock/internal/api"
+	"capblock/internal/contract"
 	"capblock/internal/core"
 	"capblock/internal/store"
 )
@@ -39,30 +38,30 @@ func (s *Service) PlanOfferings(_ context.Context, req core.PlanSearchRequest) (
 // another request it is refused. An offering buys one plan: under another
 // client token it is refused (core.ErrOfferingUsed). Each segment is
 // charged its quoted fee.
-func (s *Service) PurchasePlan(ctx context.Context, req api.PlanPurchaseRequest) (api.PlanView, bool, error) {
+func (s *Service) PurchasePlan(ctx context.Context, req contract.PlanPurchaseRequest) (contract.PlanView, bool, error) {
 	if err := core.CheckPrintable("name", req.Name); err != nil {
-		return api.PlanView{}, false, err
+		return contract.PlanView{}, false, err
 	}
 	hash := planPurchaseHash(req)
 	return buyOnce(ctx, s, req.Team, req.ClientToken, hash, "plan purchase",
-		func() (api.PlanView, error) {
+		func() (contract.PlanView, error) {
 			p, err := s.purchasePlanOnce(ctx, req, hash)
 			if err != nil {
-				return api.PlanView{}, s.explainUsedQuote(ctx, req.OfferingID, "this quote already bought a plan (a quote buys one); "+
+				return contract.PlanView{}, s.explainUsedQuote(ctx, req.OfferingID, "this quote already bought a plan (a quote buys one); "+
 					"search again for a new quote, or repeat the first purchase's clientToken to get its plan", err)
 			}
 			return s.planView(ctx, p), nil
 		},
-		func(id string) (api.PlanView, error) {
+		func(id string) (contract.PlanView, error) {
 			p, err := s.store.Plan(ctx, id)
 			if err != nil {
-				return api.PlanView{}, err
+				return contract.PlanView{}, err
 			}
 			return s.planView(ctx, p), nil
 		})
 }
 
-func (s *Service) purchasePlanOnce(ctx context.Context, req api.PlanPurchaseRequest, hash string) (core.Plan, error) {
+func (s *Service) purchasePlanOnce(ctx context.Context, req contract.PlanPurchaseRequest, hash string) (core.Plan, error) {
 	// 1. Verify the quote and load what the checks need.
 	now := s.clock.Now()
 	off, err := core.VerifyPlanOffering(s.secret, req.OfferingID, now)
@@ -128,7 +127,7 @@ func (s *Service) purchasePlanOnce(ctx context.Context, req api.PlanPurchaseRequ
 		"upfrontFee": p.Fee.String(), "currency": p.Fee.Currency, "segments": segmentIDs,
 	}))
 	s.addMoves(&c, pp.moves, now)
-	if err := s.commitAudited(ctx, c, now, http.StatusCreated, p.ID); err != nil {
+	if err := s.commitAudited(ctx, c, now, p.ID); err != nil {
 		return core.Plan{}, fmt.Errorf("storing plan %s: %w", p.ID, err)
 	}
 	committed = true
@@ -209,7 +208,7 @@ func segmentName(plan string, i, n int) string {
 // planPurchaseHash identifies the parameters of a plan purchase for
 // idempotency; it differs from every block purchase's, so a token used for
 // one kind is refused for the other.
-func planPurchaseHash(req api.PlanPurchaseRequest) string {
+func planPurchaseHash(req contract.PlanPurchaseRequest) string {
 	h := sha256.New()
 	fmt.Fprintf(h, "plan\n%q\n%q\n", req.OfferingID, req.Name)
 	return hex.EncodeToString(h.Sum(nil))
@@ -220,12 +219,12 @@ func planEvent(at time.Time, typ string, p core.Plan, data map[string]any) core.
 }
 
 // ListPlans returns a team's plans (every team's for "").
-func (s *Service) ListPlans(ctx context.Context, team string) ([]api.PlanView, error) {
+func (s *Service) ListPlans(ctx context.Context, team string) ([]contract.PlanView, error) {
 	plans, err := s.store.ListPlans(ctx, team)
 	if err != nil {
 		return nil, fmt.Errorf("listing plans: %w", err)
 	}
-	out := make([]api.PlanView, 0, len(plans))
+	out := make([]contract.PlanView, 0, len(plans))
 	for _, p := range plans {
 		out = append(out, s.planView(ctx, p))
 	}
@@ -233,21 +232,21 @@ func (s *Service) ListPlans(ctx context.Context, team string) ([]api.PlanView, e
 }
 
 // GetPlan returns one of a team's plans; another team's is not found.
-func (s *Service) GetPlan(ctx context.Context, team, id string) (api.PlanView, error) {
+func (s *Service) GetPlan(ctx context.Context, team, id string) (contract.PlanView, error) {
 	p, err := s.store.Plan(ctx, id)
 	if errors.Is(err, store.ErrNotFound) || (err == nil && team != "" && p.Team != team) {
-		return api.PlanView{}, fmt.Errorf("%w: plan %s", core.ErrNotFound, id)
+		return contract.PlanView{}, fmt.Errorf("%w: plan %s", core.ErrNotFound, id)
 	}
 	if err != nil {
-		return api.PlanView{}, fmt.Errorf("loading plan %s: %w", id, err)
+		return contract.PlanView{}, fmt.Errorf("loading plan %s: %w", id, err)
 	}
 	return s.planView(ctx, p), nil
 }
 
 // planView derives a plan's state and capacity now. Callers do not hold mu.
-func (s *Service) planView(ctx context.Context, p core.Plan) api.PlanView {
+func (s *Service) planView(ctx context.Context, p core.Plan) contract.PlanView {
 	core.SortSegments(p.Segments)
-	v := api.PlanView{Plan: p, State: core.PlanStateOf(p.Segments)}
+	v := contract.PlanView{Plan: p, State: core.PlanStateOf(p.Segments)}
 	gpus := 0
 	if len(p.Segments) > 0 {
 		if t, ok := s.fleet.Type(p.Segments[0].InstanceType); ok {

@@ -9,8 +9,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"capblock/internal/api"
 	"capblock/internal/clock"
+	"capblock/internal/contract"
 	"capblock/internal/core"
 	"capblock/internal/store"
 	"capblock/internal/store/sqlite"
@@ -87,7 +87,7 @@ func TestPurchasePlanRepacks(t *testing.T) {
 	// n0 is taken over [5, 15), n1 over [15, 25): no node is free over
 	// [10, 20), though one node is at every hour.
 	e := newPlanEnv(t, wholeNode("cb-a", "n0", 5, 15), wholeNode("cb-b", "n1", 15, 25))
-	v, created, err := e.svc.PurchasePlan(t.Context(), api.PlanPurchaseRequest{Team: "t", OfferingID: e.offer([2]int{10, 20}, [2]int{30, 40}), ClientToken: "p1"})
+	v, created, err := e.svc.PurchasePlan(t.Context(), contract.PlanPurchaseRequest{Team: "t", OfferingID: e.offer([2]int{10, 20}, [2]int{30, 40}), ClientToken: "p1"})
 	if err != nil || !created {
 		t.Fatalf("PurchasePlan: %v, created %v", err, created)
 	}
@@ -121,7 +121,7 @@ func TestPurchasePlanRefusedLeavesIndex(t *testing.T) {
 	full := wholeNode("cb-c", "n0", 30, 40)
 	full.Count, full.Placements = 2, append(full.Placements, core.Placement{Node: "n1", GPUs: []int{0, 1, 2, 3, 4, 5, 6, 7}})
 	e := newPlanEnv(t, wholeNode("cb-a", "n0", 5, 15), wholeNode("cb-b", "n1", 15, 25), full)
-	_, _, err := e.svc.PurchasePlan(t.Context(), api.PlanPurchaseRequest{Team: "t", OfferingID: e.offer([2]int{10, 20}, [2]int{30, 40}), ClientToken: "p1"})
+	_, _, err := e.svc.PurchasePlan(t.Context(), contract.PlanPurchaseRequest{Team: "t", OfferingID: e.offer([2]int{10, 20}, [2]int{30, 40}), ClientToken: "p1"})
 	if !errors.Is(err, core.ErrNoCapacity) {
 		t.Fatalf("PurchasePlan: %v, want no capacity", err)
 	}
@@ -136,7 +136,7 @@ func TestPurchasePlanRefusedLeavesIndex(t *testing.T) {
 		t.Errorf("plans stored: %v, %v", plans, err)
 	}
 	// The first segment alone still fits, by the same re-pack.
-	if _, _, err := e.svc.PurchasePlan(t.Context(), api.PlanPurchaseRequest{Team: "t", OfferingID: e.offer([2]int{10, 20}), ClientToken: "p2"}); err != nil {
+	if _, _, err := e.svc.PurchasePlan(t.Context(), contract.PlanPurchaseRequest{Team: "t", OfferingID: e.offer([2]int{10, 20}), ClientToken: "p2"}); err != nil {
 		t.Fatalf("PurchasePlan of the first segment alone: %v", err)
 	}
 }
@@ -145,7 +145,7 @@ func TestPurchasePlanRefusedLeavesIndex(t *testing.T) {
 // scheduled to expired at once records every plan transition in between.
 func TestPlanEventsAcrossOneJump(t *testing.T) {
 	e := newPlanEnv(t)
-	v, _, err := e.svc.PurchasePlan(t.Context(), api.PlanPurchaseRequest{Team: "t", OfferingID: e.offer([2]int{2, 6}, [2]int{10, 14}), ClientToken: "p1"})
+	v, _, err := e.svc.PurchasePlan(t.Context(), contract.PlanPurchaseRequest{Team: "t", OfferingID: e.offer([2]int{2, 6}, [2]int{10, 14}), ClientToken: "p1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,7 +176,7 @@ func TestPlanEventsAcrossOneJump(t *testing.T) {
 		t.Errorf("plan events (-want +got):\n%s", diff)
 	}
 	// A cancelled segment fails the plan, with its event.
-	v, _, err = e.svc.PurchasePlan(t.Context(), api.PlanPurchaseRequest{Team: "t", OfferingID: e.offer([2]int{20, 24}, [2]int{30, 34}), ClientToken: "p2"})
+	v, _, err = e.svc.PurchasePlan(t.Context(), contract.PlanPurchaseRequest{Team: "t", OfferingID: e.offer([2]int{20, 24}, [2]int{30, 34}), ClientToken: "p2"})
 	if err != nil {
 		t.Fatal(err)
 	}

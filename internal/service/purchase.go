@@ -6,11 +6,10 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"net/http"
 	"sort"
 	"time"
 
-	"capblock/internal/api"
+	"capblock/internal/contract"
 	"capblock/internal/core"
 	"capblock/internal/store"
 )
@@ -20,7 +19,7 @@ import (
 // with another request it is refused. An offering buys one block: under
 // another client token it is refused (core.ErrOfferingUsed). The fee
 // charged is the fee quoted.
-func (s *Service) Purchase(ctx context.Context, req api.PurchaseRequest) (core.Block, bool, error) {
+func (s *Service) Purchase(ctx context.Context, req contract.PurchaseRequest) (core.Block, bool, error) {
 	if err := checkNameAndTags(req.Name, req.Tags); err != nil {
 		return core.Block{}, false, err
 	}
@@ -34,7 +33,7 @@ func (s *Service) Purchase(ctx context.Context, req api.PurchaseRequest) (core.B
 		func(id string) (core.Block, error) { return s.store.GetBlock(ctx, id) })
 }
 
-func (s *Service) purchaseOnce(ctx context.Context, req api.PurchaseRequest, hash string) (core.Block, error) {
+func (s *Service) purchaseOnce(ctx context.Context, req contract.PurchaseRequest, hash string) (core.Block, error) {
 	now := s.clock.Now()
 	off, err := core.VerifyOffering(s.secret, req.OfferingID, core.KindBlock, now)
 	if err != nil {
@@ -77,7 +76,7 @@ func (s *Service) purchaseOnce(ctx context.Context, req api.PurchaseRequest, has
 	}
 	c.Budgets = guards(guard)
 	s.addMoves(&c, plan.Moves, now)
-	if err := s.commitAudited(ctx, c, now, http.StatusCreated, b.ID); err != nil {
+	if err := s.commitAudited(ctx, c, now, b.ID); err != nil {
 		return core.Block{}, fmt.Errorf("storing block %s: %w", b.ID, err)
 	}
 	b.Version = 1
@@ -158,19 +157,19 @@ func (s *Service) buyerTerms(ctx context.Context, team, instanceType string, now
 }
 
 // commitAudited commits c together with the audit record of the request
-// of ctx, when it has one, as a success with status about subject: the
-// change is then never durable without its record, and the request costs
-// one transaction instead of two.
-func (s *Service) commitAudited(ctx context.Context, c store.Change, now time.Time, status int, subject string) error {
-	a := api.PendingAudit(ctx)
+// of ctx, when it has one, as a success about subject: the change is then
+// never durable without its record, and the request costs one transaction
+// instead of two.
+func (s *Service) commitAudited(ctx context.Context, c store.Change, now time.Time, subject string) error {
+	a := contract.PendingAudit(ctx)
 	if a != nil {
-		c.Audit = append(c.Audit, a.Take(now, status, subject))
+		c.Audit = append(c.Audit, a.Succeeded(now, subject))
 	}
 	if err := s.store.Commit(ctx, c); err != nil {
 		return err
 	}
 	if a != nil {
-		a.Stored()
+		a.MarkStored()
 	}
 	return nil
 }
@@ -209,7 +208,7 @@ func (s *Service) event(at time.Time, typ string, b core.Block, data map[string]
 }
 
 // purchaseHash identifies the parameters of a purchase for idempotency.
-func purchaseHash(req api.PurchaseRequest) string {
+func purchaseHash(req contract.PurchaseRequest) string {
 	h := sha256.New()
 	fmt.Fprintf(h, "%q\n%q\n", req.OfferingID, req.Name)
 	keys := make([]string, 0, len(req.Tags))

@@ -4,7 +4,10 @@
 // one store transaction that re-checks it, and only then updates the
 // index and tells the backend:
 //
-//	api → service → core (decide) → store (commit) → backend (act)
+//	front end (api) → service → core (decide) → store (commit) → backend (act)
+//
+// It implements contract.Service, the use cases' contract, and imports no
+// front end: the front ends import the contract.
 package service
 
 import (
@@ -19,9 +22,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"capblock/internal/api"
 	"capblock/internal/backend"
 	"capblock/internal/clock"
+	"capblock/internal/contract"
 	"capblock/internal/core"
 	"capblock/internal/executor"
 	"capblock/internal/store"
@@ -187,8 +190,10 @@ func (s *Service) Now() time.Time { return s.clock.Now() }
 // Ready reports whether the database answers.
 func (s *Service) Ready(ctx context.Context) error { return s.store.Ping(ctx) }
 
+var _ contract.Service = (*Service)(nil)
+
 // SimClock returns the simulated clock, or nil on the wall clock.
-func (s *Service) SimClock() api.SimClock {
+func (s *Service) SimClock() contract.SimClock {
 	sim, ok := s.clock.(*clock.Sim)
 	if !ok {
 		return nil

@@ -6,27 +6,27 @@ import (
 	"sort"
 	"time"
 
-	"capblock/internal/api"
+	"capblock/internal/contract"
 	"capblock/internal/core"
 )
 
 // Spend sums the ledger by team, instance type and month (UTC) over
 // [from, to) months, with what the same instance-hours cost on demand. A
 // team other than scope's is not found; team "" means every team in scope.
-func (s *Service) Spend(ctx context.Context, scope, team string, from, to time.Time) (api.SpendReport, error) {
+func (s *Service) Spend(ctx context.Context, scope, team string, from, to time.Time) (contract.SpendReport, error) {
 	if team == "" {
 		team = scope
 	} else if _, err := s.Team(ctx, scope, team); err != nil {
-		return api.SpendReport{}, err
+		return contract.SpendReport{}, err
 	}
 	entries, err := s.store.Ledger(ctx, team)
 	if err != nil {
-		return api.SpendReport{}, fmt.Errorf("reading the ledger: %w", err)
+		return contract.SpendReport{}, fmt.Errorf("reading the ledger: %w", err)
 	}
 	type key struct{ team, typ, month string }
-	rows := map[key]*api.SpendRow{}
+	rows := map[key]*contract.SpendRow{}
 	zero := core.Money{Currency: s.fleet.Currency}
-	rep := api.SpendReport{Total: api.SpendRow{Spent: zero, OnDemand: zero}}
+	rep := contract.SpendReport{Total: contract.SpendRow{Spent: zero, OnDemand: zero}}
 	for _, e := range entries {
 		if (!from.IsZero() && e.Time.Before(from)) || (!to.IsZero() && !e.Time.Before(to)) {
 			continue
@@ -34,7 +34,7 @@ func (s *Service) Spend(ctx context.Context, scope, team string, from, to time.T
 		k := key{e.Team, e.InstanceType, e.Time.UTC().Format("2006-01")}
 		r := rows[k]
 		if r == nil {
-			r = &api.SpendRow{Team: k.team, InstanceType: k.typ, Month: k.month, Spent: zero, OnDemand: zero}
+			r = &contract.SpendRow{Team: k.team, InstanceType: k.typ, Month: k.month, Spent: zero, OnDemand: zero}
 			rows[k] = r
 		}
 		sign := int64(1)

@@ -1,4 +1,9 @@
-package api
+// Package contract is the use cases' contract: the Service interface that
+// the service package implements, its requests and views, the rules of
+// roles and scopes, and the audit record a request leaves. Every front end
+// (the REST API, later the AWS protocols and the web console) adapts its
+// own protocol onto it, and the service depends on no front end.
+package contract
 
 import (
 	"context"
@@ -7,9 +12,13 @@ import (
 	"capblock/internal/core"
 )
 
-// Service is what the HTTP layer calls. The service package implements it;
-// every error it returns wraps one of core's sentinel errors (or is
-// internal), which the API maps to a problem code.
+// Service is what every front end calls. The service package implements
+// it; every error it returns wraps one of core's sentinel errors (or is
+// internal), which each front end maps to its own error codes.
+//
+// A team or scope argument is Scope of the caller: "" for an admin, who
+// sees every team, the caller's own team otherwise; another team's things
+// are then not found. Roles are checked before a call, with Authorize.
 type Service interface {
 	// Fleet returns the fleet as it is now (nodes with health, types).
 	Fleet() core.Fleet
@@ -88,78 +97,4 @@ type Service interface {
 	RecoverNode(ctx context.Context, name string) (NodeReport, error)
 	// Spend sums the ledger by team, instance type and month in [from, to).
 	Spend(ctx context.Context, scope, team string, from, to time.Time) (SpendReport, error)
-}
-
-// SpendRow is the net spend of one team on one type in one month, and
-// what the same instance-hours cost on demand.
-type SpendRow struct {
-	Team         string
-	InstanceType string
-	Month        string // YYYY-MM
-	Spent        core.Money
-	OnDemand     core.Money
-}
-
-// SpendReport is the rows and their total (whose keys are empty).
-type SpendReport struct {
-	Rows  []SpendRow
-	Total SpendRow
-}
-
-// LedgerView is a team's ledger with its spend in the current budget
-// period (all time without a budget) and its budget, when set.
-type LedgerView struct {
-	Entries []core.LedgerEntry
-	Spent   core.Money
-	Budget  *core.Budget
-}
-
-// SimClock is a clock that an admin call moves.
-type SimClock interface {
-	Now() time.Time
-	Advance(d time.Duration) (time.Time, error)
-	Set(t time.Time) (time.Time, error)
-}
-
-// PurchaseRequest is the body of POST /v1/blocks after decoding.
-type PurchaseRequest struct {
-	Team        string
-	OfferingID  string
-	ClientToken string
-	Name        string
-	Tags        map[string]string
-}
-
-// BlockStatus is GET /v1/blocks/{id}/status.
-type BlockStatus struct {
-	Total          int
-	Available      int
-	Unavailable    int
-	Degraded       bool
-	PlacementFinal bool
-	LockInTime     time.Time
-	Placements     []core.Placement
-}
-
-// Slot is the free count of one hour.
-type Slot = core.Slot
-
-// NodeReport says what a node's health change did to the blocks on it.
-type NodeReport struct {
-	Node      string
-	Health    core.Health
-	Replaced  []string // blocks moved to replacement GPUs
-	Degraded  []string // blocks left short: no replacement free
-	Recovered []string // degraded blocks whole again
-}
-
-// JobRequest is the body of POST /v1/jobs after decoding.
-type JobRequest struct {
-	Name          string
-	BlockID       string
-	PlanID        string
-	Command       []string
-	Env           map[string]string
-	InstanceCount int
-	MaxRestarts   int
 }

@@ -1,0 +1,41 @@
+package contract
+
+import "time"
+
+// PurchaseRequest buys a block offering (POST /v1/blocks in the REST API).
+// Team is the team the block is for, resolved with TeamFor.
+type PurchaseRequest struct {
+	Team        string
+	OfferingID  string
+	ClientToken string
+	Name        string
+	Tags        map[string]string
+}
+
+// PlanPurchaseRequest buys a plan offering (POST /v1/plans in the REST
+// API). Team is the team the plan is for, resolved with TeamFor.
+type PlanPurchaseRequest struct {
+	Team        string
+	OfferingID  string
+	ClientToken string
+	Name        string
+}
+
+// JobRequest starts a job on a block's or a plan's GPUs (POST /v1/jobs
+// in the REST API).
+type JobRequest struct {
+	Name          string
+	BlockID       string
+	PlanID        string
+	Command       []string
+	Env           map[string]string
+	InstanceCount int
+	MaxRestarts   int
+}
+
+// SimClock is a clock that an admin call moves.
+type SimClock interface {
+	Now() time.Time
+	Advance(d time.Duration) (time.Time, error)
+	Set(t time.Time) (time.Time, error)
+}

@@ -1,0 +1,60 @@
+package contract
+
+import (
+	"time"
+
+	"capblock/internal/core"
+)
+
+// BlockStatus is the capacity and placement of a block
+// (GET /v1/blocks/{id}/status in the REST API).
+type BlockStatus struct {
+	Total          int
+	Available      int
+	Unavailable    int
+	Degraded       bool
+	PlacementFinal bool
+	LockInTime     time.Time
+	Placements     []core.Placement
+}
+
+// PlanView is a plan with what is derived from its segments when read:
+// its state and its capacity now.
+type PlanView struct {
+	Plan     core.Plan
+	State    core.PlanState
+	Capacity core.PlanCapacity
+}
+
+// NodeReport says what a node's health change did to the blocks on it.
+type NodeReport struct {
+	Node      string
+	Health    core.Health
+	Replaced  []string // blocks moved to replacement GPUs
+	Degraded  []string // blocks left short: no replacement free
+	Recovered []string // degraded blocks whole again
+}
+
+// LedgerView is a team's ledger with its spend in the current budget
+// period (all time without a budget) and its budget, when set.
+type LedgerView struct {
+	Entries []core.LedgerEntry
+	Spent   core.Money
+	Budget  *core.Budget
+}
+
+// SpendRow is the net spend of one team on one type in one month, and
+// what the same instance-hours cost on demand.
+type SpendRow struct {
+	Team         string
+	InstanceType string
+	Month        string // YYYY-MM
+	Spent        core.Money
+	OnDemand     core.Money
+}
+
+// SpendReport is the rows and their total (whose keys are empty).
+type SpendReport struct {
+	Rows  []SpendRow
+	Total SpendRow
+}
