@@ -207,8 +207,14 @@ func serve(ctx context.Context, f serveFlags) error {
 	log.Info("capblock listening", "url", url, "db", dbName(f.db), "fleet", source, "nodes", len(fl.Nodes),
 		"backend", f.backend, "clock", clockName(f.simClock, clk))
 	log.Info(fmt.Sprintf("try: capblock login --url %s --token-file %s && capblock types", url, tokenPath))
+	// The service stops, and its goroutines with it, before the store
+	// closes (deferred above, so it runs after this).
+	runCtx, stopRun := context.WithCancel(ctx)
+	ran := make(chan struct{})
+	defer func() { stopRun(); <-ran }()
 	go func() {
-		if err := svc.Run(ctx); err != nil {
+		defer close(ran)
+		if err := svc.Run(runCtx); err != nil {
 			log.Error("reconciler stopped", "err", err)
 		}
 	}()

@@ -18,7 +18,8 @@ const rebaseAfter = 24 * time.Hour
 // Run drives the lifecycle until ctx ends. On a store that several
 // replicas share, it keeps the index current with the others' commits and
 // reconciles only while this replica holds the lead; otherwise it always
-// leads.
+// leads. It returns once every goroutine it started has ended, so that
+// the store may be closed after it.
 func (s *Service) Run(ctx context.Context) error {
 	co, shared := s.store.(store.Coordinator)
 	if !shared {
@@ -26,7 +27,12 @@ func (s *Service) Run(ctx context.Context) error {
 		s.lead(ctx, nil)
 		return nil
 	}
-	go s.follow(ctx, co)
+	followed := make(chan struct{})
+	go func() {
+		defer close(followed)
+		s.follow(ctx, co)
+	}()
+	defer func() { <-followed }() // nothing of the service outlives Run
 	for ctx.Err() == nil {
 		lost, release, ok, err := co.TryLead(ctx)
 		if err != nil && ctx.Err() == nil {
