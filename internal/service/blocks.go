@@ -199,7 +199,13 @@ func (s *Service) mutate(ctx context.Context, team, id string, decide func(core.
 		if err == nil {
 			return s.GetBlock(ctx, team, id)
 		}
-		if !store.IsConflict(err) || attempt == maxCommitAttempts {
+		if store.IsConflict(err) && attempt == maxCommitAttempts {
+			// The store's detail may name another team's block: it goes to
+			// the log only.
+			s.log.Warn("a block change kept conflicting with stored state", "block", id, "attempts", attempt, "err", err)
+			return core.Block{}, fmt.Errorf("%w: block %s changed concurrently %d times in a row; try again", core.ErrConflict, id, attempt)
+		}
+		if !store.IsConflict(err) {
 			return core.Block{}, fmt.Errorf("changing block %s: %w", id, err)
 		}
 	}

@@ -45,7 +45,8 @@ func buyOnce[T any](ctx context.Context, s *Service, team, token, hash, what str
 			return zero, false, err
 		}
 		if attempt == maxCommitAttempts {
-			return zero, false, fmt.Errorf("%s lost to concurrent purchases %d times in a row; retry with the same clientToken: %w", what, attempt, err)
+			s.log.Warn(what+" kept conflicting with stored state", "attempts", attempt, "err", err)
+			return zero, false, fmt.Errorf("%w: %s lost to concurrent purchases %d times in a row; retry with the same clientToken", core.ErrConflict, what, attempt)
 		}
 		s.metrics.conflicts.Inc()
 		s.log.Warn(what+" conflicted with stored state; retrying once the index has caught up", "attempt", attempt, "err", err)
