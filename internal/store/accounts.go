@@ -72,6 +72,8 @@ type Full interface {
 	Jobs
 	Webhooks
 	Plans
+	Outbox
+	Health
 }
 
 // Coordinator is implemented by drivers that several replicas share. A
@@ -79,9 +81,10 @@ type Full interface {
 // commit, and runs the reconciler only while it holds the lead.
 type Coordinator interface {
 	// WatchBlocks reports, shortly after each commit of any replica and in
-	// commit order, the blocks it changed, until ctx ends. It starts with
-	// a Lost notice once it listens, and sends another whenever it had to
-	// listen again.
+	// commit order, the blocks it changed, and whether it stored node
+	// health or engine actions, until ctx ends. It starts with a Lost
+	// notice once it listens, and sends another whenever it had to listen
+	// again.
 	WatchBlocks(ctx context.Context) <-chan Notice
 	// Barrier sends a notice with token to every watch: each one receives
 	// it after the notices of every commit that had ended when Barrier
@@ -94,7 +97,9 @@ type Coordinator interface {
 }
 
 // Notice is what WatchBlocks reports: the blocks one commit changed, a
-// barrier, or that notices may have been lost.
+// barrier, that accounts, node health or actions changed, or that notices
+// may have been lost. A notice says one of these; a commit that changes
+// several sends several notices.
 type Notice struct {
 	// Blocks are the blocks a commit changed, at the versions it left.
 	Blocks []BlockVersion
@@ -103,9 +108,17 @@ type Notice struct {
 	// Accounts says that tokens, quotas or budgets changed: forget what
 	// was cached of them.
 	Accounts bool
+	// Health says that a commit stored node health: reload NodeHealth. It
+	// comes before the notice of the blocks that commit changed, so that
+	// a replica never places on a failed node the blocks it left.
+	Health bool
+	// Actions says that a commit stored engine actions: the outbox worker
+	// may have work due, sooner than its next look.
+	Actions bool
 	// Lost says that notices may have been missed (the watch started or
-	// reconnected): reload every block and forget cached accounts. Every
-	// commit after it comes as a notice.
+	// reconnected): reload every block and the node health, look for due
+	// actions, and forget cached accounts. Every commit after it comes as
+	// a notice.
 	Lost bool
 }
 

@@ -88,7 +88,8 @@ func DecodeEventData(text string) (map[string]any, error) {
 
 // ValidateChange rejects a change that no stored state could accept: a
 // block without an id, in an unknown state, ending before it starts, or
-// holding a GPU twice or a negative GPU index. The error wraps
+// holding a GPU twice or a negative GPU index; an action or a node health
+// record that is not well formed. The error wraps
 // core.ErrInvalidArgument.
 func ValidateChange(c Change) error {
 	for _, b := range c.Insert {
@@ -101,7 +102,10 @@ func ValidateChange(c Change) error {
 			return err
 		}
 	}
-	return nil
+	if err := validateActions(c.Actions); err != nil {
+		return err
+	}
+	return validateNodeHealth(c.NodeHealth)
 }
 
 func validateBlock(b core.Block, checkPlacements bool) error {

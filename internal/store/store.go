@@ -122,6 +122,15 @@ type Change struct {
 	// expiry; an id already stored makes it store nothing and return an
 	// error wrapping core.ErrOfferingUsed.
 	Offerings []string
+	// Actions are the engine actions that the change causes, stored
+	// pending in its transaction (see Outbox): a decision is never
+	// durable without them, nor they without it. A duplicate id is a
+	// conflict. A zero NextAt is due at once.
+	Actions []core.Action
+	// NodeHealth records the health of nodes, each replacing the node's
+	// stored record, so that a node's failure and the blocks it moves
+	// commit together. A node twice in one change is invalid.
+	NodeHealth []core.NodeHealth
 }
 
 // BlockUpdate replaces a stored block's mutable fields (State, End, Name,

@@ -242,6 +242,8 @@ func (w *commitWriter) queue(c store.Change, eventData []string, used []store.Us
 	for _, j := range c.Jobs {
 		w.queueJob(j)
 	}
+	w.queueActions(c.Actions)
+	w.queueNodeHealth(c.NodeHealth)
 	for _, e := range c.Ledger {
 		w.exec(fmt.Sprintf("inserting ledger entry %s", e.ID), nil,
 			`INSERT INTO ledger (id, team, time, kind, amount_minor, currency, subject, instance_type, on_demand_minor)

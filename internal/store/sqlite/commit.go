@@ -150,9 +150,20 @@ func (w *commitTx) apply(c store.Change, eventData []string, used []store.UsedOf
 	if err := w.canceled(); err != nil {
 		return nil, err
 	}
-	// 5. Jobs, ledger and events.
+	// 5. Jobs, the engine actions and node health the change causes,
+	//    ledger and events.
 	for _, j := range c.Jobs {
 		if err := w.writeJob(j); err != nil {
+			return nil, err
+		}
+	}
+	for _, a := range c.Actions {
+		if err := w.insertAction(a); err != nil {
+			return nil, err
+		}
+	}
+	for _, h := range c.NodeHealth {
+		if err := w.putNodeHealth(h); err != nil {
 			return nil, err
 		}
 	}

@@ -26,6 +26,7 @@ type writeStmts struct {
 	findOverlap       *sql.Stmt
 	insertLedger      *sql.Stmt
 	insertEvent       *sql.Stmt
+	insertAction      *sql.Stmt
 
 	// insertAllocs[n] inserts n allocation rows of one block, for n a
 	// power of two up to allocChunk.
@@ -71,6 +72,8 @@ func prepareWriteStmts(ctx context.Context, db *sql.DB) (*writeStmts, error) {
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`)
 	ws.insertEvent = p.prepare(`INSERT INTO events (id, time, type, subject, team, data)
 		VALUES (?, ?, ?, ?, ?, ?)`)
+	ws.insertAction = p.prepare(`INSERT INTO actions (` + actionColumns + `)
+		VALUES (?, ?, ?, ?, ?, 'pending', 0, ?, '', ?, NULL)`)
 	if p.err != nil {
 		ws.close()
 		return nil, p.err
@@ -105,7 +108,7 @@ func allocationChunk(rows int) int {
 func (ws *writeStmts) close() error {
 	errs := []error{closeAll(ws.insertIdempotency, ws.insertUsed, ws.insertBlock, ws.selectForUpdate,
 		ws.updateBlock, ws.deleteAllocations, ws.updateAllocations, ws.findOverlap,
-		ws.insertLedger, ws.insertEvent)}
+		ws.insertLedger, ws.insertEvent, ws.insertAction)}
 	for _, st := range ws.insertAllocs {
 		errs = append(errs, closeAll(st))
 	}
