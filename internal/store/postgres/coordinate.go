@@ -32,10 +32,17 @@ var _ store.Coordinator = (*Store)(nil)
 
 // queueNotify tells the watches of the blocks a change leaves, on
 // blocksChannel. NOTIFY is transactional: listeners hear it when, and only
-// if, the change commits, in commit order. A notice carries each block as
-// the committing replica indexes it, so that the others need not read it
-// back, unless the block is too large for a payload.
+// if, the change commits, in commit order, and a transaction's notices in
+// the order it sent them. A notice carries each block as the committing
+// replica indexes it, so that the others need not read it back, unless
+// the block is too large for a payload. A change that stores node health
+// says so first, so that a replica knows a node failed before it sees the
+// blocks leave it; one that stores actions says so last, so that the
+// leader's worker looks for due actions.
 func (w *commitWriter) queueNotify(c store.Change) {
+	if len(c.NodeHealth) > 0 {
+		w.exec("notifying replicas", nil, `SELECT pg_notify($1, $2)`, blocksChannel, healthNotice)
+	}
 	var bs []core.Block
 	for _, b := range c.Insert {
 		b.Version = 1
@@ -52,13 +59,19 @@ func (w *commitWriter) queueNotify(c store.Change) {
 	for _, payload := range encodeNotices(bs) {
 		w.exec("notifying replicas", nil, `SELECT pg_notify($1, $2)`, blocksChannel, payload)
 	}
+	if len(c.Actions) > 0 {
+		w.exec("notifying replicas", nil, `SELECT pg_notify($1, $2)`, blocksChannel, actionsNotice)
+	}
 }
 
 // A payload on blocksChannel is either "!" and a barrier's token,
-// accountsNotice, or a JSON array of noticeItem.
+// accountsNotice, healthNotice, actionsNotice, or a JSON array of
+// noticeItem.
 const (
 	barrierMark    = "!"
 	accountsNotice = "#accounts"
+	healthNotice   = "#health"
+	actionsNotice  = "#actions"
 )
 
 // noticeItem is a block in a notice, as read. Block is decoded only by a
@@ -111,8 +124,13 @@ func decodeNotice(payload string) (store.Notice, error) {
 	if token, ok := strings.CutPrefix(payload, barrierMark); ok {
 		return store.Notice{Barrier: token}, nil
 	}
-	if payload == accountsNotice {
+	switch payload {
+	case accountsNotice:
 		return store.Notice{Accounts: true}, nil
+	case healthNotice:
+		return store.Notice{Health: true}, nil
+	case actionsNotice:
+		return store.Notice{Actions: true}, nil
 	}
 	var items []noticeItem
 	if err := json.Unmarshal([]byte(payload), &items); err != nil {

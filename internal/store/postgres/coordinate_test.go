@@ -94,11 +94,96 @@ func TestWatchBlocks(t *testing.T) {
 	}
 }
 
+// TestWatchHealthAndActions follows a node's failure, committed with the
+// block it moves and the actions that cause, through another replica's
+// watch: the health notice comes within a second of the commit, before
+// the block's; the actions notice after it. Commits without health or
+// actions say neither.
+func TestWatchHealthAndActions(t *testing.T) {
+	dsn := pgtest.NewDatabase(t)
+	s := openTemp(t, dsn)
+	other := openTemp(t, dsn)
+	notices := s.WatchBlocks(t.Context())
+	next := func(within time.Duration) store.Notice {
+		t.Helper()
+		select {
+		case n := <-notices:
+			return n
+		case <-time.After(within):
+			t.Fatalf("no notice within %s", within)
+			return store.Notice{}
+		}
+	}
+	if n := next(10 * time.Second); !n.Lost {
+		t.Fatalf("first notice %+v, want Lost", n)
+	}
+	start := time.Date(2030, 1, 7, 0, 0, 0, 0, time.UTC)
+	b := core.Block{ID: "b", Name: "b", Team: "t", InstanceType: "x", GPUModel: "H100", Count: 1, Zone: "z",
+		Start: start, End: start.Add(4 * time.Hour), State: core.StateScheduled,
+		Fee: core.Money{Minor: 1, Currency: "USD"}, CreatedAt: start,
+		Placements: []core.Placement{{Node: "n1", GPUs: []int{0}}}}
+	if err := other.Commit(t.Context(), store.Change{Insert: []core.Block{b}}); err != nil {
+		t.Fatal(err)
+	}
+	if n := next(10 * time.Second); len(n.Blocks) != 1 || n.Health || n.Actions {
+		t.Fatalf("notice of a purchase without actions: %+v, want its block alone", show(t, n))
+	}
+
+	// n1 fails: b moves to n2, and its placement is activated there.
+	moved := b
+	moved.Version, moved.Placements = 1, []core.Placement{{Node: "n2", GPUs: []int{0}}}
+	failure := store.Change{
+		Update:     []store.BlockUpdate{{Block: moved, ExpectedVersion: 1, Replace: true}},
+		NodeHealth: []core.NodeHealth{{Node: "n1", Health: core.Unhealthy, Reason: "XID 79", Since: start, Source: core.HealthFromEngine}},
+		Actions:    []core.Action{{ID: "act-1", Kind: core.ActionActivate, Subject: "b", Team: "t", NextAt: start, CreatedAt: start}},
+	}
+	if err := other.Commit(t.Context(), failure); err != nil {
+		t.Fatal(err)
+	}
+	if n := next(time.Second); !n.Health {
+		t.Fatalf("first notice of a node's failure: %+v, want Health", show(t, n))
+	}
+	moved.Version = 2
+	if diff := cmp.Diff(shownNotice{Blocks: []shownBlock{{ID: "b", Version: 2, Block: &moved}}}, show(t, next(time.Second))); diff != "" {
+		t.Fatalf("second notice of a node's failure (-want +got):\n%s", diff)
+	}
+	if n := next(time.Second); !n.Actions {
+		t.Fatalf("last notice of a node's failure: %+v, want Actions", show(t, n))
+	}
+	// What the notices said is stored.
+	hs, err := s.NodeHealth(t.Context())
+	if err != nil || len(hs) != 1 || hs[0].Node != "n1" {
+		t.Fatalf("NodeHealth after the notice: %+v, %v", hs, err)
+	}
+
+	// Health or actions alone notify too, and the next notice is the
+	// barrier's: nothing else was sent.
+	if err := other.Commit(t.Context(), store.Change{NodeHealth: []core.NodeHealth{{Node: "n1", Health: core.Healthy,
+		Since: start.Add(time.Hour), Source: core.HealthFromAdmin}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := other.Commit(t.Context(), store.Change{Actions: []core.Action{{ID: "act-2", Kind: core.ActionRelease, Subject: "b",
+		Team: "t", NextAt: start, CreatedAt: start}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := other.Barrier(t.Context(), "end"); err != nil {
+		t.Fatal(err)
+	}
+	want := []shownNotice{{Health: true}, {Actions: true}, {Barrier: "end"}}
+	for i, w := range want {
+		if diff := cmp.Diff(w, show(t, next(10*time.Second))); diff != "" {
+			t.Fatalf("notice %d (-want +got):\n%s", i, diff)
+		}
+	}
+}
+
 // shownNotice is a store.Notice with its blocks decoded, to compare.
 type shownNotice struct {
 	Blocks   []shownBlock
 	Barrier  string
 	Accounts bool
+	Health   bool
+	Actions  bool
 }
 
 type shownBlock struct {
@@ -109,7 +194,7 @@ type shownBlock struct {
 
 func show(t *testing.T, n store.Notice) shownNotice {
 	t.Helper()
-	out := shownNotice{Barrier: n.Barrier, Accounts: n.Accounts}
+	out := shownNotice{Barrier: n.Barrier, Accounts: n.Accounts, Health: n.Health, Actions: n.Actions}
 	for _, bv := range n.Blocks {
 		sb := shownBlock{ID: bv.ID, Version: bv.Version}
 		if bv.Block != nil {
@@ -171,6 +256,12 @@ func TestNoticePayloads(t *testing.T) {
 	}
 	if n, err := decodeNotice(accountsNotice); err != nil || !n.Accounts || n.Blocks != nil {
 		t.Errorf("accounts payload: %+v, %v", n, err)
+	}
+	if n, err := decodeNotice(healthNotice); err != nil || !n.Health || n.Accounts || n.Actions || n.Blocks != nil {
+		t.Errorf("health payload: %+v, %v", n, err)
+	}
+	if n, err := decodeNotice(actionsNotice); err != nil || !n.Actions || n.Accounts || n.Health || n.Blocks != nil {
+		t.Errorf("actions payload: %+v, %v", n, err)
 	}
 	for _, bad := range []string{"", "a@1", "[]", "[{}]", strings.Repeat("[", 3)} {
 		if n, err := decodeNotice(bad); err == nil {
