@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"capblock/internal/core"
 	"capblock/internal/store"
 	"capblock/internal/store/storetest"
 )
@@ -21,7 +22,8 @@ const childDBEnv = "CAPBLOCK_SQLITE_KILL_CHILD_DB"
 
 // TestKillDuringCommits kills (SIGKILL) a process in the middle of a stream
 // of purchases and checks that every purchase it acknowledged is stored
-// whole, and that no purchase is stored in part.
+// whole, its engine action included, and that no purchase is stored in
+// part.
 func TestKillDuringCommits(t *testing.T) {
 	if path := os.Getenv(childDBEnv); path != "" {
 		commitUntilKilled(path)
@@ -59,7 +61,7 @@ func TestKillDuringCommits(t *testing.T) {
 	}
 
 	// 2. Every acknowledged purchase is there, with its ledger entry,
-	//    idempotency key and events; nothing is there in part.
+	//    idempotency key, events and action; nothing is there in part.
 	s := openTemp(t, path)
 	blocks, err := s.ListBlocks(t.Context(), store.BlockFilter{})
 	if err != nil {
@@ -85,6 +87,16 @@ func TestKillDuringCommits(t *testing.T) {
 		if _, err := s.Idempotency(t.Context(), rec.Team, rec.ClientToken); err != nil {
 			t.Errorf("idempotency key of %s: %v", b.ID, err)
 		}
+		as, err := s.ActionsFor(t.Context(), b.ID)
+		if err != nil {
+			t.Fatalf("ActionsFor: %v", err)
+		}
+		if len(as) != 1 || as[0].ID != want.Actions[0].ID || as[0].State != core.ActionPending {
+			t.Errorf("actions of %s: %+v, want its pending %s", b.ID, as, want.Actions[0].ID)
+		}
+	}
+	if pending, _, err := s.ActionCounts(t.Context()); err != nil || pending != int64(len(blocks)) {
+		t.Errorf("ActionCounts: %d pending, %v; want one per block, %d", pending, err, len(blocks))
 	}
 	var entries int
 	for team := range 20 {

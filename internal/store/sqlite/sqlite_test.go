@@ -112,7 +112,41 @@ func TestPragmas(t *testing.T) {
 // re-check must seek both sides through an index, never scan allocations.
 func TestOverlapQueryUsesIndexes(t *testing.T) {
 	s := openTemp(t, filepath.Join(t.TempDir(), "capblock.db"))
-	rows, err := s.r.QueryContext(t.Context(), "EXPLAIN QUERY PLAN "+findOverlapSQL, "b1")
+	text := queryPlan(t, s, findOverlapSQL, "b1")
+	for _, want := range []string{"SEARCH a USING PRIMARY KEY (block_id=?)", "USING INDEX allocations_taken"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("overlap query plan lacks %q:\n%s", want, text)
+		}
+	}
+	if strings.Contains(text, "SCAN") {
+		t.Errorf("overlap query plan scans a table:\n%s", text)
+	}
+}
+
+// TestDueActionsQueryUsesIndexes guards the outbox worker's cost: the
+// due actions are read from the pending ones in order, up to the limit,
+// and each one's older pending actions are sought by subject; nothing is
+// scanned or sorted.
+func TestDueActionsQueryUsesIndexes(t *testing.T) {
+	s := openTemp(t, filepath.Join(t.TempDir(), "capblock.db"))
+	text := queryPlan(t, s, dueActionsSQL, 0, 10)
+	for _, want := range []string{"SEARCH a USING INDEX actions_due (next_at<?)",
+		"SEARCH o USING INDEX actions_by_subject (subject=? AND seq<?)"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("due actions query plan lacks %q:\n%s", want, text)
+		}
+	}
+	for _, bad := range []string{"SCAN", "TEMP B-TREE"} {
+		if strings.Contains(text, bad) {
+			t.Errorf("due actions query plan has %q:\n%s", bad, text)
+		}
+	}
+}
+
+// queryPlan returns the lines of EXPLAIN QUERY PLAN of query with args.
+func queryPlan(t *testing.T, s *Store, query string, args ...any) string {
+	t.Helper()
+	rows, err := s.r.QueryContext(t.Context(), "EXPLAIN QUERY PLAN "+query, args...)
 	if err != nil {
 		t.Fatalf("EXPLAIN: %v", err)
 	}
@@ -126,15 +160,10 @@ func TestOverlapQueryUsesIndexes(t *testing.T) {
 		}
 		plan = append(plan, detail)
 	}
-	text := strings.Join(plan, "\n")
-	for _, want := range []string{"SEARCH a USING PRIMARY KEY (block_id=?)", "USING INDEX allocations_taken"} {
-		if !strings.Contains(text, want) {
-			t.Errorf("overlap query plan lacks %q:\n%s", want, text)
-		}
+	if err := rows.Err(); err != nil {
+		t.Fatalf("EXPLAIN: %v", err)
 	}
-	if strings.Contains(text, "SCAN") {
-		t.Errorf("overlap query plan scans a table:\n%s", text)
-	}
+	return strings.Join(plan, "\n")
 }
 
 func TestOpenRefusesURIs(t *testing.T) {

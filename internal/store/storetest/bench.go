@@ -14,7 +14,8 @@ import (
 // nodes, for the drivers' commit benchmarks. Purchases go round a fleet
 // of 1,000 nodes, each round 4 hours later, so none conflicts and the
 // nodes fill up over time as in a real fleet. Each uses an offering of
-// its own, as a real purchase does.
+// its own, as a real purchase does, and stores the engine action that
+// activates its block.
 func PurchaseChange(i int) store.Change {
 	const nodePairs = 500
 	base := time.Date(2030, 1, 7, 0, 0, 0, 0, time.UTC)
@@ -47,6 +48,9 @@ func PurchaseChange(i int) store.Change {
 			{ID: "ev-" + id + "-2", Time: now, Type: "ledger.charged", Subject: id, Team: team, Data: map[string]any{"amount": fee.String()}},
 		},
 		Offerings: []string{off.ID},
+		Actions: []core.Action{{ID: "act-" + id, Kind: core.ActionActivate, Subject: id, Team: team,
+			Payload: []byte(fmt.Sprintf(`{"block":%q,"nodes":["node-%04d","node-%04d"]}`, id, 2*pair, 2*pair+1)),
+			NextAt:  start, CreatedAt: now}},
 	}
 }
 

@@ -63,6 +63,8 @@ func Exercise(t *testing.T, h Harness) {
 	tests = append(tests, jobsTests...)
 	tests = append(tests, plansTests...)
 	tests = append(tests, sharedTests...)
+	tests = append(tests, outboxTests...)
+	tests = append(tests, healthTests...)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.run(t, h) })
 	}
