@@ -9,13 +9,19 @@ import (
 
 // Index is the availability index: which GPUs of which nodes are booked in
 // which hours. Hours are counted from Origin, an hour boundary; times
-// before Origin count as Origin. It is a plain in-memory structure, not
-// safe for concurrent use: the service guards it.
+// before Origin count as Origin.
 //
 // Per pool (nodes of one GPU model, zone and GPU count) it keeps two
 // hour-by-hour summaries so that search never walks nodes for whole-node
 // types: busy, the nodes with any GPU booked (or unhealthy), and used, the
 // GPUs booked. Per node it keeps the node's allocations.
+//
+// Concurrency: an Index is a plain in-memory structure, not safe for
+// concurrent use. The service guards it with its own RWMutex: pure reads
+// (Search, SearchPlans, Availability, Held, Block, Blocks, BlocksOn, Node)
+// may share a read lock; every other method, Place, PlaceExtension and
+// ExtensionOffer included (they grow the summaries and use scratch
+// space), needs the write lock.
 type Index struct {
 	Fleet  *Fleet
 	Origin time.Time
@@ -165,50 +171,35 @@ func (ix *Index) Blocks() []*Block {
 	return out
 }
 
-// Add indexes a live block's placements. Adding a block already indexed
-// replaces it. Non-live blocks are removed instead.
+// Add indexes a committed block's placements. Adding a block already
+// indexed replaces it. Non-live blocks are removed instead. Add is all or
+// nothing: a block it refuses (an unknown node, a GPU the node does not
+// have, a GPU placed twice) leaves the index as it was, the block's
+// previous version included.
+//
+// Add does not refuse a block whose GPUs another block holds: the index
+// follows committed state, which may arrive in any order (a purchase's
+// new block before the blocks it moved out of its way).
 func (ix *Index) Add(b Block) error {
-	ix.Remove(b.ID)
 	if !b.State.Live() {
+		ix.Remove(b.ID)
 		return nil
 	}
-	s, e := ix.hourOf(b.Start), ix.hourOf(b.End)
-	ix.grow(e)
-	for _, pl := range b.Placements {
-		ni, ok := ix.nodeIdx[pl.Node]
-		if !ok {
-			return fmt.Errorf("block %s: unknown node %s", b.ID, pl.Node)
-		}
-		var mask uint64
-		for _, g := range pl.GPUs {
-			if g < 0 || g >= ix.nodes[ni].node.GPUs {
-				return fmt.Errorf("block %s: node %s has no GPU %d", b.ID, pl.Node, g)
-			}
-			mask |= 1 << g
-		}
-		if e > s {
-			ix.insertAlloc(ni, alloc{block: b.ID, mask: mask, start: s, end: e})
-		}
+	// 1. Check everything before changing anything.
+	fp, err := ix.footprintOf(b)
+	if err != nil {
+		return err
 	}
-	cp := b
-	ix.blocks[b.ID] = &cp
-	ix.hold(&cp, cp.Count)
+	// 2. Replace.
+	ix.grow(fp.e)
+	ix.uninstall(b.ID)
+	ix.install(b, fp)
 	return nil
 }
 
 // Remove drops a block from the index; unknown ids are ignored.
 func (ix *Index) Remove(id string) {
-	b, ok := ix.blocks[id]
-	if !ok {
-		return
-	}
-	delete(ix.blocks, id)
-	ix.hold(b, -b.Count)
-	for _, pl := range b.Placements {
-		if ni, ok := ix.nodeIdx[pl.Node]; ok {
-			ix.removeAllocs(ni, id)
-		}
-	}
+	ix.uninstall(id)
 }
 
 func (ix *Index) insertAlloc(ni int, a alloc) {
@@ -225,19 +216,18 @@ func (ix *Index) insertAlloc(ni int, a alloc) {
 	ns.allocs[pos] = a
 }
 
+// removeAllocs removes the allocations of block on node ni one at a time:
+// two of them may overlap (a node in two placements of a block), and each
+// must give back only the hours that nothing left on the node covers.
 func (ix *Index) removeAllocs(ni int, block string) {
 	ns := &ix.nodes[ni]
-	kept := ns.allocs[:0]
-	var removed []alloc
-	for _, a := range ns.allocs {
-		if a.block == block {
-			removed = append(removed, a)
-		} else {
-			kept = append(kept, a)
+	for i := 0; i < len(ns.allocs); {
+		a := ns.allocs[i]
+		if a.block != block {
+			i++
+			continue
 		}
-	}
-	ns.allocs = kept
-	for _, a := range removed {
+		ns.allocs = append(ns.allocs[:i], ns.allocs[i+1:]...)
 		ix.applyAlloc(ni, a, -1)
 	}
 }
