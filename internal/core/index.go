@@ -16,12 +16,18 @@ import (
 // types: busy, the nodes with any GPU booked (or unhealthy), and used, the
 // GPUs booked. Per node it keeps the node's allocations.
 //
+// It holds committed blocks (Add, Remove) and decisions in flight
+// (Assume, Confirm, Forget; see assume.go): a decision is taken as
+// assumed under the service's lock, its commit runs without the lock, and
+// it is then confirmed or forgotten.
+//
 // Concurrency: an Index is a plain in-memory structure, not safe for
 // concurrent use. The service guards it with its own RWMutex: pure reads
 // (Search, SearchPlans, Availability, Held, Block, Blocks, BlocksOn, Node)
 // may share a read lock; every other method, Place, PlaceExtension and
 // ExtensionOffer included (they grow the summaries and use scratch
-// space), needs the write lock.
+// space), needs the write lock. A decision's commit needs no lock at all: between Assume
+// and Confirm or Forget the index already counts it.
 type Index struct {
 	Fleet  *Fleet
 	Origin time.Time
@@ -32,7 +38,12 @@ type Index struct {
 	nodes   []nodeState
 	nodeIdx map[string]int
 	pools   []*pool
-	blocks  map[string]*Block
+	// blocks are the live blocks, the version assumed for a block in
+	// flight; flights are the blocks in flight, decisions the decisions
+	// in flight by key.
+	blocks    map[string]*Block
+	flights   map[string]*flight
+	decisions map[string]*decision
 	// held counts what each team holds, for Held.
 	held map[string]*holdings
 
@@ -50,6 +61,9 @@ type nodeState struct {
 }
 
 type alloc struct {
+	// block is the id of the block holding the GPUs, or keptBy(id) for
+	// what the previous version of a block in flight holds and its
+	// assumed version does not (see assume.go).
 	block      string
 	mask       uint64
 	start, end int // hours from Origin, [start, end)
@@ -70,7 +84,7 @@ type pool struct {
 // hour 0 at now truncated to the hour.
 func NewIndex(f *Fleet, blocks []Block, now time.Time) (*Index, error) {
 	ix := &Index{Fleet: f, Origin: now.UTC().Truncate(time.Hour), nodeIdx: map[string]int{}, blocks: map[string]*Block{},
-		held: map[string]*holdings{}}
+		flights: map[string]*flight{}, decisions: map[string]*decision{}, held: map[string]*holdings{}}
 	poolOf := map[string]*pool{}
 	rackOf := map[string]int{}
 	for i, n := range f.Nodes {
@@ -156,13 +170,18 @@ func (ix *Index) grow(n int) {
 	}
 }
 
-// Block returns an indexed block.
+// Block returns an indexed block: while a decision that changes it is in
+// flight, the version assumed (see Assumed).
 func (ix *Index) Block(id string) (*Block, bool) {
 	b, ok := ix.blocks[id]
 	return b, ok
 }
 
-// Blocks returns the indexed blocks (live ones), in no particular order.
+// Blocks returns the indexed blocks (live ones), in no particular order;
+// a block in flight appears as assumed, and one whose assumed version is
+// no longer live not at all. A caller that commits changes of its own to
+// the blocks it reads here (the reconciler) skips those that are Assumed:
+// they may never be committed.
 func (ix *Index) Blocks() []*Block {
 	out := make([]*Block, 0, len(ix.blocks))
 	for _, b := range ix.blocks {
@@ -179,7 +198,9 @@ func (ix *Index) Blocks() []*Block {
 //
 // Add does not refuse a block whose GPUs another block holds: the index
 // follows committed state, which may arrive in any order (a purchase's
-// new block before the blocks it moved out of its way).
+// new block before the blocks it moved out of its way). A committed
+// version wins over an assumed one: the block leaves its decision in
+// flight, which Confirm or Forget then no longer changes.
 func (ix *Index) Add(b Block) error {
 	if !b.State.Live() {
 		ix.Remove(b.ID)
@@ -192,13 +213,16 @@ func (ix *Index) Add(b Block) error {
 	}
 	// 2. Replace.
 	ix.grow(fp.e)
+	ix.detach(b.ID)
 	ix.uninstall(b.ID)
-	ix.install(b, fp)
+	ix.install(b, fp, nil)
 	return nil
 }
 
-// Remove drops a block from the index; unknown ids are ignored.
+// Remove drops a block from the index; unknown ids are ignored. A block in
+// flight leaves its decision, as for Add.
 func (ix *Index) Remove(id string) {
+	ix.detach(id)
 	ix.uninstall(id)
 }
 

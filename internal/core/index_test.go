@@ -97,14 +97,17 @@ func gpus(from, to int) []int {
 
 // indexSnapshot is what can be seen of an index over the first
 // snapshotHours: its blocks, each node's allocations, the pool summaries,
-// the free instances of each type and what each team holds.
+// the free instances of each type, what each team holds and the decisions
+// in flight.
 type indexSnapshot struct {
-	Blocks []Block
-	Allocs map[string][]string
-	Busy   map[string][]int32
-	Used   map[string][]int32
-	Free   map[string][]int
-	Held   map[string][]int
+	Blocks    []Block
+	Assumed   []string
+	Decisions []string
+	Allocs    map[string][]string
+	Busy      map[string][]int32
+	Used      map[string][]int32
+	Free      map[string][]int
+	Held      map[string][]int
 }
 
 func snapshot(t *testing.T, ix *Index) indexSnapshot {
@@ -113,11 +116,23 @@ func snapshot(t *testing.T, ix *Index) indexSnapshot {
 		Free: map[string][]int{}, Held: map[string][]int{}}
 	for _, b := range ix.Blocks() {
 		s.Blocks = append(s.Blocks, *b)
+		if ix.Assumed(b.ID) {
+			s.Assumed = append(s.Assumed, b.ID)
+		}
 	}
 	sort.Slice(s.Blocks, func(i, j int) bool { return s.Blocks[i].ID < s.Blocks[j].ID })
+	sort.Strings(s.Assumed)
+	for k := range ix.decisions {
+		s.Decisions = append(s.Decisions, k)
+	}
+	sort.Strings(s.Decisions)
 	for _, ns := range ix.nodes {
 		for _, a := range ns.allocs {
-			line := fmt.Sprintf("%s %08b [%d,%d)", a.block, a.mask, a.start, a.end)
+			owner, kept := keptOwner(a.block)
+			line := fmt.Sprintf("%s %08b [%d,%d)", owner, a.mask, a.start, a.end)
+			if kept {
+				line += " kept"
+			}
 			s.Allocs[ns.node.Name] = append(s.Allocs[ns.node.Name], line)
 		}
 	}
