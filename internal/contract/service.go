@@ -92,8 +92,13 @@ type Service interface {
 	GetJob(ctx context.Context, scope, id string) (core.Job, error)
 	StopJob(ctx context.Context, scope, id string) (core.Job, error)
 	JobLogs(ctx context.Context, scope, id string, instance int, offset int64, limit int) ([]byte, int64, error)
-	// FailNode and RecoverNode change a node's health (admin, sim backend).
-	FailNode(ctx context.Context, name string) (NodeReport, error)
+	// Nodes returns the fleet's nodes with their health now and its
+	// stored record, which every replica shares.
+	Nodes() []NodeView
+	// FailNode and RecoverNode are an admin's word on a node's health:
+	// stored with the changes to the blocks on it, in one commit. reason
+	// (optional) says why the node is failed.
+	FailNode(ctx context.Context, name, reason string) (NodeReport, error)
 	RecoverNode(ctx context.Context, name string) (NodeReport, error)
 	// Spend sums the ledger by team, instance type and month in [from, to).
 	Spend(ctx context.Context, scope, team string, from, to time.Time) (SpendReport, error)

@@ -28,11 +28,22 @@ type PlanView struct {
 
 // NodeReport says what a node's health change did to the blocks on it.
 type NodeReport struct {
-	Node      string
-	Health    core.Health
+	Node   string
+	Health core.Health
+	// Record is the node's health record after the change (zero Since
+	// when the node was never recorded: it is healthy).
+	Record    core.NodeHealth
 	Replaced  []string // blocks moved to replacement GPUs
 	Degraded  []string // blocks left short: no replacement free
 	Recovered []string // degraded blocks whole again
+}
+
+// NodeView is a node with its health now (Node.Health) and the record
+// that says since when, why and who said so; a node never recorded is
+// healthy and its Record is zero.
+type NodeView struct {
+	Node   core.Node
+	Record core.NodeHealth
 }
 
 // LedgerView is a team's ledger with its spend in the current budget

@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"capblock/internal/core"
@@ -12,11 +13,11 @@ import (
 // barrier before it rebuilds its index from the store instead.
 const catchUpWait = time.Second
 
-// follow applies the blocks that any replica commits to this replica's
-// index, so its searches stay current, wakes its event long polls, and
-// forgets the accounts it cached when any replica changes them. A
-// notice of a version the index already holds (this replica's own
-// commits) is skipped without decoding its block.
+// follow applies the blocks and the node health that any replica
+// commits to this replica's index, so its searches stay current, wakes
+// its event long polls, and forgets the accounts it cached when any
+// replica changes them. A notice of a version the index already holds
+// (this replica's own commits) is skipped without decoding its block.
 func (s *Service) follow(ctx context.Context, co store.Coordinator) {
 	s.following.Store(true)
 	defer s.following.Store(false)
@@ -25,11 +26,15 @@ func (s *Service) follow(ctx context.Context, co store.Coordinator) {
 		case n.Accounts:
 			s.accounts.forget()
 			continue
+		case n.Health:
+			// Before the blocks of its commit: a replica never places
+			// on a failed node the blocks that left it.
+			s.reloadHealth(ctx)
 		case n.Lost:
 			s.metrics.watchLost.Inc()
 			s.accounts.forget()
 			s.mu.Lock()
-			if err := s.rebuildIndex(ctx); err != nil && ctx.Err() == nil {
+			if err := s.reloadAll(ctx); err != nil && ctx.Err() == nil {
 				s.log.Error("rebuilding the index after a lost watch", "err", err)
 			}
 			s.mu.Unlock()
@@ -44,6 +49,16 @@ func (s *Service) follow(ctx context.Context, co store.Coordinator) {
 		}
 		s.notifyEvents()
 	}
+}
+
+// reloadAll reloads the node health and rebuilds the index from the
+// store, after notices may have been missed. Callers hold mu.
+func (s *Service) reloadAll(ctx context.Context) error {
+	herr := s.loadHealth(ctx) // on failure the index keeps the health known
+	if herr == nil {
+		s.healthGen++ // a reload that read before this one is older
+	}
+	return errors.Join(herr, s.rebuildIndex(ctx))
 }
 
 // applyNotice brings one block of the index up to the version a commit
@@ -88,8 +103,8 @@ func (s *Service) applyNotice(ctx context.Context, bv store.BlockVersion) {
 // store it sends a barrier and waits for the watch to deliver it: by then
 // follow has applied every commit before it, at the cost of the blocks
 // that changed. Otherwise, or when the barrier does not come back in
-// time, it rebuilds the index from the store. The caller must not hold
-// s.mu.
+// time, it reloads the node health and rebuilds the index from the
+// store. The caller must not hold s.mu.
 func (s *Service) catchUp(ctx context.Context) error {
 	if co, shared := s.store.(store.Coordinator); shared && s.following.Load() {
 		token := newID("sync")
@@ -124,7 +139,7 @@ func (s *Service) catchUp(ctx context.Context) error {
 	s.metrics.catchUps.WithLabelValues("rebuild").Inc()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.rebuildIndex(ctx)
+	return s.reloadAll(ctx)
 }
 
 // passBarrier tells the catch-up that sent token that follow reached it.

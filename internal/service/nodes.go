@@ -3,66 +3,137 @@ package service
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"capblock/internal/contract"
 	"capblock/internal/core"
 	"capblock/internal/store"
 )
 
-// FailNode marks a node failed (an admin's call on the sim backend; a
-// backend's health report elsewhere). Every live block on it that has not
-// ended gets replacement GPUs from free capacity of the same pool, keeping
-// its id; a block for which none is free is degraded.
-func (s *Service) FailNode(ctx context.Context, name string) (contract.NodeReport, error) {
-	rep, moved, err := s.failNode(ctx, name)
-	// Outside the lock: starting processes takes a while.
-	for _, b := range moved {
-		s.restartJobsOn(ctx, b, name)
-	}
-	return rep, err
+// FailNode records an admin's word that a node failed, why (reason may
+// be empty), and replaces it in its blocks (see SetNodeHealth).
+func (s *Service) FailNode(ctx context.Context, name, reason string) (contract.NodeReport, error) {
+	return s.SetNodeHealth(ctx, core.NodeHealth{Node: name, Health: core.Unhealthy, Reason: reason, Source: core.HealthFromAdmin})
 }
 
-// failNode marks the node failed and replaces it in its blocks; it
-// returns the active blocks that moved, whose jobs must restart.
-func (s *Service) failNode(ctx context.Context, name string) (contract.NodeReport, []core.Block, error) {
+// RecoverNode records an admin's word that a node is healthy again (see
+// SetNodeHealth).
+func (s *Service) RecoverNode(ctx context.Context, name string) (contract.NodeReport, error) {
+	return s.SetNodeHealth(ctx, core.NodeHealth{Node: name, Health: core.Healthy, Source: core.HealthFromAdmin})
+}
+
+// SetNodeHealth records a node's health and what it does to the blocks
+// on it, in one commit, so that every replica learns both together and a
+// restart keeps them (DESIGN.md, invariant 9). A node that fails: every
+// live block on it that has not ended gets replacement GPUs from free
+// capacity of the same pool, keeping its id, or is degraded when none is
+// free. A node that recovers: the blocks it degraded that hold it still
+// are whole again.
+//
+// It is the one path of every health change: an admin's fail and recover
+// and, once backends stream them, the engine's reports (NVML, a
+// Kubernetes node's conditions, a Slurm node's state). A node that
+// disappears from the engine's inventory while it holds blocks is a
+// failure too: the inventory's reconciliation, still to come, reports it
+// here as unhealthy from the engine.
+//
+// The sources combine so: an engine's report that a node is healthy does
+// not end an admin's fail (ops may have drained it for what the engine
+// cannot see) and is ignored; only an admin's recover ends it. An
+// engine's report that a node failed always counts. A report that
+// changes nothing stores nothing, so that an engine may repeat itself.
+//
+// h.Since is not read: the service clock stamps when the node entered
+// its health, and a record that keeps the health keeps that time. A
+// conflict with another replica's commit is retried on a caught-up
+// index, a bounded number of times.
+func (s *Service) SetNodeHealth(ctx context.Context, h core.NodeHealth) (contract.NodeReport, error) {
+	h, err := checkNodeHealth(h)
+	if err != nil {
+		return contract.NodeReport{}, err
+	}
+	for attempt := 1; ; attempt++ {
+		rep, moved, err := s.setNodeHealth(ctx, h)
+		if err == nil {
+			// Outside the lock: starting processes takes a while.
+			for _, b := range moved {
+				s.restartJobsOn(ctx, b, h.Node)
+			}
+			return rep, nil
+		}
+		if !store.IsConflict(err) {
+			return contract.NodeReport{}, err
+		}
+		if attempt == maxCommitAttempts {
+			// The store's detail may name another team's block: it goes
+			// to the log only.
+			s.log.Warn("a node's health change kept conflicting with stored state", "node", h.Node, "attempts", attempt, "err", err)
+			return contract.NodeReport{}, fmt.Errorf("%w: the blocks on node %s changed concurrently %d times in a row; try again", core.ErrConflict, h.Node, attempt)
+		}
+		s.log.Warn("a node's health change conflicted with stored state; retrying once the index has caught up", "node", h.Node, "attempt", attempt, "err", err)
+		if err := s.catchUp(ctx); err != nil {
+			return contract.NodeReport{}, fmt.Errorf("catching up after a conflict on node %s: %w", h.Node, err)
+		}
+	}
+}
+
+// setNodeHealth decides and commits one attempt of SetNodeHealth under
+// the lock. It returns the active blocks that moved, whose jobs must
+// restart. On failure the index is left as it was.
+func (s *Service) setNodeHealth(ctx context.Context, h core.NodeHealth) (contract.NodeReport, []core.Block, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, ok := s.index.Node(name); !ok {
-		return contract.NodeReport{}, nil, fmt.Errorf("%w: node %s", core.ErrNotFound, name)
+	if _, ok := s.index.Node(h.Node); !ok {
+		return contract.NodeReport{}, nil, fmt.Errorf("%w: node %s", core.ErrNotFound, h.Node)
 	}
-	if err := s.index.SetHealth(name, core.Unhealthy); err != nil {
-		return contract.NodeReport{}, nil, err
+	// 1. What is recorded, and what the report makes of it.
+	cur := s.healthRecord(h.Node)
+	if overruled(cur, h) {
+		return contract.NodeReport{Node: h.Node, Health: cur.Health, Record: cur}, nil, nil
 	}
 	now := s.clock.Now()
-	rep := contract.NodeReport{Node: name, Health: core.Unhealthy}
-	var c store.Change
-	for _, b := range s.index.BlocksOn(name, now) {
-		pls, err := s.index.PlaceReplacement(b, name)
-		if err != nil {
-			rep.Degraded = append(rep.Degraded, b.ID)
-			c.Events = append(c.Events, s.event(now, core.EventBlockDegraded, b, map[string]any{
-				"node": name, "unavailableCapacity": s.unavailable(b), "reason": err.Error()}))
-			continue
-		}
-		moved := b
-		moved.Placements = pls
-		c.Update = append(c.Update, store.BlockUpdate{Block: moved, ExpectedVersion: b.Version, Replace: true})
-		c.Events = append(c.Events, s.event(now, core.EventBlockNodeReplaced, moved, map[string]any{
-			"failedNode": name, "nodes": nodeNames(pls)}))
-		rep.Replaced = append(rep.Replaced, b.ID)
+	next := h
+	next.Since = now
+	if cur.Health == next.Health && !cur.Since.IsZero() {
+		next.Since = cur.Since
 	}
-	if len(c.Events) == 0 {
-		return rep, nil, nil
+	changed := cur.Health != next.Health || cur.Reason != next.Reason || (!cur.Since.IsZero() && cur.Source != next.Source)
+	rep := contract.NodeReport{Node: h.Node, Health: next.Health, Record: next}
+	if !changed {
+		rep.Record = cur
 	}
+	// 2. The blocks on the node, decided on the index.
+	var (
+		c     store.Change
+		undo  []core.Block
+		moved []core.Block
+	)
+	if err := s.index.SetHealth(h.Node, next.Health); err != nil {
+		return contract.NodeReport{}, nil, err
+	}
+	switch {
+	case next.Health == core.Unhealthy:
+		undo = s.replaceOn(&c, &rep, h.Node, now, cur.Health == core.Healthy)
+	case cur.Health == core.Unhealthy:
+		s.recoverOn(&c, &rep, h.Node, now)
+	}
+	if !changed && len(c.Update) == 0 {
+		return rep, nil, nil // the index holds what it held
+	}
+	if changed {
+		c.NodeHealth = []core.NodeHealth{next}
+	}
+	// 3. One commit of the health and the blocks; the index follows it or
+	// goes back to what it held.
 	if err := s.store.Commit(ctx, c); err != nil {
-		// The node stays failed; its blocks are degraded until a retry.
-		if rerr := s.rebuildIndex(ctx); rerr != nil {
-			s.log.Error("rebuilding the index", "err", rerr)
-		}
-		return rep, nil, fmt.Errorf("replacing node %s in its blocks: %w", name, err)
+		s.undoHealth(h.Node, cur.Health, undo)
+		return contract.NodeReport{}, nil, fmt.Errorf("recording the health of node %s: %w", h.Node, err)
+	}
+	if changed {
+		s.health[h.Node] = next
+		s.healthGen++
 	}
 	s.applyCommitted(c)
-	var moved []core.Block
 	for _, u := range c.Update {
 		if u.Block.State == core.StateActive {
 			go s.act("activate", u.Block) // make the replacement GPUs usable
@@ -70,6 +141,64 @@ func (s *Service) failNode(ctx context.Context, name string) (contract.NodeRepor
 		}
 	}
 	return rep, moved, nil
+}
+
+// replaceOn adds to c the blocks on a failed node moved to replacement
+// GPUs, and, when the node has just failed, the events of those left
+// degraded. Each moved block enters the index at once, so that the next
+// one is not placed on the same GPUs; replaceOn returns the blocks as
+// they were, for undoHealth. Callers hold mu.
+func (s *Service) replaceOn(c *store.Change, rep *contract.NodeReport, node string, now time.Time, newly bool) []core.Block {
+	var undo []core.Block
+	for _, b := range s.index.BlocksOn(node, now) {
+		pls, err := s.index.PlaceReplacement(b, node)
+		if err != nil {
+			rep.Degraded = append(rep.Degraded, b.ID)
+			if newly {
+				c.Events = append(c.Events, s.event(now, core.EventBlockDegraded, b, map[string]any{
+					"node": node, "unavailableCapacity": s.unavailable(b), "reason": err.Error()}))
+			}
+			continue
+		}
+		moved := b
+		moved.Placements = pls
+		moved.Version = b.Version + 1
+		if err := s.index.Add(moved); err != nil {
+			s.log.Error("indexing a block moved off a failed node", "block", b.ID, "err", err)
+			continue
+		}
+		undo = append(undo, b)
+		c.Update = append(c.Update, store.BlockUpdate{Block: moved, ExpectedVersion: b.Version, Replace: true})
+		c.Events = append(c.Events, s.event(now, core.EventBlockNodeReplaced, moved, map[string]any{
+			"failedNode": node, "nodes": nodeNames(pls)}))
+		rep.Replaced = append(rep.Replaced, b.ID)
+	}
+	return undo
+}
+
+// recoverOn adds to c the events of the blocks on a recovered node that
+// are whole again. Callers hold mu.
+func (s *Service) recoverOn(c *store.Change, rep *contract.NodeReport, node string, now time.Time) {
+	for _, b := range s.index.BlocksOn(node, now) {
+		if s.unavailable(b) > 0 {
+			continue // degraded by another node still
+		}
+		rep.Recovered = append(rep.Recovered, b.ID)
+		c.Events = append(c.Events, s.event(now, core.EventBlockRecovered, b, map[string]any{"node": node}))
+	}
+}
+
+// undoHealth puts back in the index a node's health and the blocks that
+// replaceOn moved, after their commit failed. Callers hold mu.
+func (s *Service) undoHealth(node string, h core.Health, blocks []core.Block) {
+	for _, b := range blocks {
+		if err := s.index.Add(b); err != nil {
+			s.log.Error("putting back a block whose move was not stored", "block", b.ID, "err", err)
+		}
+	}
+	if err := s.index.SetHealth(node, h); err != nil {
+		s.log.Error("putting back a node's health that was not stored", "node", node, "err", err)
+	}
 }
 
 // restartJobsOn restarts the running jobs of a block whose failed node
@@ -100,40 +229,6 @@ func (s *Service) restartJobsOn(ctx context.Context, b core.Block, node string) 
 		s.stopRun(j)
 		s.startAfter(ctx, j, next, b) // once the old run's processes are gone
 	}
-}
-
-// RecoverNode marks a node healthy again. Blocks that were degraded by it
-// and hold it still are whole again.
-func (s *Service) RecoverNode(ctx context.Context, name string) (contract.NodeReport, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	n, ok := s.index.Node(name)
-	if !ok {
-		return contract.NodeReport{}, fmt.Errorf("%w: node %s", core.ErrNotFound, name)
-	}
-	rep := contract.NodeReport{Node: name, Health: core.Healthy}
-	if n.Health == core.Healthy {
-		return rep, nil
-	}
-	if err := s.index.SetHealth(name, core.Healthy); err != nil {
-		return contract.NodeReport{}, err
-	}
-	now := s.clock.Now()
-	var c store.Change
-	for _, b := range s.index.BlocksOn(name, now) {
-		if s.unavailable(b) > 0 {
-			continue // degraded by another node still
-		}
-		rep.Recovered = append(rep.Recovered, b.ID)
-		c.Events = append(c.Events, s.event(now, core.EventBlockRecovered, b, map[string]any{"node": name}))
-	}
-	if len(c.Events) > 0 {
-		if err := s.store.Commit(ctx, c); err != nil {
-			return rep, fmt.Errorf("recording the recovery of node %s: %w", name, err)
-		}
-		s.notifyEvents()
-	}
-	return rep, nil
 }
 
 // unavailable counts a block's instances on unhealthy nodes. Callers

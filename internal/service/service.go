@@ -76,6 +76,12 @@ type Service struct {
 
 	mu    sync.RWMutex
 	index *core.Index
+	// health is the stored node health as this replica knows it, by
+	// node; the index holds each node's health as recorded here (a node
+	// never recorded is healthy). healthGen counts this replica's
+	// commits of health, so that a reload read before one is dropped.
+	health    map[string]core.NodeHealth
+	healthGen uint64
 
 	// leading is set while this replica runs the reconciler.
 	leading atomic.Bool
@@ -132,6 +138,9 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 		}
 		s.jobs = newJobRuntime(cfg.JobsDir, cfg.JobUIDs, cfg.JobLimits)
 	}
+	if err := s.loadHealth(ctx); err != nil {
+		return nil, err
+	}
 	if err := s.rebuildIndex(ctx); err != nil {
 		return nil, err
 	}
@@ -139,16 +148,15 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 }
 
 // rebuildIndex replaces the index with one built from the stored live
-// blocks, keeping node health. Callers hold mu or are New.
+// blocks, each node with its health as recorded in s.health. Callers hold
+// mu or are New.
 func (s *Service) rebuildIndex(ctx context.Context) error {
 	blocks, err := s.store.ListBlocks(ctx, store.BlockFilter{States: liveStates})
 	if err != nil {
 		return fmt.Errorf("loading live blocks: %w", err)
 	}
 	fleet := s.fleet
-	if s.index != nil {
-		fleet.Nodes = s.currentNodes()
-	}
+	fleet.Nodes = s.currentNodes()
 	ix, err := core.NewIndex(&fleet, blocks, s.clock.Now())
 	if err != nil {
 		return fmt.Errorf("building the availability index: %w", err)
@@ -164,12 +172,12 @@ func (s *Service) rebuildIndex(ctx context.Context) error {
 
 var liveStates = []core.BlockState{core.StatePaymentPending, core.StateScheduled, core.StateActive}
 
+// currentNodes returns the fleet's nodes with their recorded health.
+// Callers hold mu (shared is enough).
 func (s *Service) currentNodes() []core.Node {
 	nodes := make([]core.Node, len(s.fleet.Nodes))
 	for i, n := range s.fleet.Nodes {
-		if cur, ok := s.index.Node(n.Name); ok {
-			n.Health = cur.Health
-		}
+		n.Health = s.healthOf(n.Name)
 		nodes[i] = n
 	}
 	return nodes
