@@ -46,6 +46,7 @@ type fakeService struct {
 	ready     error
 	panicMsg  string
 	clock     *fakeClock
+	health    map[string]core.NodeHealth // the nodes' records (nodes_test.go)
 
 	// What the last call received.
 	gotTeam     string
@@ -56,6 +57,7 @@ type fakeService struct {
 	gotAfter    string
 	gotWait     time.Duration
 	gotAvail    []any
+	gotReason   string
 }
 
 func newFake() *fakeService {

@@ -38,17 +38,19 @@ func (s *server) listInstanceTypes(context.Context, *struct{}) (*out[instanceTyp
 }
 
 func (s *server) listNodes(context.Context, *struct{}) (*out[nodesJSON], error) {
-	fleet := s.svc.Fleet()
-	resp := nodesJSON{Nodes: make([]nodeJSON, 0, len(fleet.Nodes))}
-	for _, n := range fleet.Nodes {
+	nodes := s.svc.Nodes()
+	resp := nodesJSON{Nodes: make([]nodeJSON, 0, len(nodes))}
+	for _, v := range nodes {
+		n := v.Node
 		resp.Nodes = append(resp.Nodes, nodeJSON{
-			Name:     n.Name,
-			Zone:     n.Zone,
-			Rack:     n.Rack,
-			GPUModel: n.GPUModel,
-			GPUs:     n.GPUs,
-			Health:   string(n.Health),
-			Labels:   orEmpty(n.Labels),
+			Name:           n.Name,
+			Zone:           n.Zone,
+			Rack:           n.Rack,
+			GPUModel:       n.GPUModel,
+			GPUs:           n.GPUs,
+			Health:         string(n.Health),
+			nodeHealthJSON: toNodeHealth(v.Record),
+			Labels:         orEmpty(n.Labels),
 		})
 	}
 	return reply(resp)

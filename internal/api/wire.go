@@ -154,6 +154,7 @@ type nodeJSON struct {
 	GPUs     int               `json:"gpus"`
 	Health   string            `json:"health" enum:"healthy,unhealthy"`
 	Labels   map[string]string `json:"labels"`
+	nodeHealthJSON
 }
 
 type nodesJSON struct {
