@@ -1,6 +1,10 @@
 // Package backend turns blocks into reality on machines, and runs the
 // jobs on them. Each backend implements small, synchronous, idempotent
-// calls that the reconciler may repeat after a crash:
+// calls. The service does not call them from its decisions: each decision
+// stores the engine actions it causes (core.Action) in its own commit,
+// and the outbox worker of the leading replica applies them with Apply,
+// repeating each until the backend takes it, across crashes and changes
+// of leader:
 //
 //	step                  sim / local (this package)    kubernetes                           slurm
 //	block becomes active  record                        label + NoSchedule taint naming       scontrol create reservation named
