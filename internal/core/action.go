@@ -92,3 +92,21 @@ const (
 func (s ActionState) Valid() bool {
 	return s == ActionPending || s == ActionDone || s == ActionFailed
 }
+
+// BlockActionOf returns the engine action that a block's lifecycle event
+// calls for, and false for an event that calls for none: a block becomes
+// active (activate), its workloads are stopped ahead of its end
+// (terminate), it ends, is cancelled or its payment fails (release; a
+// backend releases what it never activated as a no-op, since a cancelled
+// block may have started).
+func BlockActionOf(event string) (ActionKind, bool) {
+	switch event {
+	case EventBlockActive:
+		return ActionActivate, true
+	case EventBlockTerminating:
+		return ActionTerminate, true
+	case EventBlockExpired, EventBlockCancelled, EventBlockPaymentFailed:
+		return ActionRelease, true
+	}
+	return "", false
+}
