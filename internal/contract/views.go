@@ -6,8 +6,8 @@ import (
 	"capblock/internal/core"
 )
 
-// BlockStatus is the capacity and placement of a block
-// (GET /v1/blocks/{id}/status in the REST API).
+// BlockStatus is the capacity and placement of a block, and the engine
+// actions that make it real (GET /v1/blocks/{id}/status in the REST API).
 type BlockStatus struct {
 	Total          int
 	Available      int
@@ -16,6 +16,12 @@ type BlockStatus struct {
 	PlacementFinal bool
 	LockInTime     time.Time
 	Placements     []core.Placement
+	// Actions are the block's engine actions in the order they were
+	// decided, those done over a week ago excepted. Their LastError is
+	// shown to admins only: a backend's error may name the machinery
+	// behind it (addresses, commands, their output). Their Payload is
+	// not set.
+	Actions []core.Action
 }
 
 // PlanView is a plan with what is derived from its segments when read:

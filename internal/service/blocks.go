@@ -40,7 +40,9 @@ func (s *Service) GetBlock(ctx context.Context, team, id string) (core.Block, er
 }
 
 // CancelBlock cancels a block before its start, or releases it early once
-// active, refunding per the operator's policy.
+// active, refunding per the operator's policy. Its commit stores the
+// release of the block's capacity on the engine, which the outbox worker
+// applies (a no-op for a block that never became active).
 func (s *Service) CancelBlock(ctx context.Context, team, id string) (core.Block, error) {
 	b, err := s.mutate(ctx, team, id, func(b core.Block, now time.Time) (store.Change, error) {
 		cancelled, refund, err := core.Cancel(b, now, s.fleet.Limits)
@@ -52,6 +54,7 @@ func (s *Service) CancelBlock(ctx context.Context, team, id string) (core.Block,
 			Events: []core.Event{s.event(now, core.EventBlockCancelled, cancelled, map[string]any{
 				"from": string(b.State), "to": string(core.StateCancelled), "refund": refund.String(), "currency": refund.Currency,
 			})},
+			Actions: []core.Action{s.blockAction(core.ActionRelease, cancelled, b.Version+1)},
 		}
 		if refund.Minor > 0 {
 			t, _ := s.fleet.Type(b.InstanceType)
@@ -68,7 +71,7 @@ func (s *Service) CancelBlock(ctx context.Context, team, id string) (core.Block,
 		return c, nil
 	})
 	if err == nil {
-		s.act("release", b) // idempotent; frees an active block's GPUs
+		s.kickOutbox()
 	}
 	return b, err
 }
@@ -211,33 +214,22 @@ func (s *Service) mutate(ctx context.Context, team, id string, decide func(core.
 	}
 }
 
-// act tells the backend about a block, logging a failure; the reconciler
-// repeats it later because backend calls are idempotent.
-func (s *Service) act(what string, b core.Block) {
-	if s.backend == nil {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	var err error
-	switch what {
-	case "activate":
-		err = s.backend.Activate(ctx, b)
-	case "terminate":
-		err = s.backend.Terminate(ctx, b)
-	case "release":
-		err = s.backend.Release(ctx, b)
-	}
-	if err != nil {
-		s.log.Error("backend call failed", "call", what, "block", b.ID, "backend", s.backend.Name(), "err", err)
-	}
-}
-
-// BlockStatus reports a block's capacity and placement.
+// BlockStatus reports a block's capacity and placement, and its engine
+// actions.
 func (s *Service) BlockStatus(ctx context.Context, team, id string) (contract.BlockStatus, error) {
 	b, err := s.GetBlock(ctx, team, id)
 	if err != nil {
 		return contract.BlockStatus{}, err
+	}
+	actions, err := s.store.ActionsFor(ctx, b.ID)
+	if err != nil {
+		return contract.BlockStatus{}, fmt.Errorf("loading the engine actions of block %s: %w", b.ID, err)
+	}
+	for i := range actions {
+		actions[i].Payload = nil
+		if team != "" { // not an admin
+			actions[i].LastError = ""
+		}
 	}
 	now := s.clock.Now()
 	st := contract.BlockStatus{
@@ -245,6 +237,7 @@ func (s *Service) BlockStatus(ctx context.Context, team, id string) (contract.Bl
 		PlacementFinal: !b.Movable(now, s.fleet.Limits),
 		LockInTime:     b.LockInTime(s.fleet.Limits),
 		Placements:     b.Placements,
+		Actions:        actions,
 	}
 	s.mu.RLock()
 	st.Unavailable = s.unavailable(b)

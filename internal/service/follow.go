@@ -26,6 +26,9 @@ func (s *Service) follow(ctx context.Context, co store.Coordinator) {
 		case n.Accounts:
 			s.accounts.forget()
 			continue
+		case n.Actions:
+			s.kickOutbox() // another replica stored engine actions
+			continue
 		case n.Health:
 			// Before the blocks of its commit: a replica never places
 			// on a failed node the blocks that left it.
@@ -33,6 +36,7 @@ func (s *Service) follow(ctx context.Context, co store.Coordinator) {
 		case n.Lost:
 			s.metrics.watchLost.Inc()
 			s.accounts.forget()
+			s.kickOutbox() // actions stored meanwhile may be due
 			s.mu.Lock()
 			if err := s.reloadAll(ctx); err != nil && ctx.Err() == nil {
 				s.log.Error("rebuilding the index after a lost watch", "err", err)

@@ -4,6 +4,7 @@ import "github.com/prometheus/client_golang/prometheus"
 
 // serviceMetrics count what replicas do to stay consistent with each
 // other: conflicts between their decisions and how each was settled.
+// The engine actions' gauges are read from the store (actionsCollector).
 type serviceMetrics struct {
 	conflicts prometheus.Counter
 	catchUps  *prometheus.CounterVec
@@ -29,5 +30,5 @@ func newServiceMetrics() serviceMetrics {
 
 // Collectors returns the service's metrics, for /metrics.
 func (s *Service) Collectors() []prometheus.Collector {
-	return []prometheus.Collector{s.metrics.conflicts, s.metrics.catchUps, s.metrics.watchLost}
+	return []prometheus.Collector{s.metrics.conflicts, s.metrics.catchUps, s.metrics.watchLost, newActionsCollector(s)}
 }

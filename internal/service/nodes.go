@@ -123,6 +123,11 @@ func (s *Service) setNodeHealth(ctx context.Context, h core.NodeHealth) (contrac
 	if changed {
 		c.NodeHealth = []core.NodeHealth{next}
 	}
+	for _, u := range c.Update { // the engine makes the replacement GPUs usable
+		if u.Block.State == core.StateActive {
+			c.Actions = append(c.Actions, s.blockAction(core.ActionActivate, u.Block, u.ExpectedVersion+1))
+		}
+	}
 	// 3. One commit of the health and the blocks; the index follows it or
 	// goes back to what it held.
 	if err := s.store.Commit(ctx, c); err != nil {
@@ -134,9 +139,11 @@ func (s *Service) setNodeHealth(ctx context.Context, h core.NodeHealth) (contrac
 		s.healthGen++
 	}
 	s.applyCommitted(c)
+	if len(c.Actions) > 0 {
+		s.kickOutbox()
+	}
 	for _, u := range c.Update {
 		if u.Block.State == core.StateActive {
-			go s.act("activate", u.Block) // make the replacement GPUs usable
 			moved = append(moved, u.Block)
 		}
 	}

@@ -67,15 +67,21 @@ const leadRetry = time.Second
 // Leading reports whether this replica runs the reconciler now.
 func (s *Service) Leading() bool { return s.leading.Load() }
 
-// lead re-tells the backend what it must hold (its calls are idempotent,
-// so a crash between a commit and a backend call is repaired here), then
-// reconciles whenever a step is due, and at least once a minute, until
-// ctx ends or the lead is lost. It also forgets the used offerings whose
-// quotes have long expired, at once and then about every hour.
+// lead runs the workers that only the leader runs (webhook deliveries,
+// the engine actions of the outbox, the jobs), then reconciles whenever a
+// step is due, and at least once a minute, until ctx ends or the lead is
+// lost; it returns once its workers have stopped. It also forgets the
+// used offerings whose quotes have long expired, at once and then about
+// every hour.
+//
+// A crash or a change of leader between a commit and its engine step
+// needs no repair here: the step is an action stored by the commit, which
+// the new leader's outbox worker finds pending and applies.
 func (s *Service) lead(ctx context.Context, lost <-chan struct{}) {
 	stopWebhooks := s.startWebhooks(ctx) // only the leader delivers to webhooks
 	defer stopWebhooks()
-	s.resyncBackend(ctx)
+	stopOutbox := s.startOutbox(ctx) // and applies the engine actions
+	defer stopOutbox()
 	jobsDone := make(chan struct{})
 	go func() {
 		defer close(jobsDone)
@@ -136,21 +142,6 @@ func (s *Service) pruneUsedOfferings(ctx context.Context, last time.Time) time.T
 	return now
 }
 
-// resyncBackend re-applies the backend state of every live block.
-func (s *Service) resyncBackend(ctx context.Context) {
-	blocks, err := s.store.ListBlocks(ctx, store.BlockFilter{States: []core.BlockState{core.StateActive}})
-	if err != nil {
-		s.log.Error("listing active blocks for the backend", "err", err)
-		return
-	}
-	for _, b := range blocks {
-		s.act("activate", b)
-		if b.Terminating {
-			s.act("terminate", b)
-		}
-	}
-}
-
 func (s *Service) nextDue() (time.Time, bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
@@ -165,12 +156,15 @@ func (s *Service) nextDue() (time.Time, bool) {
 }
 
 type transition struct {
-	block core.Block
+	block   core.Block
+	version int64 // the block's version once the step is stored
 	core.Transition
 }
 
-// Reconcile takes every lifecycle step due now, commits them in one
-// transaction with their events in time order, then tells the backend.
+// Reconcile takes every lifecycle step due now and commits them in one
+// transaction with their events in time order and the engine actions
+// they call for (a block's in the order of its steps), then wakes the
+// outbox worker and the jobs.
 func (s *Service) Reconcile(ctx context.Context) error {
 	s.mu.Lock()
 	now := s.clock.Now()
@@ -190,7 +184,7 @@ func (s *Service) Reconcile(ctx context.Context) error {
 		}
 		c.Update = append(c.Update, store.BlockUpdate{Block: next, ExpectedVersion: b.Version})
 		for _, t := range ts {
-			steps = append(steps, transition{block: next, Transition: t})
+			steps = append(steps, transition{block: next, version: b.Version + 1, Transition: t})
 		}
 	}
 	sort.SliceStable(steps, func(i, j int) bool {
@@ -201,6 +195,9 @@ func (s *Service) Reconcile(ctx context.Context) error {
 	})
 	for _, st := range steps {
 		c.Events = append(c.Events, s.event(st.At, st.Event, st.block, transitionData(st)))
+		if kind, ok := core.BlockActionOf(st.Event); ok {
+			c.Actions = append(c.Actions, s.blockAction(kind, st.block, st.version))
+		}
 		if st.Event == core.EventBlockPaymentFailed && st.block.Fee.Minor > 0 {
 			// Never approved: the charge is reversed in full.
 			c.Ledger = append(c.Ledger, core.LedgerEntry{ID: newID("le"), Team: st.block.Team, Time: st.At, Kind: core.LedgerRefund,
@@ -230,18 +227,11 @@ func (s *Service) Reconcile(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("committing %d lifecycle steps: %w", len(steps), err)
 	}
-	// 3. Act.
-	s.kickJobs() // jobs follow their blocks
-	for _, st := range steps {
-		switch st.Event {
-		case core.EventBlockActive:
-			s.act("activate", st.block)
-		case core.EventBlockTerminating:
-			s.act("terminate", st.block)
-		case core.EventBlockExpired, core.EventBlockPaymentFailed:
-			s.act("release", st.block)
-		}
+	// 3. Wake what acts on the steps.
+	if len(c.Actions) > 0 {
+		s.kickOutbox()
 	}
+	s.kickJobs() // jobs follow their blocks
 	return nil
 }
 

@@ -1,10 +1,11 @@
 // Package service holds capblock's use cases: search, purchase, cancel,
 // extend and the lifecycle reconciler. Each use case takes a snapshot of
 // the availability index, lets the core decide, commits the decision in
-// one store transaction that re-checks it, and only then updates the
-// index and tells the backend:
+// one store transaction that re-checks it, with the engine actions it
+// causes, and only then updates the index; the outbox worker then applies
+// the actions through the backend:
 //
-//	front end (api) → service → core (decide) → store (commit) → backend (act)
+//	front end (api) → service → core (decide) → store (commit) → outbox worker → backend (act)
 //
 // It implements contract.Service, the use cases' contract, and imports no
 // front end: the front ends import the contract.
@@ -61,6 +62,9 @@ type Config struct {
 	// WebhookLogRetention is how long the delivery log keeps a finished
 	// delivery; 0 keeps it 30 days.
 	WebhookLogRetention time.Duration
+	// Outbox tunes the worker that applies the engine actions through
+	// Backend; the zero value takes its defaults.
+	Outbox OutboxOptions
 }
 
 // Service implements the use cases. It is safe for concurrent use: reads
@@ -100,6 +104,8 @@ type Service struct {
 
 	metrics serviceMetrics
 
+	outbox outboxRuntime // the engine actions' worker, run while leading
+
 	jobs    *jobRuntime // nil when the server runs no jobs
 	jobsOff string      // why, when it was told
 
@@ -127,6 +133,7 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 		secret: secret, events: make(chan struct{}), allowPrivateWebhooks: cfg.AllowPrivateWebhooks,
 		webhookLogRetention: cfg.WebhookLogRetention,
 		metrics:             newServiceMetrics(),
+		outbox:              newOutboxRuntime(cfg.Outbox),
 		jobsOff:             cfg.JobsOff,
 	}
 	if s.webhookLogRetention <= 0 {

@@ -1,0 +1,366 @@
+package service
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	mathrand "math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"capblock/internal/backend"
+	"capblock/internal/clock"
+	"capblock/internal/core"
+	"capblock/internal/store"
+)
+
+// The outbox worker makes decisions real on the engine. A decision that
+// needs an engine step (a block becomes active, its workloads are stopped,
+// it ends or is cancelled, its payment fails) stores the step as an action
+// in its own commit (store.Change.Actions); the worker of the leading
+// replica reads the due actions, applies each through the backend and
+// records it done, or records the failure and tries again after a backoff
+// that doubles, until a bound after which it gives up and an operator
+// must look. Nothing calls the backend from a decision, so a crash or a
+// change of leader between a commit and its engine step loses nothing:
+// the next leader's worker finds the action pending and applies it.
+//
+// The store hands out only the oldest pending action of each subject, so
+// a block's actions apply in the order they were decided; those of
+// different blocks apply in parallel. A worker that dies after the
+// backend took an action but before recording it applies it again, which
+// the backends take as a no-op (their calls are idempotent): each action
+// takes effect once. FinishAction says whether this worker or another one
+// recorded it.
+//
+// Engine calls are I/O with the real world: the actions' times, their
+// backoff and bound follow the wall clock (OutboxOptions.Clock), even when
+// the service runs on a simulated one, whose time moves only when an admin
+// moves it.
+
+// OutboxOptions tune the outbox worker; zero fields take the defaults.
+type OutboxOptions struct {
+	// Clock times the actions: when they are stored, due, retried, done
+	// and pruned (the wall clock).
+	Clock clock.Clock
+	// FirstRetry is the wait after an action's first failed try (1s);
+	// each further failure doubles it, up to MaxRetry (5m), each wait
+	// jittered by Jitter.
+	FirstRetry, MaxRetry time.Duration
+	// Jitter spreads a wait, so that the actions that one outage failed
+	// are not all retried at once; by default it moves it by up to a
+	// fifth either way.
+	Jitter func(time.Duration) time.Duration
+	// GiveUpAfter is how long after it was stored an action that still
+	// fails is given up on (24h): it fails, an operator must look, and
+	// the next action of its block may run. MaxAttempts, when above 0,
+	// gives up after that many failed tries too.
+	GiveUpAfter time.Duration
+	MaxAttempts int
+	// Poll is how often the worker looks for due actions when nothing
+	// wakes it (1s): retries fall due, and commits of other replicas
+	// whose notice was missed.
+	Poll time.Duration
+	// CallTimeout bounds one backend call (30s); a call cut off fails
+	// and is retried.
+	CallTimeout time.Duration
+	// Parallel is how many actions of different subjects run at once (8).
+	Parallel int
+	// Retention is how long a done action is kept for the blocks' status
+	// (7 days); the worker prunes older ones every PruneEvery (1h), first
+	// when it starts.
+	Retention, PruneEvery time.Duration
+}
+
+func (o OutboxOptions) withDefaults() OutboxOptions {
+	if o.Clock == nil {
+		o.Clock = clock.Wall{}
+	}
+	if o.FirstRetry <= 0 {
+		o.FirstRetry = time.Second
+	}
+	if o.MaxRetry <= 0 {
+		o.MaxRetry = 5 * time.Minute
+	}
+	if o.Jitter == nil {
+		o.Jitter = fifthJitter
+	}
+	if o.GiveUpAfter <= 0 {
+		o.GiveUpAfter = 24 * time.Hour
+	}
+	if o.Poll <= 0 {
+		o.Poll = time.Second
+	}
+	if o.CallTimeout <= 0 {
+		o.CallTimeout = 30 * time.Second
+	}
+	if o.Parallel <= 0 {
+		o.Parallel = 8
+	}
+	if o.Retention <= 0 {
+		o.Retention = 7 * 24 * time.Hour
+	}
+	if o.PruneEvery <= 0 {
+		o.PruneEvery = time.Hour
+	}
+	return o
+}
+
+// fifthJitter returns d moved by a random amount of up to d/5 either way.
+func fifthJitter(d time.Duration) time.Duration {
+	spread := int64(d / 5)
+	if spread <= 0 {
+		return d
+	}
+	return d - time.Duration(spread) + time.Duration(mathrand.Int64N(2*spread+1))
+}
+
+// backoff is the wait after an action's attempts-th failed try:
+// FirstRetry doubled for each failure before it, at most MaxRetry,
+// jittered.
+func (o OutboxOptions) backoff(attempts int) time.Duration {
+	d := o.FirstRetry
+	for i := 1; i < attempts && d < o.MaxRetry; i++ {
+		d *= 2
+	}
+	// At least a millisecond, so that an action retried is never due
+	// again in the pass that failed it.
+	return max(o.Jitter(min(d, o.MaxRetry)), time.Millisecond)
+}
+
+// giveUp reports whether an action that failed its attempts-th try at now
+// is failed for good.
+func (o OutboxOptions) giveUp(a core.Action, attempts int, now time.Time) bool {
+	return (o.MaxAttempts > 0 && attempts >= o.MaxAttempts) || !now.Before(a.CreatedAt.Add(o.GiveUpAfter))
+}
+
+// outboxPage is how many due actions the worker reads at a time.
+const outboxPage = 100
+
+// outboxRuntime is the worker's configuration and the channel that wakes
+// it after a commit of this process stored actions.
+type outboxRuntime struct {
+	opts OutboxOptions
+	kick chan struct{}
+}
+
+func newOutboxRuntime(opts OutboxOptions) outboxRuntime {
+	return outboxRuntime{opts: opts.withDefaults(), kick: make(chan struct{}, 1)}
+}
+
+// blockAction is the engine action of kind on block b, as a decision
+// leaves it at version (the version its commit stores). Its id is derived
+// from the block, the version and the kind, so that one decision never
+// stores one step twice.
+func (s *Service) blockAction(kind core.ActionKind, b core.Block, version int64) core.Action {
+	now := s.outbox.opts.Clock.Now()
+	return core.Action{ID: fmt.Sprintf("ac-%s-%d-%s", b.ID, version, kind), Kind: kind, Subject: b.ID, Team: b.Team,
+		Payload: backend.EncodeBlock(b), NextAt: now, CreatedAt: now}
+}
+
+// kickOutbox wakes the worker after a commit that stored actions; on a
+// replica that does not lead, nobody listens and the kick is dropped.
+func (s *Service) kickOutbox() {
+	select {
+	case s.outbox.kick <- struct{}{}:
+	default:
+	}
+}
+
+// startOutbox runs the outbox worker until the returned stop is called,
+// which waits for it to end. Run starts it while this replica leads, so
+// that one replica at a time applies actions. Without a backend there is
+// nothing to apply them through: the actions wait for a server that has
+// one.
+func (s *Service) startOutbox(ctx context.Context) (stop func()) {
+	if s.backend == nil {
+		return func() {}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s.runOutbox(ctx)
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
+}
+
+// runOutbox applies the due actions whenever a commit of this process
+// stores some (a kick), another replica's does (the notice that follow
+// passes on as a kick), or every Poll, until ctx ends. It prunes the done
+// actions hourly.
+func (s *Service) runOutbox(ctx context.Context) {
+	w := &outboxWorker{svc: s, opts: s.outbox.opts}
+	var pruned time.Time
+	for {
+		if err := w.pass(ctx); err != nil && ctx.Err() == nil {
+			s.log.Error("applying engine actions", "err", err)
+		}
+		pruned = w.prune(ctx, pruned)
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.outbox.kick:
+		case <-time.After(w.opts.Poll):
+		}
+	}
+}
+
+type outboxWorker struct {
+	svc  *Service
+	opts OutboxOptions
+}
+
+// pass applies the actions due now, a page at a time, until none is due:
+// an action done lets the next one of its block fall due, which the next
+// page takes. It stops at the first error of the store, leaving the rest
+// to the next pass.
+func (w *outboxWorker) pass(ctx context.Context) error {
+	for {
+		due, err := w.svc.store.DueActions(ctx, w.opts.Clock.Now(), outboxPage)
+		if err != nil {
+			return err
+		}
+		if len(due) == 0 {
+			return nil
+		}
+		if err := w.applyAll(ctx, due); err != nil {
+			return err
+		}
+	}
+}
+
+// applyAll applies actions of different subjects, Parallel at a time,
+// and returns the first error of recording their outcome.
+func (w *outboxWorker) applyAll(ctx context.Context, due []core.Action) error {
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		first error
+	)
+	slots := make(chan struct{}, w.opts.Parallel)
+	for _, a := range due {
+		slots <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-slots; wg.Done() }()
+			if err := w.apply(ctx, a); err != nil {
+				mu.Lock()
+				first = cmp.Or(first, err)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if first == nil {
+		first = ctx.Err()
+	}
+	return first
+}
+
+// apply takes one action through the backend and records the outcome:
+// done; or a failure, retried after the backoff; or, past the bound or
+// for an error that no retry mends, failed for good. An action cut off by
+// the end of ctx (the worker stops) is left as it was, for the next
+// worker.
+func (w *outboxWorker) apply(ctx context.Context, a core.Action) error {
+	log := w.svc.log.With("action", a.ID, "kind", a.Kind, "subject", a.Subject)
+	callCtx, cancel := context.WithTimeout(ctx, w.opts.CallTimeout)
+	err := backend.Apply(callCtx, w.svc.backend, a)
+	cancel()
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	now := w.opts.Clock.Now()
+	if err == nil {
+		changed, ferr := w.svc.store.FinishAction(ctx, a.ID, now)
+		switch {
+		case ferr != nil:
+			return fmt.Errorf("recording action %s done: %w", a.ID, ferr)
+		case !changed:
+			// Another worker (a leader that had just lost the lead)
+			// recorded it, or it was failed meanwhile: the backend took
+			// it again, which it does as a no-op.
+			log.Info("engine action done, but another worker recorded it first")
+		default:
+			log.Debug("engine action done", "attempts", a.Attempts+1)
+		}
+		return nil
+	}
+	attempts := a.Attempts + 1
+	if errors.Is(err, backend.ErrPermanent) || w.opts.giveUp(a, attempts, now) {
+		log.Error("giving up on an engine action; an operator must see to it", "attempts", attempts, "err", err)
+		if ferr := w.svc.store.FailAction(ctx, a.ID, now, err.Error()); ferr != nil && !store.IsConflict(ferr) {
+			return fmt.Errorf("recording action %s failed: %w", a.ID, ferr)
+		}
+		return nil
+	}
+	next := now.Add(w.opts.backoff(attempts))
+	log.Warn("an engine action failed; it is tried again", "attempts", attempts, "next", next, "err", err)
+	if rerr := w.svc.store.RetryAction(ctx, a.ID, attempts, next, err.Error()); rerr != nil && !store.IsConflict(rerr) {
+		return fmt.Errorf("recording a failed try of action %s: %w", a.ID, rerr)
+	}
+	return nil
+}
+
+// prune removes the done actions older than Retention, unless it last
+// tried (at last, on the outbox clock) less than PruneEvery ago. It
+// returns when it last tried: a failure is logged and tried again later,
+// as the rows only cost space meanwhile.
+func (w *outboxWorker) prune(ctx context.Context, last time.Time) time.Time {
+	now := w.opts.Clock.Now()
+	if !last.IsZero() && now.Sub(last) < w.opts.PruneEvery {
+		return last
+	}
+	before := now.Add(-w.opts.Retention)
+	n, err := w.svc.store.PruneActions(ctx, before)
+	switch {
+	case err != nil && ctx.Err() == nil:
+		w.svc.log.Warn("pruning the done engine actions", "done before", before, "err", err)
+	case err == nil:
+		w.svc.log.Debug("pruned the done engine actions", "removed", n, "done before", before)
+	}
+	return now
+}
+
+// actionsCollector reports the stored actions that are pending and
+// failed, read from the store at each scrape: every replica reports the
+// same numbers, those of the shared outbox.
+type actionsCollector struct {
+	svc             *Service
+	pending, failed *prometheus.Desc
+}
+
+func newActionsCollector(s *Service) actionsCollector {
+	return actionsCollector{svc: s,
+		pending: prometheus.NewDesc("capblock_engine_actions_pending",
+			"Engine actions stored and not yet taken by the backend (due, or waiting for a retry or for an earlier action of their block).", nil, nil),
+		failed: prometheus.NewDesc("capblock_engine_actions_failed",
+			"Engine actions given up on after failing too long, or for an error no retry mends; an operator must look at each.", nil, nil),
+	}
+}
+
+func (c actionsCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.pending
+	ch <- c.failed
+}
+
+// Collect reads the counts; when the store does not answer it reports
+// neither gauge (an absent series, not a false zero) and logs why.
+func (c actionsCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	pending, failed, err := c.svc.store.ActionCounts(ctx)
+	if err != nil {
+		c.svc.log.Warn("counting the engine actions for the metrics", "err", err)
+		return
+	}
+	ch <- prometheus.MustNewConstMetric(c.pending, prometheus.GaugeValue, float64(pending))
+	ch <- prometheus.MustNewConstMetric(c.failed, prometheus.GaugeValue, float64(failed))
+}
