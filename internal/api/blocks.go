@@ -50,7 +50,7 @@ func (s *server) registerBlocks(api huma.API) {
 	huma.Register(api, s.operation("extendBlock", http.MethodPost, "/v1/blocks/{id}/extensions", "blocks",
 		"Buy an extension offering; the block keeps its id and ends later"), s.extend)
 	huma.Register(api, s.operation("getBlockStatus", http.MethodGet, "/v1/blocks/{id}/status", "blocks",
-		"Capacity and placement of a block"), s.blockStatus)
+		"Capacity and placement of a block, and its engine actions"), s.blockStatus)
 }
 
 type offeringsInput struct {

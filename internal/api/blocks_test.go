@@ -243,6 +243,12 @@ func TestBlockRoutes(t *testing.T) {
 		Total: 2, Available: 1, Unavailable: 1, Degraded: true, PlacementFinal: false,
 		LockInTime: time.Date(2026, 5, 2, 11, 0, 0, 0, time.FixedZone("CEST", 2*3600)),
 		Placements: []core.Placement{{Node: "n1", GPUs: []int{0, 1, 2, 3, 4, 5, 6, 7}}, {Node: "n2"}},
+		Actions: []core.Action{
+			{ID: "ac-cb-1-2-activate", Kind: core.ActionActivate, Subject: "cb-1", State: core.ActionDone, Attempts: 1, LastError: "timeout",
+				NextAt: time.Date(2026, 5, 2, 12, 0, 1, 0, time.UTC), CreatedAt: time.Date(2026, 5, 2, 12, 0, 0, 0, time.UTC), DoneAt: time.Date(2026, 5, 2, 12, 0, 2, 0, time.UTC)},
+			{ID: "ac-cb-1-3-release", Kind: core.ActionRelease, Subject: "cb-1", State: core.ActionPending, Attempts: 2, LastError: "connection refused",
+				NextAt: time.Date(2026, 5, 2, 13, 0, 2, 500000, time.FixedZone("CEST", 2*3600)), CreatedAt: time.Date(2026, 5, 2, 13, 0, 0, 0, time.UTC)},
+		},
 	}
 	tests := map[string]struct {
 		method, target, body string
@@ -284,7 +290,12 @@ func TestBlockRoutes(t *testing.T) {
 			wantStatus: http.StatusOK,
 			want: `{"totalCapacity": 2, "availableCapacity": 1, "unavailableCapacity": 1, "degraded": true,
 				"placementFinal": false, "lockInTime": "2026-05-02T09:00:00Z",
-				"placements": [{"node": "n1", "gpus": [0, 1, 2, 3, 4, 5, 6, 7]}, {"node": "n2", "gpus": []}]}`,
+				"placements": [{"node": "n1", "gpus": [0, 1, 2, 3, 4, 5, 6, 7]}, {"node": "n2", "gpus": []}],
+				"actions": [
+					{"id": "ac-cb-1-2-activate", "kind": "activate", "state": "done", "attempts": 1, "lastError": "timeout",
+						"createdAt": "2026-05-02T12:00:00Z", "doneAt": "2026-05-02T12:00:02Z"},
+					{"id": "ac-cb-1-3-release", "kind": "release", "state": "pending", "attempts": 2, "lastError": "connection refused",
+						"createdAt": "2026-05-02T13:00:00Z", "nextAttemptAt": "2026-05-02T11:00:02.0005Z"}]}`,
 		},
 	}
 	for name, tc := range tests {

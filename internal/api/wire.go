@@ -112,6 +112,18 @@ type blockStatusJSON struct {
 	PlacementFinal      bool            `json:"placementFinal" doc:"False while a scheduled block may still move (before lockInTime)."`
 	LockInTime          time.Time       `json:"lockInTime"`
 	Placements          []placementJSON `json:"placements" nullable:"false"`
+	Actions             []actionJSON    `json:"actions" nullable:"false" doc:"The engine actions that make the block real (activate at its start, terminate its workloads before its end, release at its end or cancellation), in the order they were decided; those done over a week ago are pruned."`
+}
+
+type actionJSON struct {
+	ID            string     `json:"id" example:"ac-cb-01HZX-2-activate"`
+	Kind          string     `json:"kind" enum:"activate,terminate,release,start-instance,stop-instance"`
+	State         string     `json:"state" enum:"pending,done,failed" doc:"pending: waiting for the engine (due, retrying, or after an earlier action); done: the engine took it; failed: given up on, an operator must look."`
+	Attempts      int        `json:"attempts" doc:"Failed tries so far."`
+	LastError     string     `json:"lastError,omitempty" doc:"Why the last try failed; shown to admins only."`
+	CreatedAt     time.Time  `json:"createdAt"`
+	NextAttemptAt *time.Time `json:"nextAttemptAt,omitempty" doc:"When a pending action is tried next."`
+	DoneAt        *time.Time `json:"doneAt,omitempty" doc:"When the action was done, or given up on."`
 }
 
 func toBlockStatus(s contract.BlockStatus) blockStatusJSON {
@@ -130,6 +142,20 @@ func toBlockStatus(s contract.BlockStatus) blockStatusJSON {
 			gpus = []int{}
 		}
 		out.Placements = append(out.Placements, placementJSON{Node: p.Node, GPUs: gpus})
+	}
+	out.Actions = make([]actionJSON, 0, len(s.Actions))
+	for _, a := range s.Actions {
+		aj := actionJSON{ID: a.ID, Kind: string(a.Kind), State: string(a.State), Attempts: a.Attempts,
+			LastError: a.LastError, CreatedAt: a.CreatedAt.UTC()}
+		if a.State == core.ActionPending {
+			next := a.NextAt.UTC()
+			aj.NextAttemptAt = &next
+		}
+		if !a.DoneAt.IsZero() {
+			done := a.DoneAt.UTC()
+			aj.DoneAt = &done
+		}
+		out.Actions = append(out.Actions, aj)
 	}
 	return out
 }
