@@ -140,6 +140,10 @@ func (o OutboxOptions) giveUp(a core.Action, attempts int, now time.Time) bool {
 // outboxPage is how many due actions the worker reads at a time.
 const outboxPage = 100
 
+// recordTimeout bounds the recording of an action done once the worker
+// was told to stop.
+const recordTimeout = 5 * time.Second
+
 // outboxRuntime is the worker's configuration and the channel that wakes
 // it after a commit of this process stored actions.
 type outboxRuntime struct {
@@ -266,20 +270,24 @@ func (w *outboxWorker) applyAll(ctx context.Context, due []core.Action) error {
 
 // apply takes one action through the backend and records the outcome:
 // done; or a failure, retried after the backoff; or, past the bound or
-// for an error that no retry mends, failed for good. An action cut off by
-// the end of ctx (the worker stops) is left as it was, for the next
-// worker.
+// for an error that no retry mends, failed for good. A failure that the
+// end of ctx caused (the worker stops) is not the engine's: the action is
+// left as it was, for the next worker. An action the engine took is
+// recorded done even then, so that a worker stopping does not make the
+// next one repeat it.
 func (w *outboxWorker) apply(ctx context.Context, a core.Action) error {
 	log := w.svc.log.With("action", a.ID, "kind", a.Kind, "subject", a.Subject)
 	callCtx, cancel := context.WithTimeout(ctx, w.opts.CallTimeout)
 	err := backend.Apply(callCtx, w.svc.backend, a)
 	cancel()
-	if ctx.Err() != nil {
+	if err != nil && ctx.Err() != nil {
 		return ctx.Err()
 	}
 	now := w.opts.Clock.Now()
 	if err == nil {
-		changed, ferr := w.svc.store.FinishAction(ctx, a.ID, now)
+		recCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
+		defer cancel()
+		changed, ferr := w.svc.store.FinishAction(recCtx, a.ID, now)
 		switch {
 		case ferr != nil:
 			return fmt.Errorf("recording action %s done: %w", a.ID, ferr)

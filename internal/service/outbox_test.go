@@ -444,3 +444,26 @@ func TestOutboxPrunesDoneActions(t *testing.T) {
 		}
 	}
 }
+
+// stopping is a backend that takes each call and, in it, stops the worker
+// that made it.
+type stopping struct{ stop context.CancelFunc }
+
+func (stopping) Name() string                                        { return "stopping" }
+func (s stopping) Activate(context.Context, core.Block) error        { s.stop(); return nil }
+func (s stopping) Terminate(ctx context.Context, b core.Block) error { return s.Activate(ctx, b) }
+func (s stopping) Release(ctx context.Context, b core.Block) error   { return s.Activate(ctx, b) }
+
+// TestOutboxStoppedAfterEngineTookIt: a worker told to stop while the
+// engine takes an action that it then takes still records it done, so
+// that the next worker does not repeat it.
+func TestOutboxStoppedAfterEngineTookIt(t *testing.T) {
+	e := newOutboxEnv(t, OutboxOptions{}, wholeNode("cb-a", "n0", 2, 10))
+	e.reconcileAt(2)
+	ctx, cancel := context.WithCancel(t.Context())
+	e.svc.backend = stopping{stop: cancel}
+	if err := e.w.pass(ctx); !errors.Is(err, context.Canceled) {
+		t.Errorf("the pass ended with %v, want it stopped", err)
+	}
+	e.wantStatus("stopped", "cb-a", shownAction{Kind: core.ActionActivate, State: core.ActionDone, Next: -1, Done: 0})
+}

@@ -28,7 +28,6 @@ type Flaky struct {
 	mu    sync.Mutex
 	fails map[core.ActionKind][]error // the errors of the next calls of a kind, in order
 	calls []Call
-	hook  func(Call)
 }
 
 // NewFlaky wraps inner, which takes every call until told otherwise.
@@ -43,14 +42,6 @@ func (f *Flaky) FailNext(kind core.ActionKind, n int, err error) {
 	for range n {
 		f.fails[kind] = append(f.fails[kind], err)
 	}
-}
-
-// OnCall sets a function that each call ends with, after it is recorded:
-// a test waits there for a call, or holds it.
-func (f *Flaky) OnCall(hook func(Call)) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.hook = hook
 }
 
 // Calls returns the calls so far, in the order they ended.
@@ -94,11 +85,7 @@ func (f *Flaky) call(ctx context.Context, kind core.ActionKind, b core.Block, ne
 	}
 	f.mu.Lock()
 	f.calls = append(f.calls, c)
-	hook := f.hook
 	f.mu.Unlock()
-	if hook != nil {
-		hook(c)
-	}
 	return err
 }
 
