@@ -30,11 +30,11 @@ import (
 //
 // The store hands out only the oldest pending action of each subject, so
 // a block's actions apply in the order they were decided; those of
-// different blocks apply in parallel. A worker that dies after the
-// backend took an action but before recording it applies it again, which
-// the backends take as a no-op (their calls are idempotent): each action
-// takes effect once. FinishAction says whether this worker or another one
-// recorded it.
+// different blocks apply in parallel. When a worker dies after the
+// backend took an action but before recording it, the next worker applies
+// it again, which the backends take as a no-op (their calls are
+// idempotent): each action takes effect once. FinishAction says whether
+// this worker or another one recorded it.
 //
 // Engine calls are I/O with the real world: the actions' times, their
 // backoff and bound follow the wall clock (OutboxOptions.Clock), even when
