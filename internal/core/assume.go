@@ -296,3 +296,8 @@ func containsString(xs []string, x string) bool {
 	}
 	return false
 }
+
+// InFlight is the number of decisions assumed and not yet confirmed or
+// forgotten: while it is not zero, capacity that they hold may yet be
+// freed.
+func (ix *Index) InFlight() int { return len(ix.decisions) }

@@ -70,9 +70,6 @@ func (s *Service) CancelBlock(ctx context.Context, team, id string) (core.Block,
 		}
 		return c, nil
 	})
-	if err == nil {
-		s.kickOutbox()
-	}
 	return b, err
 }
 
@@ -177,12 +174,19 @@ func (s *Service) extendOnce(ctx context.Context, team, id string, off core.Offe
 		}
 		c.Budgets = guards(guard)
 		s.addMoves(&c, plan.Moves, now)
+		if b.State == core.StateActive {
+			// The engine holds the block until its new end (a Slurm
+			// reservation's end moves): activating again is idempotent.
+			c.Actions = []core.Action{s.blockAction(core.ActionActivate, ext, b.Version+1)}
+		}
 		return c, nil
 	})
 }
 
-// mutate runs a decision on one of a team's blocks under the lock and
-// commits it, retrying on a fresh snapshot when the stored block moved.
+// mutate runs a decision on one of a team's blocks under the lock, takes
+// it as assumed on the index, commits it without the lock and then
+// confirms or forgets it, retrying on a fresh snapshot when the stored
+// block moved (or another decision on it is in flight).
 func (s *Service) mutate(ctx context.Context, team, id string, decide func(core.Block, time.Time) (store.Change, error)) (core.Block, error) {
 	for attempt := 1; ; attempt++ {
 		b, err := s.GetBlock(ctx, team, id)
@@ -193,12 +197,16 @@ func (s *Service) mutate(ctx context.Context, team, id string, decide func(core.
 		now := s.clock.Now()
 		c, err := decide(b, now)
 		if err == nil {
-			err = s.store.Commit(ctx, c)
-			if err == nil {
-				s.applyCommitted(c)
-			}
+			err = s.assumeChange(c)
 		}
 		s.mu.Unlock()
+		if err == nil {
+			err = s.store.Commit(ctx, c)
+			s.settle(changeKey(c), c, err)
+			if err == nil && len(c.Actions) > 0 {
+				s.kickOutbox()
+			}
+		}
 		if err == nil {
 			return s.GetBlock(ctx, team, id)
 		}
@@ -212,6 +220,32 @@ func (s *Service) mutate(ctx context.Context, team, id string, decide func(core.
 			return core.Block{}, fmt.Errorf("changing block %s: %w", id, err)
 		}
 	}
+}
+
+// assumeChange takes the blocks that a change inserts or updates as one
+// decision in flight on the index, under the key changeKey gives it.
+// Callers hold mu.
+func (s *Service) assumeChange(c store.Change) error {
+	blocks := make([]core.Block, 0, len(c.Insert)+len(c.Update))
+	blocks = append(blocks, c.Insert...)
+	for _, u := range c.Update {
+		blocks = append(blocks, u.Block)
+	}
+	if len(blocks) == 0 {
+		return nil
+	}
+	return s.index.AssumeAs(changeKey(c), blocks...)
+}
+
+// changeKey names the decision of a change: its first block's id.
+func changeKey(c store.Change) string {
+	if len(c.Insert) > 0 {
+		return c.Insert[0].ID
+	}
+	if len(c.Update) > 0 {
+		return c.Update[0].Block.ID
+	}
+	return ""
 }
 
 // BlockStatus reports a block's capacity and placement, and its engine

@@ -72,35 +72,37 @@ func (s *Service) purchasePlanOnce(ctx context.Context, req contract.PlanPurchas
 	if err != nil {
 		return core.Plan{}, err
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	// 2. Each segment must pass the team's quota, like a block.
-	for i, sg := range off.Segments {
-		if err := s.index.CheckQuota(req.Team, q, off.Count, sg.Start, sg.End, now); err != nil {
-			return core.Plan{}, fmt.Errorf("segment %d of the plan: %w", i+1, err)
-		}
-	}
-	// 3. Place the segments one after another on the index, each seeing
-	//    the ones before it; the index is put back unless the commit
-	//    succeeds.
 	p := core.Plan{ID: newID("tp"), Name: req.Name, Team: req.Team, Target: off.Target, Fee: off.Fee(), CreatedAt: now}
-	pp := &planPlacement{ix: s.index, saved: map[string]core.Block{}}
-	committed := false
-	defer func() {
-		if !committed {
-			pp.undo()
+	var pp *planPlacement
+	s.mu.Lock()
+	err = s.decideLocked(func() error {
+		// 2. Each segment must pass the team's quota, like a block.
+		for i, sg := range off.Segments {
+			if err := s.index.CheckQuota(req.Team, q, off.Count, sg.Start, sg.End, now); err != nil {
+				return fmt.Errorf("segment %d of the plan: %w", i+1, err)
+			}
 		}
-	}()
-	for i, sg := range off.Segments {
-		b := core.Block{
-			ID: newID("cb"), Name: segmentName(req.Name, i, len(off.Segments)), Team: req.Team,
-			InstanceType: t.Name, GPUModel: t.GPUModel, Count: off.Count, Zone: off.Zone,
-			Start: sg.Start, End: sg.End, State: core.StateScheduled, Fee: sg.Fee, CreatedAt: now, PlanID: p.ID,
+		// 3. Place the segments one after another on the index, each
+		//    assumed under the plan's id so that the next sees it; the
+		//    whole decision is forgotten unless the commit succeeds.
+		pp = &planPlacement{ix: s.index, key: p.ID}
+		for i, sg := range off.Segments {
+			b := core.Block{
+				ID: newID("cb"), Name: segmentName(req.Name, i, len(off.Segments)), Team: req.Team,
+				InstanceType: t.Name, GPUModel: t.GPUModel, Count: off.Count, Zone: off.Zone,
+				Start: sg.Start, End: sg.End, State: core.StateScheduled, Fee: sg.Fee, CreatedAt: now, PlanID: p.ID,
+			}
+			if err := pp.place(b, t, now); err != nil {
+				s.index.Forget(p.ID)
+				return fmt.Errorf("segment %d of the plan (%s to %s): %w", i+1,
+					sg.Start.Format(time.RFC3339), sg.End.Format(time.RFC3339), err)
+			}
 		}
-		if err := pp.place(b, t, now); err != nil {
-			return core.Plan{}, fmt.Errorf("segment %d of the plan (%s to %s): %w", i+1,
-				sg.Start.Format(time.RFC3339), sg.End.Format(time.RFC3339), err)
-		}
+		return nil
+	})
+	s.mu.Unlock()
+	if err != nil {
+		return core.Plan{}, err
 	}
 	// 4. Commit the plan, its blocks, charges and events at once.
 	c := store.Change{
@@ -127,23 +129,24 @@ func (s *Service) purchasePlanOnce(ctx context.Context, req contract.PlanPurchas
 		"upfrontFee": p.Fee.String(), "currency": p.Fee.Currency, "segments": segmentIDs,
 	}))
 	s.addMoves(&c, pp.moves, now)
-	if err := s.commitAudited(ctx, c, now, p.ID); err != nil {
+	err = s.commitAudited(ctx, c, now, p.ID)
+	s.settle(p.ID, c, err)
+	if err != nil {
 		return core.Plan{}, fmt.Errorf("storing plan %s: %w", p.ID, err)
 	}
-	committed = true
-	s.applyCommitted(c)
 	p.Segments = c.Insert // with their versions
 	return p, nil
 }
 
 // planPlacement places a plan's segments one after another on the index,
-// so that each sees the ones before it and the tentative blocks they
-// moved; undo puts the index back as it was.
+// assumed under one decision, so that each sees the ones before it and
+// the tentative blocks they moved; forgetting the decision puts the index
+// back as it was.
 type planPlacement struct {
 	ix     *core.Index
-	blocks []core.Block          // the segments, placed
-	moves  []core.Block          // other blocks re-placed: the last placement of each
-	saved  map[string]core.Block // those blocks as they were
+	key    string       // the decision the placements are assumed under
+	blocks []core.Block // the segments, placed
+	moves  []core.Block // other blocks re-placed: the last placement of each
 }
 
 func (pp *planPlacement) place(b core.Block, t core.InstanceType, now time.Time) error {
@@ -152,49 +155,30 @@ func (pp *planPlacement) place(b core.Block, t core.InstanceType, now time.Time)
 		return err
 	}
 	for _, m := range plan.Moves {
-		if err := pp.move(m); err != nil {
-			return err
-		}
+		pp.move(m)
 	}
 	b.Placements = plan.Placements
 	pp.blocks = append(pp.blocks, b)
-	return pp.ix.Add(b)
+	return pp.ix.AssumeAs(pp.key, append(plan.Moves, b)...)
 }
 
 // move records a re-placed block: an earlier segment of the plan (still
 // tentative) is stored where it now is; another block is updated once,
-// from the version it had.
-func (pp *planPlacement) move(m core.Block) error {
+// from the version it had, where it was placed last.
+func (pp *planPlacement) move(m core.Block) {
 	for i := range pp.blocks {
 		if pp.blocks[i].ID == m.ID {
 			pp.blocks[i].Placements = m.Placements
-			return pp.ix.Add(pp.blocks[i])
+			return
 		}
 	}
-	if _, ok := pp.saved[m.ID]; !ok {
-		if orig, ok := pp.ix.Block(m.ID); ok {
-			pp.saved[m.ID] = *orig
-		}
-	}
-	replaced := false
 	for i := range pp.moves {
 		if pp.moves[i].ID == m.ID {
-			pp.moves[i], replaced = m, true
+			pp.moves[i] = m
+			return
 		}
 	}
-	if !replaced {
-		pp.moves = append(pp.moves, m)
-	}
-	return pp.ix.Add(m)
-}
-
-func (pp *planPlacement) undo() {
-	for _, b := range pp.blocks {
-		pp.ix.Remove(b.ID)
-	}
-	for _, orig := range pp.saved {
-		_ = pp.ix.Add(orig) // it was indexed before, so it indexes again
-	}
+	pp.moves = append(pp.moves, m)
 }
 
 // segmentName names a plan's segment block after the plan.

@@ -43,13 +43,19 @@ func (s *Service) purchaseOnce(ctx context.Context, req contract.PurchaseRequest
 	if err != nil {
 		return core.Block{}, err
 	}
+	// 1. Decide under the lock, and take the decision as assumed: a
+	//    search or another purchase sees its GPUs as taken from now on.
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err := s.index.CheckQuota(req.Team, q, off.Count, off.Start, off.End, now); err != nil {
-		return core.Block{}, err
-	}
-	plan, err := s.index.Place(core.PlaceRequest{Type: t, Count: off.Count, Zone: off.Zone, Start: off.Start, End: off.End}, now)
+	var plan core.PlacementPlan
+	err = s.decideLocked(func() error {
+		if err := s.index.CheckQuota(req.Team, q, off.Count, off.Start, off.End, now); err != nil {
+			return err
+		}
+		plan, err = s.index.Place(core.PlaceRequest{Type: t, Count: off.Count, Zone: off.Zone, Start: off.Start, End: off.End}, now)
+		return err
+	})
 	if err != nil {
+		s.mu.Unlock()
 		return core.Block{}, err
 	}
 	state, stateEvent := core.StateScheduled, core.EventBlockScheduled
@@ -76,12 +82,35 @@ func (s *Service) purchaseOnce(ctx context.Context, req contract.PurchaseRequest
 	}
 	c.Budgets = guards(guard)
 	s.addMoves(&c, plan.Moves, now)
-	if err := s.commitAudited(ctx, c, now, b.ID); err != nil {
+	if err := s.index.Assume(b, plan.Moves...); err != nil {
+		s.mu.Unlock()
+		return core.Block{}, err
+	}
+	s.mu.Unlock()
+	// 2. Commit without the lock: searches never wait for a disk.
+	err = s.commitAudited(ctx, c, now, b.ID)
+	// 3. Confirm the decision, or forget it.
+	s.settle(b.ID, c, err)
+	if err != nil {
 		return core.Block{}, fmt.Errorf("storing block %s: %w", b.ID, err)
 	}
 	b.Version = 1
-	s.applyCommitted(c)
 	return b, nil
+}
+
+// settle ends a decision that was assumed under key once its commit has
+// run: on success the index confirms it and takes the committed
+// versions, on failure it forgets it, as if it had never been decided.
+func (s *Service) settle(key string, c store.Change, commitErr error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	defer s.settled.Broadcast()
+	if commitErr != nil {
+		s.index.Forget(key)
+		return
+	}
+	s.index.Confirm(key)
+	s.applyCommitted(c)
 }
 
 // checkNameAndTags refuses a name or tags that are not printable text

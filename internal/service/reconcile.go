@@ -178,6 +178,9 @@ func (s *Service) Reconcile(ctx context.Context) error {
 	var c store.Change
 	var steps []transition
 	for _, b := range s.index.Blocks() {
+		if s.index.Assumed(b.ID) {
+			continue // decided, not yet committed: its step comes once it is
+		}
 		next, ts := core.Advance(*b, now, s.fleet.Limits)
 		if len(ts) == 0 {
 			continue

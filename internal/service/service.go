@@ -80,6 +80,9 @@ type Service struct {
 
 	mu    sync.RWMutex
 	index *core.Index
+	// settled is broadcast, under mu, each time a decision in flight on
+	// the index is confirmed or forgotten (see decideLocked).
+	settled *sync.Cond
 	// health is the stored node health as this replica knows it, by
 	// node; the index holds each node's health as recorded here (a node
 	// never recorded is healthy). healthGen counts this replica's
@@ -136,6 +139,7 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 		outbox:              newOutboxRuntime(cfg.Outbox),
 		jobsOff:             cfg.JobsOff,
 	}
+	s.settled = sync.NewCond(&s.mu)
 	if s.webhookLogRetention <= 0 {
 		s.webhookLogRetention = defaultWebhookLogRetention
 	}
