@@ -85,9 +85,9 @@ type noticeItem struct {
 
 // noticeItemOut is a noticeItem as written, its block encoded with it.
 type noticeItemOut struct {
-	ID      string      `json:"id"`
-	Version int64       `json:"v"`
-	Block   *core.Block `json:"b,omitempty"`
+	ID      string          `json:"id"`
+	Version int64           `json:"v"`
+	Block   json.RawMessage `json:"b,omitempty"` // store.EncodeBlockDoc
 }
 
 // encodeNotices packs bs into payloads of at most maxPayload bytes, each
@@ -105,7 +105,11 @@ func encodeNotices(bs []core.Block) []string {
 		}
 	}
 	for _, b := range bs {
-		item, err := json.Marshal(noticeItemOut{ID: b.ID, Version: b.Version, Block: &b})
+		doc, err := store.EncodeBlockDoc(b)
+		var item []byte
+		if err == nil {
+			item, err = json.Marshal(noticeItemOut{ID: b.ID, Version: b.Version, Block: doc})
+		}
 		if err != nil || len(item)+2 > maxPayload {
 			item, _ = json.Marshal(noticeItemOut{ID: b.ID, Version: b.Version}) // readers load it
 		}
@@ -147,8 +151,8 @@ func decodeNotice(payload string) (store.Notice, error) {
 		n.Blocks[i] = store.BlockVersion{ID: it.ID, Version: it.Version}
 		if it.Block != nil {
 			n.Blocks[i].Block = func() (core.Block, error) {
-				var b core.Block
-				if err := json.Unmarshal(it.Block, &b); err != nil {
+				b, err := store.DecodeBlockDoc(it.Block)
+				if err != nil {
 					return core.Block{}, fmt.Errorf("notice of block %s: %w", it.ID, err)
 				}
 				if b.ID != it.ID || b.Version != it.Version {
