@@ -7,10 +7,9 @@ import (
 	"capblock/internal/core"
 )
 
-// settleWait bounds how long a decision refused for want of capacity
-// waits for the decisions in flight to settle: their commits take
-// milliseconds, so past it the capacity is taken for good, or by a steady
-// stream of other purchases.
+// settleWait bounds how long a decision waits for the decisions in flight
+// to settle: their commits take milliseconds, so past it the capacity is
+// taken for good, or by a steady stream of other purchases.
 const settleWait = 2 * time.Second
 
 // decideLocked runs decide, which places a request on the index, with mu
@@ -22,8 +21,21 @@ const settleWait = 2 * time.Second
 // as taken.
 func (s *Service) decideLocked(decide func() error) error {
 	err := decide()
-	if !refusedForCapacity(err) || s.index.InFlight() == 0 {
-		return err
+	s.awaitSettled(func() bool {
+		if !refusedForCapacity(err) || s.index.InFlight() == 0 {
+			return true
+		}
+		err = decide()
+		return !refusedForCapacity(err)
+	})
+	return err
+}
+
+// awaitSettled calls done, with mu held, now and each time a decision in
+// flight settles, until it reports true or settleWait has passed.
+func (s *Service) awaitSettled(done func() bool) {
+	if done() {
+		return
 	}
 	expired := false
 	timer := time.AfterFunc(settleWait, func() {
@@ -33,11 +45,12 @@ func (s *Service) decideLocked(decide func() error) error {
 		s.mu.Unlock()
 	})
 	defer timer.Stop()
-	for refusedForCapacity(err) && s.index.InFlight() > 0 && !expired {
+	for !expired {
 		s.settled.Wait()
-		err = decide()
+		if done() {
+			return
+		}
 	}
-	return err
 }
 
 func refusedForCapacity(err error) bool {

@@ -174,7 +174,11 @@ func (s *Service) Reconcile(ctx context.Context) error {
 			return err
 		}
 	}
-	// 1. Decide every due step.
+	// 1. Decide every due step. A block whose change is in flight (a
+	//    purchase's move, another reconcile's step) is waited for: its
+	//    commit takes milliseconds, and a caller that moved the clock
+	//    expects every due step taken when this returns.
+	s.awaitSettled(func() bool { return !s.dueInFlight(now) })
 	var c store.Change
 	var steps []transition
 	for _, b := range s.index.Blocks() {
@@ -216,17 +220,23 @@ func (s *Service) Reconcile(ctx context.Context) error {
 		s.mu.Unlock()
 		return nil
 	}
-	// 2. Commit, then update the index.
+	// 2. Assume the steps, commit without the lock, then confirm them on
+	//    the index or forget them.
+	if err := s.assumeChange(c); err != nil {
+		s.mu.Unlock()
+		return fmt.Errorf("assuming %d lifecycle steps: %w", len(steps), err)
+	}
+	s.mu.Unlock()
 	err := s.store.Commit(ctx, c)
-	if err == nil {
-		s.applyCommitted(c)
-	} else if store.IsConflict(err) {
+	s.settle(changeKey(c), c, err)
+	if store.IsConflict(err) {
 		// Another writer changed a block: start from the stored state.
+		s.mu.Lock()
 		if rerr := s.rebuildIndex(ctx); rerr != nil {
 			s.log.Error("rebuilding the index after a conflict", "err", rerr)
 		}
+		s.mu.Unlock()
 	}
-	s.mu.Unlock()
 	if err != nil {
 		return fmt.Errorf("committing %d lifecycle steps: %w", len(steps), err)
 	}
@@ -236,6 +246,22 @@ func (s *Service) Reconcile(ctx context.Context) error {
 	}
 	s.kickJobs() // jobs follow their blocks
 	return nil
+}
+
+// dueInFlight reports whether a block with a step due at now is in a
+// decision not yet committed. Callers hold mu.
+func (s *Service) dueInFlight(now time.Time) bool {
+	if s.index.InFlight() == 0 {
+		return false
+	}
+	for _, b := range s.index.Blocks() {
+		if s.index.Assumed(b.ID) {
+			if _, ts := core.Advance(*b, now, s.fleet.Limits); len(ts) > 0 {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func transitionData(st transition) map[string]any {
