@@ -18,7 +18,7 @@ func TestBlockDoc(t *testing.T) {
 		Start: at, End: at.Add(48 * time.Hour), State: core.StateActive, Fee: core.Money{Minor: 123456, Currency: "USD"},
 		CreatedAt: at.Add(-time.Hour), Tags: map[string]string{"env": "prod"},
 		Placements: []core.Placement{{Node: "a-h100-1", GPUs: []int{0, 1, 2, 3, 4, 5, 6, 7}}, {Node: "a-h100-2", GPUs: []int{0, 1, 2, 3, 4, 5, 6, 7}}},
-		Warned: true, Terminating: true, PlanID: "tp-1", Version: 7}
+		Warned:     true, Terminating: true, PlanID: "tp-1", Version: 7}
 	data, err := EncodeBlockDoc(b)
 	if err != nil {
 		t.Fatal(err)
