@@ -6,7 +6,7 @@
 // repeating each until the backend takes it, across crashes and changes
 // of leader:
 //
-//	step                  sim / local (this package)    kubernetes                           slurm
+//	step                  sim (here), local (to come)   kubernetes                           slurm
 //	block becomes active  record                        label + NoSchedule taint naming       scontrol create reservation named
 //	                                                    the block on its nodes                after the block: nodes, start, end
 //	run a job instance    OS process (executor) under a  Job/pod tolerating the taint,         sbatch --reservation=<block>

@@ -1,9 +1,11 @@
 // Package service holds capblock's use cases: search, purchase, cancel,
-// extend and the lifecycle reconciler. Each use case takes a snapshot of
-// the availability index, lets the core decide, commits the decision in
+// extend and the lifecycle reconciler. Each use case lets the core decide
+// on the availability index under the service's lock and takes the
+// decision as assumed there; it commits the decision without the lock, in
 // one store transaction that re-checks it, with the engine actions it
-// causes, and only then updates the index; the outbox worker then applies
-// the actions through the backend:
+// causes; then the index confirms the decision, or forgets it when the
+// commit failed. The outbox worker applies the actions through the
+// backend:
 //
 //	front end (api) → service → core (decide) → store (commit) → outbox worker → backend (act)
 //
@@ -68,8 +70,9 @@ type Config struct {
 }
 
 // Service implements the use cases. It is safe for concurrent use: reads
-// of the index take mu shared, decisions take it exclusively from the
-// snapshot to the index update, so one process never races itself.
+// of the index take mu shared, decisions take it exclusively to decide
+// and assume, and again to confirm or forget; a commit runs without it
+// (node health changes still hold it across theirs).
 type Service struct {
 	fleet   core.Fleet
 	store   store.Full

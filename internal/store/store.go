@@ -1,7 +1,7 @@
 // Package store defines the one interface through which capblock persists
 // blocks, their allocations, idempotency records, the ledger and events.
-// Drivers live in sub-packages (sqlite; postgres later) and all pass the
-// conformance suite in storetest.
+// Drivers live in sub-packages (sqlite, the embedded default; postgres,
+// shared by replicas) and all pass the conformance suite in storetest.
 package store
 
 import (
