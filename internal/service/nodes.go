@@ -82,10 +82,18 @@ func (s *Service) SetNodeHealth(ctx context.Context, h core.NodeHealth) (contrac
 // restart. On failure the index is left as it was.
 func (s *Service) setNodeHealth(ctx context.Context, h core.NodeHealth) (contract.NodeReport, []core.Block, error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	locked := true
+	defer func() {
+		if locked {
+			s.mu.Unlock()
+		}
+	}()
 	if _, ok := s.index.Node(h.Node); !ok {
 		return contract.NodeReport{}, nil, fmt.Errorf("%w: node %s", core.ErrNotFound, h.Node)
 	}
+	// A block on the node whose change is in flight is waited for: it
+	// must be decided on as committed.
+	s.awaitSettled(func() bool { return !s.changingOn(h.Node) })
 	// 1. What is recorded, and what the report makes of it.
 	cur := s.healthRecord(h.Node)
 	if overruled(cur, h) {
@@ -105,15 +113,15 @@ func (s *Service) setNodeHealth(ctx context.Context, h core.NodeHealth) (contrac
 	// 2. The blocks on the node, decided on the index.
 	var (
 		c     store.Change
-		undo  []core.Block
 		moved []core.Block
 	)
+	key := newID("nh") // the decision the replacements are assumed under
 	if err := s.index.SetHealth(h.Node, next.Health); err != nil {
 		return contract.NodeReport{}, nil, err
 	}
 	switch {
 	case next.Health == core.Unhealthy:
-		undo = s.replaceOn(&c, &rep, h.Node, now, cur.Health == core.Healthy)
+		s.replaceOn(&c, &rep, key, h.Node, now, cur.Health == core.Healthy)
 	case cur.Health == core.Unhealthy:
 		s.recoverOn(&c, &rep, h.Node, now)
 	}
@@ -128,12 +136,23 @@ func (s *Service) setNodeHealth(ctx context.Context, h core.NodeHealth) (contrac
 			c.Actions = append(c.Actions, s.blockAction(core.ActionActivate, u.Block, u.ExpectedVersion+1))
 		}
 	}
-	// 3. One commit of the health and the blocks; the index follows it or
-	// goes back to what it held.
-	if err := s.store.Commit(ctx, c); err != nil {
-		s.undoHealth(h.Node, cur.Health, undo)
+	// 3. One commit of the health and the blocks, without the lock; the
+	// index then confirms the moves, or forgets them and takes the node's
+	// health back.
+	s.mu.Unlock()
+	locked = false
+	err := s.store.Commit(ctx, c)
+	s.mu.Lock()
+	locked = true
+	defer s.settled.Broadcast()
+	if err != nil {
+		s.index.Forget(key)
+		if herr := s.index.SetHealth(h.Node, cur.Health); herr != nil {
+			s.log.Error("putting back a node's health that was not stored", "node", h.Node, "err", herr)
+		}
 		return contract.NodeReport{}, nil, fmt.Errorf("recording the health of node %s: %w", h.Node, err)
 	}
+	s.index.Confirm(key)
 	if changed {
 		s.health[h.Node] = next
 		s.healthGen++
@@ -152,11 +171,9 @@ func (s *Service) setNodeHealth(ctx context.Context, h core.NodeHealth) (contrac
 
 // replaceOn adds to c the blocks on a failed node moved to replacement
 // GPUs, and, when the node has just failed, the events of those left
-// degraded. Each moved block enters the index at once, so that the next
-// one is not placed on the same GPUs; replaceOn returns the blocks as
-// they were, for undoHealth. Callers hold mu.
-func (s *Service) replaceOn(c *store.Change, rep *contract.NodeReport, node string, now time.Time, newly bool) []core.Block {
-	var undo []core.Block
+// degraded. Each moved block is assumed on the index under key at once,
+// so that the next one is not placed on the same GPUs. Callers hold mu.
+func (s *Service) replaceOn(c *store.Change, rep *contract.NodeReport, key, node string, now time.Time, newly bool) {
 	for _, b := range s.index.BlocksOn(node, now) {
 		pls, err := s.index.PlaceReplacement(b, node)
 		if err != nil {
@@ -169,18 +186,34 @@ func (s *Service) replaceOn(c *store.Change, rep *contract.NodeReport, node stri
 		}
 		moved := b
 		moved.Placements = pls
-		moved.Version = b.Version + 1
-		if err := s.index.Add(moved); err != nil {
-			s.log.Error("indexing a block moved off a failed node", "block", b.ID, "err", err)
+		if err := s.index.AssumeAs(key, moved); err != nil {
+			s.log.Error("assuming a block moved off a failed node", "block", b.ID, "err", err)
 			continue
 		}
-		undo = append(undo, b)
 		c.Update = append(c.Update, store.BlockUpdate{Block: moved, ExpectedVersion: b.Version, Replace: true})
 		c.Events = append(c.Events, s.event(now, core.EventBlockNodeReplaced, moved, map[string]any{
 			"failedNode": node, "nodes": nodeNames(pls)}))
 		rep.Replaced = append(rep.Replaced, b.ID)
 	}
-	return undo
+}
+
+// changingOn reports whether a block on node is in a decision not yet
+// committed. Callers hold mu.
+func (s *Service) changingOn(node string) bool {
+	if s.index.InFlight() == 0 {
+		return false
+	}
+	for _, b := range s.index.Blocks() {
+		if !s.index.Assumed(b.ID) {
+			continue
+		}
+		for _, pl := range b.Placements {
+			if pl.Node == node {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // recoverOn adds to c the events of the blocks on a recovered node that
@@ -192,19 +225,6 @@ func (s *Service) recoverOn(c *store.Change, rep *contract.NodeReport, node stri
 		}
 		rep.Recovered = append(rep.Recovered, b.ID)
 		c.Events = append(c.Events, s.event(now, core.EventBlockRecovered, b, map[string]any{"node": node}))
-	}
-}
-
-// undoHealth puts back in the index a node's health and the blocks that
-// replaceOn moved, after their commit failed. Callers hold mu.
-func (s *Service) undoHealth(node string, h core.Health, blocks []core.Block) {
-	for _, b := range blocks {
-		if err := s.index.Add(b); err != nil {
-			s.log.Error("putting back a block whose move was not stored", "block", b.ID, "err", err)
-		}
-	}
-	if err := s.index.SetHealth(node, h); err != nil {
-		s.log.Error("putting back a node's health that was not stored", "node", node, "err", err)
 	}
 }
 

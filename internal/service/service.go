@@ -71,8 +71,7 @@ type Config struct {
 
 // Service implements the use cases. It is safe for concurrent use: reads
 // of the index take mu shared, decisions take it exclusively to decide
-// and assume, and again to confirm or forget; a commit runs without it
-// (node health changes still hold it across theirs).
+// and assume, and again to confirm or forget; a commit runs without it.
 type Service struct {
 	fleet   core.Fleet
 	store   store.Full
