@@ -165,7 +165,10 @@ func serve(ctx context.Context, f serveFlags) error {
 	if err != nil {
 		return err
 	}
-	svc, err := service.New(ctx, service.Config{Fleet: fl, Store: st, Backend: backend.NewSim(log), Clock: clk, Log: log,
+	// The sim backend reports the fleet file's nodes as its inventory;
+	// the service takes its nodes from there.
+	engine := backend.NewSim(log, fl.Nodes)
+	svc, err := service.New(ctx, service.Config{Fleet: fl, Store: st, Backend: engine, Clock: clk, Log: log,
 		JobsDir: jobs.JobsDir, JobUIDs: jobs.JobUIDs, JobLimits: jobs.JobLimits, JobsOff: jobs.JobsOff,
 		AllowPrivateWebhooks: f.privateWebhooks, WebhookLogRetention: webhookLog})
 	if err != nil {
@@ -204,7 +207,7 @@ func serve(ctx context.Context, f serveFlags) error {
 	if f.tlsCert != "" {
 		url = "https://" + ln.Addr().String()
 	}
-	log.Info("capblock listening", "url", url, "db", dbName(f.db), "fleet", source, "nodes", len(fl.Nodes),
+	log.Info("capblock listening", "url", url, "db", dbName(f.db), "fleet", source, "nodes", len(svc.Fleet().Nodes),
 		"backend", f.backend, "clock", clockName(f.simClock, clk))
 	log.Info(fmt.Sprintf("try: capblock login --url %s --token-file %s && capblock types", url, tokenPath))
 	// The service stops, and its goroutines with it, before the store

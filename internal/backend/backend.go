@@ -20,6 +20,11 @@
 //	termination (end-30m) stop the block's instances     evict the block's pods                cancel the reservation's jobs
 //	block ends            release                       remove label and taint                delete the reservation
 //
+// Inventory is the other way in: the nodes the engine has (the sim: the
+// fleet file's; local: this host's GPUs; Kubernetes: Node objects with
+// nvidia.com/gpu; Slurm: scontrol show nodes). The service builds its
+// fleet's nodes from it at start.
+//
 // A Runner carries a run's instances: its keys (job id and run) name the
 // processes, pods or Slurm jobs, so that a new server finds them again.
 package backend
@@ -32,10 +37,16 @@ import (
 	"capblock/internal/executor"
 )
 
-// Backend acts on blocks. Every call is idempotent.
+// Backend reports the engine's nodes and acts on blocks. Every call is
+// idempotent.
 type Backend interface {
 	// Name is the backend's name as given to --backend.
 	Name() string
+	// Inventory reports the nodes the engine has: name, zone, rack, GPU
+	// model, GPU count and labels. Health is not part of it (the
+	// service records health apart); the returned slice is the
+	// caller's.
+	Inventory(ctx context.Context) ([]core.Node, error)
 	// Activate makes the block's GPUs usable by its workloads.
 	Activate(ctx context.Context, b core.Block) error
 	// Terminate stops the block's workloads ahead of its end.

@@ -3,24 +3,55 @@ package backend
 import (
 	"context"
 	"log/slog"
+	"maps"
 	"sync"
 
 	"capblock/internal/core"
 )
 
-// Sim is the simulated backend: it records what a real backend would do.
+// Sim is the simulated backend: it reports the nodes it was built from
+// (the fleet file's, or the demo fleet's) as its inventory, and records
+// what a real backend would do.
 type Sim struct {
-	log *slog.Logger
+	log   *slog.Logger
+	nodes []core.Node
 
 	mu     sync.Mutex
 	active map[string]string // block id → "active" | "terminating"
 }
 
-// NewSim returns a simulated backend that logs its actions.
-func NewSim(log *slog.Logger) *Sim { return &Sim{log: log, active: map[string]string{}} }
+// NewSim returns a simulated backend that has nodes (a copy is kept)
+// and logs its actions.
+func NewSim(log *slog.Logger, nodes []core.Node) *Sim {
+	return &Sim{log: log, nodes: copyNodes(nodes), active: map[string]string{}}
+}
 
 // Name returns "sim".
 func (s *Sim) Name() string { return "sim" }
+
+// Inventory reports the nodes the sim was built from, each healthy: the
+// sim's health changes only by an admin's fail or recover, which the
+// service records.
+func (s *Sim) Inventory(context.Context) ([]core.Node, error) {
+	nodes := copyNodes(s.nodes)
+	for i := range nodes {
+		nodes[i].Health = core.Healthy
+	}
+	return nodes, nil
+}
+
+// copyNodes copies nodes and their labels, so that neither side of a
+// call sees the other's changes.
+func copyNodes(nodes []core.Node) []core.Node {
+	out := make([]core.Node, len(nodes))
+	for i, n := range nodes {
+		if n.Labels != nil {
+			n.Labels = maps.Clone(n.Labels)
+		}
+		out[i] = n
+	}
+	return out
+}
 
 // Activate records the block as active.
 func (s *Sim) Activate(_ context.Context, b core.Block) error {

@@ -38,6 +38,12 @@ type fileEngine struct {
 
 func (fileEngine) Name() string { return "file" }
 
+// Inventory reports the test fleet's nodes.
+func (fileEngine) Inventory(context.Context) ([]core.Node, error) {
+	f, err := fleet.Parse([]byte(testFleet))
+	return f.Nodes, err
+}
+
 func (e fileEngine) Activate(_ context.Context, b core.Block) error  { return e.take("activate", b) }
 func (e fileEngine) Terminate(_ context.Context, b core.Block) error { return e.take("terminate", b) }
 func (e fileEngine) Release(_ context.Context, b core.Block) error   { return e.take("release", b) }

@@ -53,7 +53,7 @@ func waitDone(t *testing.T, done <-chan string, id string) {
 func TestOutboxWakesOnCommit(t *testing.T) {
 	pe := newPlanEnv(t, wholeNode("cb-a", "n0", 2, 10), wholeNode("cb-b", "n1", 2, 10))
 	st := finishes{Full: pe.st, done: make(chan string, 16)}
-	svc, err := New(t.Context(), Config{Fleet: pe.svc.fleet, Store: st, Backend: backend.NewSim(slog.New(slog.DiscardHandler)),
+	svc, err := New(t.Context(), Config{Fleet: pe.svc.fleet, Store: st, Backend: backend.NewSim(slog.New(slog.DiscardHandler), pe.svc.fleet.Nodes),
 		Clock: pe.sim, Log: slog.New(slog.DiscardHandler), Outbox: OutboxOptions{Poll: time.Hour}})
 	if err != nil {
 		t.Fatal(err)
@@ -79,7 +79,7 @@ func TestOutboxWakesOnCommit(t *testing.T) {
 func TestOutboxPollsWithoutKick(t *testing.T) {
 	pe := newPlanEnv(t)
 	st := finishes{Full: pe.st, done: make(chan string, 16)}
-	svc, err := New(t.Context(), Config{Fleet: pe.svc.fleet, Store: st, Backend: backend.NewSim(slog.New(slog.DiscardHandler)),
+	svc, err := New(t.Context(), Config{Fleet: pe.svc.fleet, Store: st, Backend: backend.NewSim(slog.New(slog.DiscardHandler), pe.svc.fleet.Nodes),
 		Clock: pe.sim, Log: slog.New(slog.DiscardHandler), Outbox: OutboxOptions{Poll: 10 * time.Millisecond}})
 	if err != nil {
 		t.Fatal(err)
@@ -135,7 +135,7 @@ func TestOutboxWakesOnOtherReplicasCommit(t *testing.T) {
 	fl := newPlanEnv(t).svc.fleet
 	sim := func() *clock.Sim { return clock.NewSim(planT0) }
 	leaderStore := sharedFinishes{Store: stA, done: make(chan string, 16)}
-	leader, err := New(t.Context(), Config{Fleet: fl, Store: leaderStore, Backend: backend.NewSim(slog.New(slog.DiscardHandler)),
+	leader, err := New(t.Context(), Config{Fleet: fl, Store: leaderStore, Backend: backend.NewSim(slog.New(slog.DiscardHandler), fl.Nodes),
 		Clock: sim(), Log: slog.New(slog.DiscardHandler), Outbox: OutboxOptions{Poll: time.Hour}})
 	if err != nil {
 		t.Fatal(err)

@@ -40,7 +40,7 @@ type outboxEnv struct {
 func newOutboxEnv(t *testing.T, opts OutboxOptions, blocks ...core.Block) *outboxEnv {
 	t.Helper()
 	pe := newPlanEnv(t, blocks...)
-	e := &outboxEnv{t: t, st: pe.st, sim: pe.sim, wall: clock.NewSim(outboxT0), engine: backend.NewSim(slog.New(slog.DiscardHandler))}
+	e := &outboxEnv{t: t, st: pe.st, sim: pe.sim, wall: clock.NewSim(outboxT0), engine: backend.NewSim(slog.New(slog.DiscardHandler), pe.svc.fleet.Nodes)}
 	e.be = backendtest.NewFlaky(e.engine)
 	opts.Clock = e.wall
 	if opts.Jitter == nil {
@@ -358,7 +358,8 @@ func TestOutboxMetrics(t *testing.T) {
 // receives each block it is called for.
 type stuck struct{ entered chan string }
 
-func (stuck) Name() string { return "stuck" }
+func (stuck) Name() string                                   { return "stuck" }
+func (stuck) Inventory(context.Context) ([]core.Node, error) { return nil, nil }
 func (s stuck) Activate(ctx context.Context, b core.Block) error {
 	s.entered <- b.ID
 	<-ctx.Done()
@@ -450,6 +451,7 @@ func TestOutboxPrunesDoneActions(t *testing.T) {
 type stopping struct{ stop context.CancelFunc }
 
 func (stopping) Name() string                                        { return "stopping" }
+func (stopping) Inventory(context.Context) ([]core.Node, error)      { return nil, nil }
 func (s stopping) Activate(context.Context, core.Block) error        { s.stop(); return nil }
 func (s stopping) Terminate(ctx context.Context, b core.Block) error { return s.Activate(ctx, b) }
 func (s stopping) Release(ctx context.Context, b core.Block) error   { return s.Activate(ctx, b) }

@@ -54,6 +54,10 @@ func (f *Flaky) Calls() []Call {
 // Name is the wrapped backend's name.
 func (f *Flaky) Name() string { return f.inner.Name() }
 
+// Inventory passes the wrapped backend's inventory on; it is not
+// failed on demand and not recorded.
+func (f *Flaky) Inventory(ctx context.Context) ([]core.Node, error) { return f.inner.Inventory(ctx) }
+
 // Activate fails when told to, else activates through the wrapped backend.
 func (f *Flaky) Activate(ctx context.Context, b core.Block) error {
 	return f.call(ctx, core.ActionActivate, b, f.inner.Activate)

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"capblock/internal/backend"
 	"capblock/internal/core"
 )
@@ -19,10 +21,16 @@ type Holder interface {
 // Exercise runs the suite that every backend passes: the outbox worker
 // applies an action again after a crash, so each call taken twice must
 // leave what it left once, and a release of a block that was never
-// activated (cancelled before its start) must succeed. newBackend
-// returns a fresh backend for each subtest.
+// activated (cancelled before its start) must succeed. Its inventory
+// names at least one node, each once, with a GPU model and GPUs, and
+// is the same when asked again. newBackend returns a fresh backend for
+// each subtest.
 func Exercise(t *testing.T, newBackend func(t *testing.T) backend.Backend) {
 	t.Helper()
+	t.Run("inventory", func(t *testing.T) {
+		t.Parallel()
+		checkInventory(t, newBackend(t))
+	})
 	t0 := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
 	blk := func(id string) core.Block {
 		return core.Block{ID: id, Team: "t", InstanceType: "h100.8x", GPUModel: "H100", Count: 1, Zone: "z",
@@ -62,5 +70,42 @@ func Exercise(t *testing.T, newBackend func(t *testing.T) backend.Backend) {
 				}
 			}
 		})
+	}
+}
+
+// checkInventory checks what every backend's inventory holds: some
+// nodes, each named once, of a GPU model, with GPUs; and the same nodes
+// when asked twice (Inventory is idempotent too).
+func checkInventory(t *testing.T, be backend.Backend) {
+	t.Helper()
+	nodes, err := be.Inventory(context.Background())
+	if err != nil {
+		t.Fatalf("Inventory: %v", err)
+	}
+	if len(nodes) == 0 {
+		t.Fatal("the inventory reports no node")
+	}
+	seen := map[string]bool{}
+	for i, n := range nodes {
+		switch {
+		case n.Name == "":
+			t.Errorf("node #%d has no name", i+1)
+		case seen[n.Name]:
+			t.Errorf("node %s is reported twice", n.Name)
+		}
+		seen[n.Name] = true
+		if n.GPUs < 1 {
+			t.Errorf("node %s has %d GPUs, want 1 or more", n.Name, n.GPUs)
+		}
+		if n.GPUModel == "" {
+			t.Errorf("node %s has no GPU model", n.Name)
+		}
+	}
+	again, err := be.Inventory(context.Background())
+	if err != nil {
+		t.Fatalf("Inventory again: %v", err)
+	}
+	if diff := cmp.Diff(nodes, again); diff != "" {
+		t.Errorf("the inventory asked again (-first +second):\n%s", diff)
 	}
 }
