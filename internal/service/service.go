@@ -120,8 +120,11 @@ type Service struct {
 	events   chan struct{}
 }
 
-// New loads the live blocks from the store, builds the index and returns a
-// ready service. The reconciler is started separately with Run.
+// New takes the fleet's nodes from the backend's inventory (see
+// inventoryNodes), loads the live blocks from the store, builds the
+// index, records as failed the nodes that hold blocks but are missing
+// from the inventory (reportMissing) and returns a ready service. The
+// reconciler is started separately with Run.
 func New(ctx context.Context, cfg Config) (*Service, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
@@ -151,10 +154,26 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 		}
 		s.jobs = newJobRuntime(cfg.JobsDir, cfg.JobUIDs, cfg.JobLimits)
 	}
+	// The fleet's nodes are the backend's inventory; a node that live
+	// blocks hold but that the inventory lacks stays, as a stand-in,
+	// and is recorded as failed once the service is built.
+	nodes, err := inventoryNodes(ctx, cfg.Backend, cfg.Fleet, cfg.Log)
+	if err != nil {
+		return nil, err
+	}
 	if err := s.loadHealth(ctx); err != nil {
 		return nil, err
 	}
-	if err := s.rebuildIndex(ctx); err != nil {
+	blocks, err := s.store.ListBlocks(ctx, store.BlockFilter{States: liveStates})
+	if err != nil {
+		return nil, fmt.Errorf("loading live blocks: %w", err)
+	}
+	missing := missingNodes(nodes, blocks)
+	s.fleet.Nodes = append(nodes, missing...)
+	if err := s.buildIndex(blocks); err != nil {
+		return nil, err
+	}
+	if err := s.reportMissing(ctx, missing); err != nil {
 		return nil, err
 	}
 	return s, nil
@@ -168,6 +187,12 @@ func (s *Service) rebuildIndex(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("loading live blocks: %w", err)
 	}
+	return s.buildIndex(blocks)
+}
+
+// buildIndex replaces the index with one built from blocks, each node
+// with its health as recorded in s.health. Callers hold mu or are New.
+func (s *Service) buildIndex(blocks []core.Block) error {
 	fleet := s.fleet
 	fleet.Nodes = s.currentNodes()
 	ix, err := core.NewIndex(&fleet, blocks, s.clock.Now())
