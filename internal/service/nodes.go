@@ -34,8 +34,8 @@ func (s *Service) RecoverNode(ctx context.Context, name string) (contract.NodeRe
 // and, once backends stream them, the engine's reports (NVML, a
 // Kubernetes node's conditions, a Slurm node's state). A node that
 // disappears from the engine's inventory while it holds blocks is a
-// failure too: the inventory's reconciliation, still to come, reports it
-// here as unhealthy from the engine.
+// failure too: at start, New reports it here as unhealthy from the
+// engine (see inventory.go; the inventory is read only at start so far).
 //
 // The sources combine so: an engine's report that a node is healthy does
 // not end an admin's fail (ops may have drained it for what the engine
