@@ -25,8 +25,10 @@
 // nvidia.com/gpu; Slurm: scontrol show nodes). The service builds its
 // fleet's nodes from it at start.
 //
-// A Runner carries a run's instances: its keys (job id and run) name the
+// Workloads carry jobs' instances: the service describes each without the
+// engine (Workload), and a run's key (job id and run) names the
 // processes, pods or Slurm jobs, so that a new server finds them again.
+// LocalWorkloads runs them as processes of this machine, through a Runner.
 package backend
 
 import (
@@ -55,9 +57,9 @@ type Backend interface {
 	Release(ctx context.Context, b core.Block) error
 }
 
-// Runner runs the instances of jobs and reports how they end. The sim and
-// local backends run them as processes of this machine (package
-// executor); a cluster backend maps the same calls to pods or Slurm jobs.
+// Runner runs the instances of jobs as processes of this machine and
+// reports how they end (package executor): LocalWorkloads, for the sim
+// and local backends, starts and stops them through it.
 type Runner interface {
 	// Start starts one instance; key names the job's run.
 	Start(spec executor.Spec) (executor.Instance, error)

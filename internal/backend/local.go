@@ -1,0 +1,173 @@
+package backend
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"capblock/internal/core"
+	"capblock/internal/executor"
+)
+
+// LocalWorkloads runs jobs' instances as processes of this machine (the
+// sim and local engines), through the executor's shim, in a jobs
+// directory (see localdirs.go for its layout):
+//
+//	<dir>/state/                      the executor's records, to adopt after a restart
+//	<dir>/logs/<job>/instance-<n>.log each instance's log
+//	<dir>/<job>/                      the job's working directory and HOME
+//	<dir>/<job>/checkpoint/           CAPBLOCK_CHECKPOINT_DIR
+//
+// Every instance of a run is on this machine: MASTER_ADDR is 127.0.0.1,
+// MASTER_PORT is the job's own (masterPort), and CUDA_VISIBLE_DEVICES
+// lists the GPUs of the block's slot that the instance is given.
+type LocalWorkloads struct {
+	dir      string
+	isolated bool
+}
+
+// NewLocalWorkloads runs jobs in dir, made if missing. Isolated jobs run
+// as users of their own (Workload.User), in cgroups or not at all: the
+// jobs directory then lets others pass through, and every directory above
+// it must too.
+func NewLocalWorkloads(dir string, isolated bool) (*LocalWorkloads, error) {
+	if abs, err := filepath.Abs(dir); err == nil {
+		dir = abs // jobs run in directories of their own
+	}
+	if err := prepareJobsDir(dir, isolated); err != nil {
+		return nil, err
+	}
+	return &LocalWorkloads{dir: dir, isolated: isolated}, nil
+}
+
+// Open starts the executor on the jobs directory's state.
+func (l *LocalWorkloads) Open() (Instances, error) {
+	var opts []executor.Option
+	if l.isolated {
+		opts = append(opts, executor.RequireCgroups()) // other users' jobs run contained, or not at all
+	}
+	r, err := NewProcessRunner(filepath.Join(l.dir, jobsStateDir), opts...)
+	if err != nil {
+		return nil, fmt.Errorf("starting the job executor: %w", err)
+	}
+	return &localInstances{l: l, r: r}, nil
+}
+
+// ReadLog reads an instance's log from the jobs directory (executor.ReadLog).
+func (l *LocalWorkloads) ReadLog(_ context.Context, jobID string, instance int, offset int64, limit int) ([]byte, int64, error) {
+	if err := checkJobID(jobID); err != nil {
+		return nil, 0, err
+	}
+	data, next, err := executor.ReadLog(l.logPath(jobID, instance), offset, limit)
+	if errors.Is(err, fs.ErrNotExist) {
+		return []byte{}, 0, nil // not started yet
+	}
+	if err != nil {
+		return nil, 0, err
+	}
+	return data, next, nil
+}
+
+// workDir is a job's working directory, holding its checkpoint directory.
+func (l *LocalWorkloads) workDir(jobID string) string { return filepath.Join(l.dir, jobID) }
+
+func (l *LocalWorkloads) logPath(jobID string, instance int) string {
+	return filepath.Join(l.dir, jobsLogsDir, jobID, fmt.Sprintf("instance-%d.log", instance))
+}
+
+// checkJobID refuses a job id that would name a path outside the job's
+// own directories.
+func checkJobID(id string) error {
+	if id == "" || id == "." || id == ".." || strings.ContainsAny(id, "/\\\x00") ||
+		id == jobsStateDir || id == jobsLogsDir {
+		return fmt.Errorf("job id %q cannot name a job's directory", id)
+	}
+	return nil
+}
+
+// localInstances is an open executor.
+type localInstances struct {
+	l *LocalWorkloads
+	r Runner
+}
+
+// Start prepares the job's working directory (on its first start) and
+// starts the instance's process.
+func (li *localInstances) Start(_ context.Context, w Workload) error {
+	if err := checkJobID(w.JobID); err != nil {
+		return err
+	}
+	dir := li.l.workDir(w.JobID)
+	if err := prepareWorkDir(dir, w.User); err != nil {
+		return fmt.Errorf("preparing the directory of job %s: %w", w.JobID, err)
+	}
+	spec := executor.Spec{JobID: w.Run, Instance: w.Rank, Command: w.Command, Env: localEnv(w, dir),
+		Dir: dir, LogPath: li.l.logPath(w.JobID, w.Rank), Limits: w.Limits}
+	if w.User != nil {
+		spec.Credential = &executor.Credential{UID: w.User.UID, GID: w.User.GID}
+	}
+	if _, err := li.r.Start(spec); err != nil {
+		return fmt.Errorf("starting instance %d of job %s: %w", w.Rank, w.JobID, err)
+	}
+	return nil
+}
+
+// localEnv is the environment of a local instance whose working
+// directory is dir.
+func localEnv(w Workload, dir string) map[string]string {
+	gpus := instanceGPUs(w.Block, w.GPUsPerInstance)
+	env := executor.JobEnv(executor.EnvParams{
+		BlockID: w.Block.ID, PlanID: w.PlanID, SegmentEnd: w.Block.End, CheckpointDir: filepath.Join(dir, "checkpoint"),
+		RestartCount: w.Restarts, Rank: w.Rank, WorldSize: w.WorldSize, MasterAddr: "127.0.0.1", MasterPort: masterPort(w.JobID),
+		GPUs: gpus[w.Slot()%len(gpus)], User: w.Env,
+	})
+	env["HOME"] = dir
+	return env
+}
+
+func (li *localInstances) Stop(run string, instance int, grace time.Duration) error {
+	return li.r.Stop(run, instance, grace)
+}
+
+func (li *localInstances) Adopt() ([]RunningInstance, error) {
+	adopted, err := li.r.Adopt()
+	out := make([]RunningInstance, len(adopted))
+	for i, in := range adopted {
+		out[i] = RunningInstance{Run: in.JobID, Instance: in.Instance}
+	}
+	return out, err
+}
+
+func (li *localInstances) Exits() <-chan InstanceExit { return li.r.Exits() }
+
+func (li *localInstances) Close() error { return li.r.Close() }
+
+// instanceGPUs splits a block's GPUs into its instances' GPU indices, by
+// slot: the placements in order, g GPUs each.
+func instanceGPUs(b core.Block, g int) [][]int {
+	g = max(g, 1)
+	var out [][]int
+	for _, pl := range b.Placements {
+		for i := 0; i+g <= len(pl.GPUs); i += g {
+			out = append(out, pl.GPUs[i:i+g])
+		}
+	}
+	if len(out) == 0 {
+		out = [][]int{nil}
+	}
+	return out
+}
+
+// masterPort gives each job its own rendezvous port in 29500–30499, the
+// same for every run of the job.
+func masterPort(jobID string) int {
+	h := 0
+	for _, c := range jobID {
+		h = h*31 + int(c)
+	}
+	return 29500 + (h%1000+1000)%1000
+}

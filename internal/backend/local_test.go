@@ -1,0 +1,145 @@
+package backend
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"capblock/internal/core"
+)
+
+// twoNodeBlock is an active block of four 4-GPU instances on two nodes.
+func twoNodeBlock() core.Block {
+	return core.Block{ID: "cb-1", Count: 4, End: time.Date(2026, 3, 1, 14, 0, 0, 0, time.UTC),
+		Placements: []core.Placement{{Node: "n0", GPUs: []int{0, 1, 2, 3, 4, 5, 6, 7}}, {Node: "n1", GPUs: []int{0, 1, 2, 3, 4, 5, 6, 7}}}}
+}
+
+// TestLocalEnv: the local engine sets the README's environment contract,
+// rendezvous on this machine at the job's port, and the GPUs of the slot
+// the instance's rank is given.
+func TestLocalEnv(t *testing.T) {
+	base := Workload{JobID: "job-1", Run: "job-1/2", WorldSize: 2, Block: twoNodeBlock(), PlanID: "tp-1", GPUsPerInstance: 4,
+		Restarts: 2, Env: map[string]string{"NCCL_DEBUG": "INFO", "RANK": "9", "CUDA_VISIBLE_DEVICES": "0-7"}}
+	port := masterPort("job-1")
+	standard := map[string]string{
+		"CAPBLOCK_BLOCK_ID":       "cb-1",
+		"CAPBLOCK_PLAN_ID":        "tp-1",
+		"CAPBLOCK_SEGMENT_END":    "2026-03-01T14:00:00Z",
+		"CAPBLOCK_SEGMENT_END_MS": "1772373600000",
+		"CAPBLOCK_CHECKPOINT_DIR": "/jobs/job-1/checkpoint",
+		"CAPBLOCK_RESTART_COUNT":  "2",
+		"WORLD_SIZE":              "2",
+		"MASTER_ADDR":             "127.0.0.1",
+		"MASTER_PORT":             strconv.Itoa(port),
+		"HOME":                    "/jobs/job-1",
+		"NCCL_DEBUG":              "INFO",
+	}
+	with := func(kv ...string) map[string]string {
+		out := map[string]string{}
+		for k, v := range standard {
+			out[k] = v
+		}
+		for i := 0; i < len(kv); i += 2 {
+			out[kv[i]] = kv[i+1]
+		}
+		return out
+	}
+	tests := map[string]struct {
+		rank  int
+		slots []int
+		gpus  int
+		want  map[string]string
+	}{
+		"no slots: rank 0 has the first slot": {
+			rank: 0, gpus: 4, want: with("RANK", "0", "CUDA_VISIBLE_DEVICES", "0,1,2,3"),
+		},
+		"no slots: rank 1 has the second": {
+			rank: 1, gpus: 4, want: with("RANK", "1", "CUDA_VISIBLE_DEVICES", "4,5,6,7"),
+		},
+		"held slots: rank 0 on slot 2, the second node's first half": {
+			rank: 0, slots: []int{2, 3}, gpus: 4, want: with("RANK", "0", "CUDA_VISIBLE_DEVICES", "0,1,2,3"),
+		},
+		"held slots: rank 1 on slot 1": {
+			rank: 1, slots: []int{3, 1}, gpus: 4, want: with("RANK", "1", "CUDA_VISIBLE_DEVICES", "4,5,6,7"),
+		},
+		"whole-node instances": {
+			rank: 1, slots: []int{0, 1}, gpus: 8, want: with("RANK", "1", "CUDA_VISIBLE_DEVICES", "0,1,2,3,4,5,6,7"),
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			w := base
+			w.Rank, w.Slots, w.GPUsPerInstance = tc.rank, tc.slots, tc.gpus
+			if diff := cmp.Diff(tc.want, localEnv(w, "/jobs/job-1")); diff != "" {
+				t.Errorf("environment (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestMasterPort: a job's port is the same for every run and instance,
+// in 29500–30499, and jobs differ.
+func TestMasterPort(t *testing.T) {
+	seen := map[int]bool{}
+	for _, id := range []string{"job-a", "job-b", "job-c", "job-0123456789abcdef"} {
+		p := masterPort(id)
+		if p < 29500 || p > 30499 {
+			t.Errorf("masterPort(%s) = %d, want 29500–30499", id, p)
+		}
+		if again := masterPort(id); again != p {
+			t.Errorf("masterPort(%s) = %d, then %d", id, p, again)
+		}
+		seen[p] = true
+	}
+	if len(seen) < 2 {
+		t.Errorf("every job has the same port: %v", seen)
+	}
+}
+
+// TestLocalRunAndReadLog: an instance started through the local engine
+// runs in the job's directory with the contract's variables, ends on
+// Exits under its run, and its log reads back by job and rank; a log not
+// written yet reads as empty.
+func TestLocalRunAndReadLog(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "jobs")
+	l, err := NewLocalWorkloads(dir, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if data, next, err := l.ReadLog(t.Context(), "job-1", 0, 0, 0); err != nil || len(data) != 0 || next != 0 {
+		t.Fatalf("ReadLog before a start = %q, %d, %v; want empty at 0", data, next, err)
+	}
+	ins, err := l.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ins.Close()
+	w := Workload{JobID: "job-1", Run: "job-1/0", Rank: 1, WorldSize: 2, Block: twoNodeBlock(), GPUsPerInstance: 4,
+		Command: []string{"sh", "-c", `echo "$RANK $CUDA_VISIBLE_DEVICES $MASTER_ADDR $PWD"; test -d "$CAPBLOCK_CHECKPOINT_DIR"`}}
+	if err := ins.Start(t.Context(), w); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case x := <-ins.Exits():
+		if x.JobID != "job-1/0" || x.Instance != 1 || x.Code != 0 {
+			t.Fatalf("exit = %+v, want job-1/0 instance 1 code 0", x)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("the instance did not end within 15s")
+	}
+	work, _ := filepath.EvalSymlinks(filepath.Join(dir, "job-1"))
+	data, next, err := l.ReadLog(t.Context(), "job-1", 1, 0, 0)
+	if want := "1 4,5,6,7 127.0.0.1 " + work + "\n"; err != nil || string(data) != want || next != int64(len(want)) {
+		t.Errorf("ReadLog = %q, %d, %v; want %q, %d", data, next, err, want, len(want))
+	}
+	if fi, err := os.Stat(filepath.Join(dir, "logs")); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Errorf("logs directory: %v, %v; want mode 0700", fi, err)
+	}
+	if _, _, err := l.ReadLog(t.Context(), "../x", 0, 0, 0); err == nil {
+		t.Error("ReadLog of job ../x: no error")
+	}
+}
