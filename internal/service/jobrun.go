@@ -2,58 +2,52 @@ package service
 
 import (
 	"context"
-	"path/filepath"
 	"time"
 
 	"capblock/internal/backend"
 	"capblock/internal/core"
-	"capblock/internal/executor"
 	"capblock/internal/store"
 )
 
-// runJobs drives jobs while this replica leads: it starts an executor on
-// the jobs directory (adopting the processes an earlier run of the server
-// left running), then moves jobs on whenever blocks change, a job is
-// created or a process ends, until ctx ends or lost is closed.
+// runJobs drives jobs while this replica leads: it opens the engine's
+// workloads (adopting the instances an earlier run of the server left
+// running), then moves jobs on whenever blocks change, a job is created
+// or an instance ends, until ctx ends or lost is closed.
 func (s *Service) runJobs(ctx context.Context, lost <-chan struct{}) {
 	if s.jobs == nil {
 		return
 	}
-	var opts []executor.Option
-	if !s.jobs.uids.IsZero() {
-		opts = append(opts, executor.RequireCgroups()) // other users' jobs run contained, or not at all
-	}
-	ex, err := backend.NewProcessRunner(filepath.Join(s.jobs.dir, jobsStateDir), opts...)
+	ins, err := s.jobs.workloads.Open()
 	if err != nil {
-		s.log.Error("starting the job executor; jobs will not run", "err", err)
+		s.log.Error("opening the jobs' workloads; jobs will not run", "err", err)
 		return
 	}
-	defer ex.Close() // processes keep running; the next leader adopts them
-	adopted, err := ex.Adopt()
+	defer ins.Close() // instances keep running; the next leader adopts them
+	adopted, err := ins.Adopt()
 	if err != nil {
-		s.log.Error("adopting the jobs' processes", "err", err)
+		s.log.Error("adopting the jobs' instances", "err", err)
 	} else if len(adopted) > 0 {
-		s.log.Info("adopted running job processes", "count", len(adopted))
+		s.log.Info("adopted running job instances", "count", len(adopted))
 	}
 	s.jobs.mu.Lock()
-	s.jobs.exec = ex
+	s.jobs.instances = ins
 	s.jobs.seen = map[string]bool{}
 	s.jobs.live = map[string]int{}
 	s.jobs.next = map[string]pendingRun{}
 	s.jobs.holds = map[string]core.Job{}
 	for _, in := range adopted {
-		s.jobs.seen[in.JobID] = true
-		s.jobs.live[in.JobID]++
+		s.jobs.seen[in.Run] = true
+		s.jobs.live[in.Run]++
 	}
 	s.jobs.mu.Unlock()
 	s.holdAdopted(ctx, adopted)
-	// The ends of processes that ended while no server watched come on
+	// The ends of instances that ended while no server watched come on
 	// Exits shortly after Adopt; a run that neither runs nor ends by then
 	// was lost (recorded, never started) and starts again.
 	lostCheck := time.After(lostAfter)
 	defer func() {
 		s.jobs.mu.Lock()
-		s.jobs.exec = nil
+		s.jobs.instances = nil
 		s.jobs.mu.Unlock()
 	}()
 	tick := time.NewTicker(time.Second)
@@ -65,7 +59,7 @@ func (s *Service) runJobs(ctx context.Context, lost <-chan struct{}) {
 			return
 		case <-lost:
 			return
-		case x := <-ex.Exits():
+		case x := <-ins.Exits():
 			s.onExit(ctx, x)
 		case <-lostCheck:
 			s.restartLostJobs(ctx)
@@ -76,7 +70,7 @@ func (s *Service) runJobs(ctx context.Context, lost <-chan struct{}) {
 }
 
 // lostAfter is how long after taking over the runner waits for the ends
-// of processes that ended while no server watched, before it restarts
+// of instances that ended while no server watched, before it restarts
 // the runs it found neither running nor ended.
 const lostAfter = 2 * time.Second
 
@@ -160,7 +154,7 @@ func (s *Service) reconcileJobs(ctx context.Context) {
 
 // heldSlots maps each block to its instance slots in use and the job
 // that holds each: the slots of running jobs, and those of runs whose
-// processes have not all ended yet (a stopped job's, during its grace).
+// instances have not all ended yet (a stopped job's, during its grace).
 func (s *Service) heldSlots(jobs []core.Job) map[string]map[int]string {
 	held := map[string]map[int]string{}
 	for _, j := range jobs {
@@ -194,28 +188,28 @@ func holdSlots(held map[string]map[int]string, j core.Job) {
 }
 
 // holdAdopted records the slots held by the runs adopted from an earlier
-// server, until their processes end.
-func (s *Service) holdAdopted(ctx context.Context, adopted []executor.Instance) {
+// server, until their instances end.
+func (s *Service) holdAdopted(ctx context.Context, adopted []backend.RunningInstance) {
 	for _, in := range adopted {
-		id, _, ok := parseRunKey(in.JobID)
+		id, _, ok := parseRunKey(in.Run)
 		if !ok {
 			continue
 		}
 		j, err := s.store.Job(ctx, id)
 		if err != nil {
-			s.log.Warn("loading the job of an adopted process", "job", id, "err", err)
+			s.log.Warn("loading the job of an adopted instance", "job", id, "err", err)
 			continue
 		}
 		s.jobs.mu.Lock()
-		if s.jobs.live[in.JobID] > 0 {
-			s.jobs.holds[in.JobID] = j
+		if s.jobs.live[in.Run] > 0 {
+			s.jobs.holds[in.Run] = j
 		}
 		s.jobs.mu.Unlock()
 	}
 }
 
 // startAfter starts the job's new run once the previous run (of prev)
-// has no process left: at once when it has none.
+// has no instance left: at once when it has none.
 func (s *Service) startAfter(ctx context.Context, prev, next core.Job, b core.Block) {
 	key := runKey(prev)
 	s.jobs.mu.Lock()
@@ -229,7 +223,7 @@ func (s *Service) startAfter(ctx context.Context, prev, next core.Job, b core.Bl
 }
 
 // onExit handles the end of one instance of a run.
-func (s *Service) onExit(ctx context.Context, x executor.Exit) {
+func (s *Service) onExit(ctx context.Context, x backend.InstanceExit) {
 	// 1. A run that was waiting for this one to end may start now.
 	s.jobs.mu.Lock()
 	s.jobs.seen[x.JobID] = true
@@ -293,96 +287,58 @@ func (s *Service) onExit(ctx context.Context, x executor.Exit) {
 	}
 }
 
-// startRun starts one process per instance of the job's current run, on
-// the GPUs of the block that the instance is given.
+// startRun starts the instances of the job's current run, each on the
+// slot of the block that it is given.
 func (s *Service) startRun(ctx context.Context, j core.Job, b core.Block) {
 	s.jobs.mu.Lock()
-	ex := s.jobs.exec
+	ins := s.jobs.instances
 	s.jobs.mu.Unlock()
-	if ex == nil {
+	if ins == nil {
 		return
 	}
-	// 1. The team's user, and the job's directory, made on its first run.
+	// 1. The team's user, allocated on its first job.
 	user, err := s.jobUser(ctx, j.Team)
-	dir := s.jobWorkDir(j.ID)
-	if err == nil {
-		err = prepareWorkDir(dir, user)
-	}
 	if err != nil {
 		s.log.Error("preparing a job's run", "job", j.ID, "err", err)
 		for i := range j.InstanceCount {
-			s.onExit(ctx, executor.Exit{JobID: runKey(j), Instance: i, Code: 127, Err: err})
+			s.onExit(ctx, backend.InstanceExit{JobID: runKey(j), Instance: i, Code: 127, Err: err})
 		}
 		return
 	}
-	checkpoint := filepath.Join(dir, "checkpoint")
-	// 2. One process per instance.
-	gpus := s.instanceGPUs(b)
+	// 2. One instance per rank.
+	t, _ := s.fleet.Type(b.InstanceType)
+	w := backend.Workload{JobID: j.ID, Run: runKey(j), WorldSize: j.InstanceCount, Block: b, PlanID: j.PlanID,
+		Slots: j.Slots, GPUsPerInstance: t.GPUsPerInstance, Command: j.Command, Env: j.Env, Restarts: j.Restarts,
+		Team: j.Team, User: user, Limits: s.jobs.limits}
 	s.jobs.mu.Lock()
-	s.jobs.holds[runKey(j)] = j
+	s.jobs.holds[w.Run] = j
 	s.jobs.mu.Unlock()
 	for i := range j.InstanceCount {
-		slot := i
-		if i < len(j.Slots) {
-			slot = j.Slots[i]
-		}
-		env := executor.JobEnv(executor.EnvParams{
-			BlockID: b.ID, PlanID: j.PlanID, SegmentEnd: b.End, CheckpointDir: checkpoint, RestartCount: j.Restarts,
-			Rank: i, WorldSize: j.InstanceCount, MasterAddr: "127.0.0.1", MasterPort: masterPort(j),
-			GPUs: gpus[slot%len(gpus)], User: j.Env,
-		})
-		env["HOME"] = dir
-		spec := executor.Spec{JobID: runKey(j), Instance: i, Command: j.Command, Env: env,
-			Dir: dir, LogPath: s.jobLogPath(j.ID, i), Credential: user, Limits: s.jobs.limits}
+		w.Rank = i
 		s.jobs.mu.Lock()
-		s.jobs.seen[spec.JobID] = true
-		s.jobs.live[spec.JobID]++
+		s.jobs.seen[w.Run] = true
+		s.jobs.live[w.Run]++
 		s.jobs.mu.Unlock()
-		if _, err := ex.Start(spec); err != nil {
+		if err := ins.Start(ctx, w); err != nil {
 			s.log.Warn("starting a job instance", "job", j.ID, "instance", i, "err", err)
-			s.onExit(ctx, executor.Exit{JobID: spec.JobID, Instance: i, Code: 127, Err: err})
+			s.onExit(ctx, backend.InstanceExit{JobID: w.Run, Instance: i, Code: 127, Err: err})
 			return
 		}
 	}
 }
 
-// stopRun stops the processes of a job's run: SIGTERM, SIGKILL after the
+// stopRun stops the instances of a job's run: SIGTERM, SIGKILL after the
 // grace period.
 func (s *Service) stopRun(j core.Job) {
 	s.jobs.mu.Lock()
-	ex := s.jobs.exec
+	ins := s.jobs.instances
 	s.jobs.mu.Unlock()
-	if ex == nil {
+	if ins == nil {
 		return
 	}
 	for i := range j.InstanceCount {
-		if err := ex.Stop(runKey(j), i, s.jobs.grace); err != nil {
+		if err := ins.Stop(runKey(j), i, s.jobs.grace); err != nil {
 			s.log.Debug("stopping a job instance", "job", j.ID, "instance", i, "err", err)
 		}
 	}
-}
-
-// instanceGPUs splits a block's GPUs into its instances' GPU indices.
-func (s *Service) instanceGPUs(b core.Block) [][]int {
-	t, _ := s.fleet.Type(b.InstanceType)
-	g := max(t.GPUsPerInstance, 1)
-	var out [][]int
-	for _, pl := range b.Placements {
-		for i := 0; i+g <= len(pl.GPUs); i += g {
-			out = append(out, pl.GPUs[i:i+g])
-		}
-	}
-	if len(out) == 0 {
-		out = [][]int{nil}
-	}
-	return out
-}
-
-// masterPort gives each job its own rendezvous port in 29500–30499.
-func masterPort(j core.Job) int {
-	h := 0
-	for _, c := range j.ID {
-		h = h*31 + int(c)
-	}
-	return 29500 + (h%1000+1000)%1000
 }

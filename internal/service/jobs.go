@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -14,31 +12,30 @@ import (
 	"capblock/internal/backend"
 	"capblock/internal/contract"
 	"capblock/internal/core"
-	"capblock/internal/executor"
 	"capblock/internal/store"
 )
 
-// jobGrace is how long a job's processes have between SIGTERM and SIGKILL.
+// jobGrace is how long a job's instances have between SIGTERM and SIGKILL.
 const jobGrace = 30 * time.Second
 
-// jobRuntime runs jobs as processes of this machine (the sim and local
-// backends). Only the replica that leads the reconciler runs them.
+// jobRuntime runs jobs through the engine's Workloads. Only the replica
+// that leads the reconciler runs them; any replica reads their logs.
 type jobRuntime struct {
-	dir    string
-	grace  time.Duration
-	kick   chan struct{}
-	uids   UIDRange        // the users teams' jobs run as; zero: the server's
-	limits executor.Limits // of each instance
+	workloads backend.Workloads
+	grace     time.Duration
+	kick      chan struct{}
+	uids      UIDRange       // the users teams' jobs run as; zero: the server's
+	limits    backend.Limits // of each instance
 
-	mu   sync.Mutex
-	exec backend.Runner  // set while leading
-	seen map[string]bool // run keys known to run or to have ended, since leading
-	// live counts each run's processes still running; a new run of a job
+	mu        sync.Mutex
+	instances backend.Instances // open while leading
+	seen      map[string]bool   // run keys known to run or to have ended, since leading
+	// live counts each run's instances still running; a new run of a job
 	// waits in next until its previous run has none left, so that a job
 	// never runs twice at once.
 	live map[string]int
 	next map[string]pendingRun // previous run key → the run to start
-	// holds are the runs with processes that may still run, by run key,
+	// holds are the runs with instances that may still run, by run key,
 	// with the block and slots they hold.
 	holds map[string]core.Job
 	// teamUIDs caches the uid of each team's jobs.
@@ -51,15 +48,26 @@ type pendingRun struct {
 	block core.Block
 }
 
-func newJobRuntime(dir string, uids UIDRange, limits executor.Limits) *jobRuntime {
-	if abs, err := filepath.Abs(dir); err == nil {
-		dir = abs // jobs run in directories of their own
+// newJobs is the job runtime of cfg: its Workloads, else processes of
+// this machine in its JobsDir; nil when the server runs no jobs.
+func newJobs(cfg Config) (*jobRuntime, error) {
+	w := cfg.Workloads
+	if w == nil {
+		if cfg.JobsDir == "" {
+			return nil, nil
+		}
+		local, err := backend.NewLocalWorkloads(cfg.JobsDir, !cfg.JobUIDs.IsZero())
+		if err != nil {
+			return nil, err
+		}
+		w = local
 	}
-	return &jobRuntime{dir: dir, grace: jobGrace, kick: make(chan struct{}, 1), uids: uids, limits: limits, seen: map[string]bool{},
-		live: map[string]int{}, next: map[string]pendingRun{}, holds: map[string]core.Job{}, teamUIDs: map[string]int{}}
+	return &jobRuntime{workloads: w, grace: jobGrace, kick: make(chan struct{}, 1), uids: cfg.JobUIDs, limits: cfg.JobLimits,
+		seen: map[string]bool{}, live: map[string]int{}, next: map[string]pendingRun{}, holds: map[string]core.Job{},
+		teamUIDs: map[string]int{}}, nil
 }
 
-// runKey names one run of a job to the executor: "<job id>/<run>".
+// runKey names one run of a job to the engine: "<job id>/<run>".
 func runKey(j core.Job) string { return j.ID + "/" + strconv.Itoa(j.Run) }
 
 func parseRunKey(key string) (string, int, bool) {
@@ -184,7 +192,7 @@ func (s *Service) GetJob(ctx context.Context, scope, id string) (core.Job, error
 	return j, nil
 }
 
-// StopJob stops a job: its processes get SIGTERM, then SIGKILL.
+// StopJob stops a job: its instances get SIGTERM, then SIGKILL.
 func (s *Service) StopJob(ctx context.Context, scope, id string) (core.Job, error) {
 	j, err := s.GetJob(ctx, scope, id)
 	if err != nil {
@@ -212,13 +220,13 @@ func (s *Service) JobLogs(ctx context.Context, scope, id string, instance int, o
 	if err != nil {
 		return nil, 0, err
 	}
+	if s.jobs == nil {
+		return nil, 0, s.jobsOffError()
+	}
 	if instance < 0 || instance >= j.InstanceCount {
 		return nil, 0, core.Invalidf("instance %d: job %s has instances 0 to %d", instance, id, j.InstanceCount-1)
 	}
-	data, next, err := executor.ReadLog(s.jobLogPath(j.ID, instance), offset, limit)
-	if errors.Is(err, os.ErrNotExist) {
-		return []byte{}, 0, nil // not started yet
-	}
+	data, next, err := s.jobs.workloads.ReadLog(ctx, j.ID, instance, offset, limit)
 	if err != nil {
 		return nil, 0, fmt.Errorf("reading the log of job %s: %w", id, err)
 	}

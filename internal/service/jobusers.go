@@ -2,15 +2,10 @@ package service
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io/fs"
-	"os"
-	"path/filepath"
-	"syscall"
 
+	"capblock/internal/backend"
 	"capblock/internal/core"
-	"capblock/internal/executor"
 )
 
 // UIDRange is the range of user ids, First to Last, that teams' jobs run
@@ -24,68 +19,14 @@ type UIDRange struct {
 // IsZero reports whether r is the zero range.
 func (r UIDRange) IsZero() bool { return r == UIDRange{} }
 
-// Jobs directory layout. The jobs directory is the server's, and others
-// may only pass through it (0711); each job gets a working directory of
-// its own, owned by its team's user and readable by it alone (0700), with
-// its checkpoint directory inside. What the job must not touch lives in
-// directories only the server enters (0700): the executor's state and the
-// logs, which the server reads back for the API and so must never be a
-// file that a job could swap for a link.
-const (
-	jobsStateDir = "state"
-	jobsLogsDir  = "logs"
-)
-
-// prepareJobsDir makes the jobs directory, which a job's user must be
-// able to pass through when jobs run as other users.
-func prepareJobsDir(dir string, isolated bool) error {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return fmt.Errorf("creating the jobs directory %s: %w", dir, err)
-	}
-	if !isolated {
-		return nil
-	}
-	if err := os.Chmod(dir, 0o711); err != nil {
-		return fmt.Errorf("letting job users pass through the jobs directory %s: %w", dir, err)
-	}
-	return CheckJobsDirReachable(dir)
-}
-
 // CheckJobsDirReachable checks that users other than the server's may
-// pass through every directory above dir (an absolute path, or relative
-// to the working directory), as jobs run as users of their own must, to
-// reach their working directories.
-func CheckJobsDirReachable(dir string) error {
-	abs, err := filepath.Abs(dir)
-	if err != nil {
-		return fmt.Errorf("jobs directory %s: %w", dir, err)
-	}
-	for d := filepath.Dir(abs); ; d = filepath.Dir(d) {
-		fi, err := os.Stat(d)
-		if err != nil {
-			return fmt.Errorf("checking %s above the jobs directory: %w", d, err)
-		}
-		if fi.Mode().Perm()&0o001 == 0 {
-			return fmt.Errorf("jobs run as users of their own, who could not reach the jobs directory %s: %s has mode %04o; choose a --jobs-dir that others may pass through (such as /var/lib/capblock-jobs), or let them pass with chmod o+x %s",
-				abs, d, fi.Mode().Perm(), d)
-		}
-		if d == filepath.Dir(d) {
-			return nil
-		}
-	}
-}
-
-// jobWorkDir is a job's working directory, holding its checkpoint
-// directory.
-func (s *Service) jobWorkDir(id string) string { return filepath.Join(s.jobs.dir, id) }
-
-func (s *Service) jobLogPath(id string, instance int) string {
-	return filepath.Join(s.jobs.dir, jobsLogsDir, id, fmt.Sprintf("instance-%d.log", instance))
-}
+// pass through every directory above the jobs directory dir, as jobs run
+// as users of their own must (backend.CheckJobsDirReachable).
+func CheckJobsDirReachable(dir string) error { return backend.CheckJobsDirReachable(dir) }
 
 // jobUser is the user and group that the team's jobs run as, nil when
 // jobs run as the server's user.
-func (s *Service) jobUser(ctx context.Context, team string) (*executor.Credential, error) {
+func (s *Service) jobUser(ctx context.Context, team string) (*backend.User, error) {
 	r := s.jobs.uids
 	if r.IsZero() {
 		return nil, nil
@@ -102,55 +43,7 @@ func (s *Service) jobUser(ctx context.Context, team string) (*executor.Credentia
 		s.jobs.teamUIDs[team] = uid
 		s.jobs.mu.Unlock()
 	}
-	return &executor.Credential{UID: uint32(uid), GID: uint32(uid)}, nil
-}
-
-// prepareWorkDir makes a job's working directory and its checkpoint
-// directory on the job's first start, owned by the job's user. Once made,
-// the directory is the job's: nothing in it is touched again, so that a
-// link a job put there never leads the server anywhere.
-func prepareWorkDir(dir string, user *executor.Credential) error {
-	err := os.Mkdir(dir, 0o700)
-	if errors.Is(err, fs.ErrExist) {
-		return checkWorkDir(dir, user)
-	}
-	if err != nil {
-		return fmt.Errorf("creating the job's directory: %w", err)
-	}
-	checkpoint := filepath.Join(dir, "checkpoint")
-	if err := os.Mkdir(checkpoint, 0o700); err != nil {
-		return fmt.Errorf("creating the job's checkpoint directory: %w", err)
-	}
-	if user == nil {
-		return nil
-	}
-	for _, d := range []string{checkpoint, dir} {
-		if err := os.Lchown(d, int(user.UID), int(user.GID)); err != nil {
-			return fmt.Errorf("giving %s to the job's user: %w", d, err)
-		}
-	}
-	return nil
-}
-
-// checkWorkDir checks that an existing working directory is a directory
-// of the job's user (or, unisolated, the server's).
-func checkWorkDir(dir string, user *executor.Credential) error {
-	fi, err := os.Lstat(dir)
-	if err != nil {
-		return fmt.Errorf("checking the job's directory: %w", err)
-	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !fi.IsDir() || !ok {
-		return fmt.Errorf("the job's directory %s is not a directory", dir)
-	}
-	want := uint32(os.Geteuid())
-	if user != nil {
-		want = user.UID
-	}
-	if st.Uid != want {
-		return fmt.Errorf("the job's directory %s belongs to uid %d, not to the job's user %d", dir, st.Uid, want)
-	}
-	return nil
+	return &backend.User{UID: uint32(uid), GID: uint32(uid)}, nil
 }
 
 // jobsOffError is CreateJob's answer on a server that runs no jobs.

@@ -29,7 +29,6 @@ import (
 	"capblock/internal/clock"
 	"capblock/internal/contract"
 	"capblock/internal/core"
-	"capblock/internal/executor"
 	"capblock/internal/store"
 )
 
@@ -45,15 +44,20 @@ type Config struct {
 	Backend backend.Backend
 	Clock   clock.Clock
 	Log     *slog.Logger
-	// JobsDir holds the jobs' logs, checkpoint directories and the
-	// executor's state; empty means this server runs no jobs.
+	// Workloads runs the jobs' instances and reads their logs; nil runs
+	// them as processes of this machine in JobsDir
+	// (backend.NewLocalWorkloads).
+	Workloads backend.Workloads
+	// JobsDir holds the local jobs' logs, working and checkpoint
+	// directories and the executor's state; empty, with no Workloads,
+	// means this server runs no jobs.
 	JobsDir string
 	// JobUIDs are the users that teams' jobs run as, each team's its own,
 	// in cgroups of their own; the zero range runs them as the server's
 	// user (unisolated), in cgroups where the machine allows.
 	JobUIDs UIDRange
 	// JobLimits bound each instance of a job.
-	JobLimits executor.Limits
+	JobLimits backend.Limits
 	// JobsOff says why this server runs no jobs, when JobsDir is empty
 	// on purpose; CreateJob answers with it.
 	JobsOff string
@@ -148,11 +152,8 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 	if s.webhookLogRetention <= 0 {
 		s.webhookLogRetention = defaultWebhookLogRetention
 	}
-	if cfg.JobsDir != "" {
-		if err := prepareJobsDir(cfg.JobsDir, !cfg.JobUIDs.IsZero()); err != nil {
-			return nil, err
-		}
-		s.jobs = newJobRuntime(cfg.JobsDir, cfg.JobUIDs, cfg.JobLimits)
+	if s.jobs, err = newJobs(cfg); err != nil {
+		return nil, err
 	}
 	// The fleet's nodes are the backend's inventory; a node that live
 	// blocks hold but that the inventory lacks stays, as a stand-in,

@@ -1,0 +1,145 @@
+package service
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"capblock/internal/backend"
+	"capblock/internal/clock"
+	"capblock/internal/contract"
+	"capblock/internal/core"
+	"capblock/internal/store"
+	"capblock/internal/store/sqlite"
+)
+
+// The tests of the job runner against a recording engine.
+
+// recordedWorkloads is an engine that records the calls the job runner
+// makes, each as a line on calls.
+type recordedWorkloads struct {
+	calls  chan string
+	starts chan backend.Workload
+	exits  chan backend.InstanceExit
+}
+
+func newRecordedWorkloads() *recordedWorkloads {
+	return &recordedWorkloads{calls: make(chan string, 64), starts: make(chan backend.Workload, 64), exits: make(chan backend.InstanceExit)}
+}
+
+func (r *recordedWorkloads) Open() (backend.Instances, error) { return r, nil }
+
+func (r *recordedWorkloads) ReadLog(_ context.Context, jobID string, instance int, offset int64, limit int) ([]byte, int64, error) {
+	r.calls <- fmt.Sprintf("read-log %s %d from %d", jobID, instance, offset)
+	return []byte("hello\n"), offset + 6, nil
+}
+
+func (r *recordedWorkloads) Start(_ context.Context, w backend.Workload) error {
+	r.calls <- fmt.Sprintf("start %s rank %d slot %d", w.Run, w.Rank, w.Slot())
+	r.starts <- w
+	return nil
+}
+
+func (r *recordedWorkloads) Stop(run string, instance int, grace time.Duration) error {
+	r.calls <- fmt.Sprintf("stop %s %d after %s", run, instance, grace)
+	return nil
+}
+
+func (r *recordedWorkloads) Adopt() ([]backend.RunningInstance, error) { return nil, nil }
+func (r *recordedWorkloads) Exits() <-chan backend.InstanceExit        { return r.exits }
+func (r *recordedWorkloads) Close() error                              { return nil }
+
+// next waits for the next n calls.
+func (r *recordedWorkloads) next(t *testing.T, n int) []string {
+	t.Helper()
+	var got []string
+	timeout := time.After(10 * time.Second)
+	for len(got) < n {
+		select {
+		case c := <-r.calls:
+			got = append(got, c)
+		case <-timeout:
+			t.Fatalf("calls so far %q; want %d within 10s", got, n)
+		}
+	}
+	return got
+}
+
+// TestJobRunsThroughWorkloads: a job on an active block of two whole-node
+// instances starts one instance per rank through the engine, each on its
+// slot, with the job's command, environment and restart count; stopping
+// the job stops both; its log is read through the engine.
+func TestJobRunsThroughWorkloads(t *testing.T) {
+	ctx := t.Context()
+	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "jobs.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	b := core.Block{ID: "cb-a", Team: "t", InstanceType: "h100.8x", GPUModel: "H100", Count: 2, Zone: "z",
+		Start: planHour(-1), End: planHour(10), State: core.StateActive, CreatedAt: planT0.Add(-2 * time.Hour),
+		Fee:        core.Money{Minor: 1, Currency: "USD"},
+		Placements: []core.Placement{{Node: "n0", GPUs: []int{0, 1, 2, 3, 4, 5, 6, 7}}, {Node: "n1", GPUs: []int{0, 1, 2, 3, 4, 5, 6, 7}}}}
+	if err := st.Commit(ctx, store.Change{Insert: []core.Block{b}}); err != nil {
+		t.Fatal(err)
+	}
+	f := core.Fleet{Currency: "USD", Limits: core.DefaultLimits(), Pricing: core.DefaultPricing(),
+		Types: []core.InstanceType{{Name: "h100.8x", GPUModel: "H100", GPUsPerInstance: 8, OnDemand: core.Money{Minor: 9832, Currency: "USD"}}}}
+	for _, n := range []string{"n0", "n1"} {
+		f.Nodes = append(f.Nodes, core.Node{Name: n, Zone: "z", Rack: "r", GPUModel: "H100", GPUs: 8, Health: core.Healthy})
+	}
+	rec := newRecordedWorkloads()
+	svc, err := New(ctx, Config{Fleet: f, Store: st, Clock: clock.NewSim(planT0), Log: slog.New(slog.DiscardHandler), Workloads: rec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	ran := make(chan struct{})
+	go func() {
+		defer close(ran)
+		svc.runJobs(runCtx, nil)
+	}()
+	defer func() { cancel(); <-ran }()
+
+	// 1. The job starts: one instance per rank, on the slots it holds.
+	j, err := svc.CreateJob(ctx, "t", contract.JobRequest{BlockID: "cb-a", Command: []string{"python", "train.py"}, Env: map[string]string{"A": "1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := j.ID + "/1" // a job's first run
+	want := []string{"start " + run + " rank 0 slot 0", "start " + run + " rank 1 slot 1"}
+	if diff := cmp.Diff(want, rec.next(t, 2)); diff != "" {
+		t.Fatalf("calls (-want +got):\n%s", diff)
+	}
+	w := <-rec.starts
+	<-rec.starts
+	w.Block = core.Block{ID: w.Block.ID}
+	wantW := backend.Workload{JobID: j.ID, Run: run, Rank: 0, WorldSize: 2, Block: core.Block{ID: "cb-a"}, Slots: []int{0, 1},
+		GPUsPerInstance: 8, Command: []string{"python", "train.py"}, Env: map[string]string{"A": "1"}, Team: "t"}
+	if diff := cmp.Diff(wantW, w); diff != "" {
+		t.Errorf("workload (-want +got):\n%s", diff)
+	}
+
+	// 2. Stopping the job stops both instances.
+	if _, err := svc.StopJob(ctx, "t", j.ID); err != nil {
+		t.Fatal(err)
+	}
+	want = []string{"stop " + run + " 0 after 30s", "stop " + run + " 1 after 30s"}
+	if diff := cmp.Diff(want, rec.next(t, 2)); diff != "" {
+		t.Errorf("calls (-want +got):\n%s", diff)
+	}
+
+	// 3. Its log is the engine's.
+	data, next, err := svc.JobLogs(ctx, "t", j.ID, 1, 4, 0)
+	if err != nil || string(data) != "hello\n" || next != 10 {
+		t.Errorf("JobLogs = %q, %d, %v; want \"hello\\n\", 10", data, next, err)
+	}
+	if diff := cmp.Diff([]string{"read-log " + j.ID + " 1 from 4"}, rec.next(t, 1)); diff != "" {
+		t.Errorf("calls (-want +got):\n%s", diff)
+	}
+}
