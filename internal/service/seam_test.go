@@ -55,3 +55,29 @@ func TestSeam(t *testing.T) {
 		})
 	}
 }
+
+// TestServiceReachesEnginesThroughTheBackend: the service imports no
+// engine's mechanism (the local executor) itself: jobs go through
+// backend.Workloads, which decides where and how they run.
+func TestServiceReachesEnginesThroughTheBackend(t *testing.T) {
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("the go command lists the imports, and CI has it: %v", err)
+		}
+		t.Skipf("the go command lists the imports: %v", err)
+	}
+	out, err := exec.Command(goTool, "list", "-f", `{{join .Imports "\n"}}`, "capblock/internal/service").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	imports := strings.Fields(string(out))
+	if len(imports) == 0 {
+		t.Fatal("go list listed no imports of the service")
+	}
+	for _, imp := range imports {
+		if imp == "capblock/internal/executor" {
+			t.Errorf("the service imports %s; it must go through capblock/internal/backend", imp)
+		}
+	}
+}
