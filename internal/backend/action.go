@@ -2,10 +2,8 @@ package backend
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"time"
 
 	"capblock/internal/core"
 )
@@ -15,41 +13,12 @@ import (
 // gives up on it at once instead of retrying it for a day.
 var ErrPermanent = errors.New("no retry can mend it")
 
-// blockPayload is what an action on a block carries, as JSON: the block
-// as the decision that caused the action saw it. Its fields are named
-// here, not by core.Block, so that a stored action still decodes after
-// core's types change.
-type blockPayload struct {
-	ID           string             `json:"id"`
-	Name         string             `json:"name,omitempty"`
-	Team         string             `json:"team"`
-	InstanceType string             `json:"instanceType"`
-	GPUModel     string             `json:"gpuModel"`
-	Count        int                `json:"count"`
-	Zone         string             `json:"zone"`
-	Start        time.Time          `json:"start"`
-	End          time.Time          `json:"end"`
-	State        core.BlockState    `json:"state"`
-	Terminating  bool               `json:"terminating,omitempty"`
-	PlanID       string             `json:"planId,omitempty"`
-	Placements   []placementPayload `json:"placements"`
-}
-
-type placementPayload struct {
-	Node string `json:"node"`
-	GPUs []int  `json:"gpus"`
-}
-
-// EncodeBlock is the payload of an action on block b: what Activate,
-// Terminate or Release need of it.
+// EncodeBlock is the payload of an action on block b: the block as the
+// decision that caused the action saw it, in core's block document (its
+// fields named there, not by Go, so that a stored action still decodes
+// after core's types change).
 func EncodeBlock(b core.Block) []byte {
-	p := blockPayload{ID: b.ID, Name: b.Name, Team: b.Team, InstanceType: b.InstanceType, GPUModel: b.GPUModel,
-		Count: b.Count, Zone: b.Zone, Start: b.Start.UTC(), End: b.End.UTC(), State: b.State,
-		Terminating: b.Terminating, PlanID: b.PlanID, Placements: make([]placementPayload, 0, len(b.Placements))}
-	for _, pl := range b.Placements {
-		p.Placements = append(p.Placements, placementPayload{Node: pl.Node, GPUs: pl.GPUs})
-	}
-	data, err := json.Marshal(p)
+	data, err := core.EncodeBlockDoc(b)
 	if err != nil {
 		// Strings, numbers, times within RFC 3339's years and slices of
 		// them always encode.
@@ -60,17 +29,12 @@ func EncodeBlock(b core.Block) []byte {
 
 // DecodeBlock reads back a payload of EncodeBlock.
 func DecodeBlock(data []byte) (core.Block, error) {
-	var p blockPayload
-	if err := json.Unmarshal(data, &p); err != nil {
+	b, err := core.DecodeBlockDoc(data)
+	if err != nil {
 		return core.Block{}, err
 	}
-	if p.ID == "" {
+	if b.ID == "" {
 		return core.Block{}, errors.New("the payload names no block")
-	}
-	b := core.Block{ID: p.ID, Name: p.Name, Team: p.Team, InstanceType: p.InstanceType, GPUModel: p.GPUModel,
-		Count: p.Count, Zone: p.Zone, Start: p.Start, End: p.End, State: p.State, Terminating: p.Terminating, PlanID: p.PlanID}
-	for _, pl := range p.Placements {
-		b.Placements = append(b.Placements, core.Placement{Node: pl.Node, GPUs: pl.GPUs})
 	}
 	return b, nil
 }

@@ -87,7 +87,7 @@ type noticeItem struct {
 type noticeItemOut struct {
 	ID      string          `json:"id"`
 	Version int64           `json:"v"`
-	Block   json.RawMessage `json:"b,omitempty"` // store.EncodeBlockDoc
+	Block   json.RawMessage `json:"b,omitempty"` // core.EncodeBlockDoc
 }
 
 // encodeNotices packs bs into payloads of at most maxPayload bytes, each
@@ -105,7 +105,7 @@ func encodeNotices(bs []core.Block) []string {
 		}
 	}
 	for _, b := range bs {
-		doc, err := store.EncodeBlockDoc(b)
+		doc, err := core.EncodeBlockDoc(b)
 		var item []byte
 		if err == nil {
 			item, err = json.Marshal(noticeItemOut{ID: b.ID, Version: b.Version, Block: doc})
@@ -151,7 +151,7 @@ func decodeNotice(payload string) (store.Notice, error) {
 		n.Blocks[i] = store.BlockVersion{ID: it.ID, Version: it.Version}
 		if it.Block != nil {
 			n.Blocks[i].Block = func() (core.Block, error) {
-				b, err := store.DecodeBlockDoc(it.Block)
+				b, err := core.DecodeBlockDoc(it.Block)
 				if err != nil {
 					return core.Block{}, fmt.Errorf("notice of block %s: %w", it.ID, err)
 				}

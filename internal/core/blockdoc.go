@@ -1,16 +1,15 @@
-package store
+package core
 
 import (
 	"encoding/json"
 	"fmt"
 	"time"
-
-	"capblock/internal/core"
 )
 
-// blockDoc is a whole block as replicas pass it to each other, with field
-// names of its own, so that a notice sent by a replica of one version
-// reads the same in another, whatever Go calls core.Block's fields.
+// blockDoc is a whole block as JSON with field names of its own, so that
+// what one version of capblock wrote (a replica's notice, the payload of
+// a stored engine action) reads the same in another, whatever Go calls
+// Block's fields.
 type blockDoc struct {
 	ID           string            `json:"id"`
 	Name         string            `json:"name,omitempty"`
@@ -21,7 +20,7 @@ type blockDoc struct {
 	Zone         string            `json:"zone"`
 	Start        time.Time         `json:"start"`
 	End          time.Time         `json:"end"`
-	State        core.BlockState   `json:"state"`
+	State        BlockState        `json:"state"`
 	FeeMinor     int64             `json:"feeMinor"`
 	Currency     string            `json:"currency"`
 	CreatedAt    time.Time         `json:"createdAt"`
@@ -38,8 +37,8 @@ type placementDoc struct {
 	GPUs []int  `json:"gpus"`
 }
 
-// EncodeBlockDoc encodes a whole block for another replica.
-func EncodeBlockDoc(b core.Block) ([]byte, error) {
+// EncodeBlockDoc encodes a whole block as blockDoc.
+func EncodeBlockDoc(b Block) ([]byte, error) {
 	d := blockDoc{ID: b.ID, Name: b.Name, Team: b.Team, InstanceType: b.InstanceType, GPUModel: b.GPUModel, Count: b.Count,
 		Zone: b.Zone, Start: b.Start.UTC(), End: b.End.UTC(), State: b.State, FeeMinor: b.Fee.Minor, Currency: b.Fee.Currency,
 		CreatedAt: b.CreatedAt.UTC(), Tags: b.Tags, Warned: b.Warned, Terminating: b.Terminating, PlanID: b.PlanID, Version: b.Version}
@@ -54,16 +53,16 @@ func EncodeBlockDoc(b core.Block) ([]byte, error) {
 }
 
 // DecodeBlockDoc reads back what EncodeBlockDoc wrote.
-func DecodeBlockDoc(data []byte) (core.Block, error) {
+func DecodeBlockDoc(data []byte) (Block, error) {
 	var d blockDoc
 	if err := json.Unmarshal(data, &d); err != nil {
-		return core.Block{}, fmt.Errorf("decoding a block: %w", err)
+		return Block{}, fmt.Errorf("decoding a block: %w", err)
 	}
-	b := core.Block{ID: d.ID, Name: d.Name, Team: d.Team, InstanceType: d.InstanceType, GPUModel: d.GPUModel, Count: d.Count,
-		Zone: d.Zone, Start: d.Start, End: d.End, State: d.State, Fee: core.Money{Minor: d.FeeMinor, Currency: d.Currency},
+	b := Block{ID: d.ID, Name: d.Name, Team: d.Team, InstanceType: d.InstanceType, GPUModel: d.GPUModel, Count: d.Count,
+		Zone: d.Zone, Start: d.Start, End: d.End, State: d.State, Fee: Money{Minor: d.FeeMinor, Currency: d.Currency},
 		CreatedAt: d.CreatedAt, Tags: d.Tags, Warned: d.Warned, Terminating: d.Terminating, PlanID: d.PlanID, Version: d.Version}
 	for _, p := range d.Placements {
-		b.Placements = append(b.Placements, core.Placement{Node: p.Node, GPUs: p.GPUs})
+		b.Placements = append(b.Placements, Placement{Node: p.Node, GPUs: p.GPUs})
 	}
 	return b, nil
 }
