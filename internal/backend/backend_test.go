@@ -71,7 +71,7 @@ func TestPayloadRoundTrip(t *testing.T) {
 		Start: time.Date(2026, 12, 1, 1, 0, 0, 0, cet), End: time.Date(2026, 12, 1, 5, 0, 0, 0, cet),
 		State: core.StateActive, Terminating: true, PlanID: "tp-1",
 		Placements: []core.Placement{{Node: "n0", GPUs: []int{0, 1, 2, 3, 4, 5, 6, 7}}, {Node: "n1", GPUs: []int{0, 1, 2, 3, 4, 5, 6, 7}}},
-		Fee: core.Money{Minor: 100, Currency: "USD"}, Tags: map[string]string{"k": "v"}, Version: 7, Warned: true}
+		Fee:        core.Money{Minor: 100, Currency: "USD"}, Tags: map[string]string{"k": "v"}, Version: 7, Warned: true}
 	got, err := backend.DecodeBlock(backend.EncodeBlock(b))
 	if err != nil {
 		t.Fatal(err)
