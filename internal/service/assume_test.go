@@ -3,18 +3,12 @@ package service
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
-	"path/filepath"
 	"testing"
 	"time"
 
-	"capblock/internal/clock"
 	"capblock/internal/contract"
 	"capblock/internal/core"
-	"capblock/internal/fleet"
 	"capblock/internal/store"
-	"capblock/internal/store/sqlite"
 )
 
 // heldCommits is a store whose commits of new blocks wait until the test
@@ -40,20 +34,9 @@ func (h heldCommits) Commit(ctx context.Context, c store.Change) error {
 // a search answers at once, and does not offer the capacity the purchase
 // holds; a failed commit gives it back, a successful one keeps it.
 func TestSearchesNeverWaitForACommit(t *testing.T) {
-	st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "assume.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
 	now := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
-	held := heldCommits{Full: st, entered: make(chan struct{}), release: make(chan error)}
-	svc, err := New(t.Context(), Config{Fleet: fleet.Demo(), Store: held, Clock: clock.NewSim(now), Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := st.CreateTeam(t.Context(), core.Team{ID: "team-a", Name: "a", CreatedAt: now}); err != nil {
-		t.Fatal(err)
-	}
+	held := heldCommits{entered: make(chan struct{}), release: make(chan error)}
+	svc, team := demoService(t, now, func(st store.Full) store.Full { held.Full = st; return held })
 	// Every h100.8x of zone-a for one hour: a search for one more finds none.
 	search := func(count int) []core.Offering {
 		t.Helper()
@@ -77,7 +60,7 @@ func TestSearchesNeverWaitForACommit(t *testing.T) {
 	buy := func(id, token string) chan error {
 		done := make(chan error, 1)
 		go func() {
-			_, _, err := svc.Purchase(context.Background(), contract.PurchaseRequest{Team: "team-a", OfferingID: id, ClientToken: token})
+			_, _, err := svc.Purchase(context.Background(), contract.PurchaseRequest{Team: team, OfferingID: id, ClientToken: token})
 			done <- err
 		}()
 		<-held.entered // the commit is under way
