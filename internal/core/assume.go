@@ -301,3 +301,19 @@ func containsString(xs []string, x string) bool {
 // forgotten: while it is not zero, capacity that they hold may yet be
 // freed.
 func (ix *Index) InFlight() int { return len(ix.decisions) }
+
+// InFlightOn reports whether a decision in flight changes a block of
+// GPU model gpuModel in zone (any zone when zone is "") that overlaps
+// [start, end), in its new version or its old: only then may a request
+// for that capacity find it free once the decision settles.
+func (ix *Index) InFlightOn(gpuModel, zone string, start, end time.Time) bool {
+	overlaps := func(b *Block) bool {
+		return b != nil && b.GPUModel == gpuModel && (zone == "" || b.Zone == zone) && b.Start.Before(end) && start.Before(b.End)
+	}
+	for _, f := range ix.flights {
+		if overlaps(&f.block) || overlaps(f.prev) {
+			return true
+		}
+	}
+	return false
+}

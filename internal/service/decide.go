@@ -8,32 +8,38 @@ import (
 )
 
 // settleWait bounds how long a decision waits for the decisions in flight
-// to settle: their commits take milliseconds, so past it the capacity is
-// taken for good, or by a steady stream of other purchases.
-const settleWait = 2 * time.Second
+// to settle: their commits take milliseconds (more on a loaded machine),
+// so past it the capacity is taken for good, or by a steady stream of
+// other purchases of the same capacity.
+const settleWait = 10 * time.Second
 
-// decideLocked runs decide, which places a request on the index, with mu
-// held. A request refused for want of capacity or quota while other
-// decisions are in flight waits for them to settle and is decided again:
-// what they hold is free again if their commits fail. So a purchase
-// answers no_capacity only for capacity that is committed, or held for
-// longer than settleWait. Searches never wait: they read assumed capacity
-// as taken.
-func (s *Service) decideLocked(decide func() error) error {
+// want is the capacity a request asks for: GPUs of a model, in a zone
+// (any when ""), over a window.
+type want struct {
+	gpuModel, zone string
+	start, end     time.Time
+}
+
+// decideLocked runs decide, which places a request for w on the index,
+// with mu held. A request refused for want of capacity or quota while a
+// decision in flight changes blocks of that capacity waits for the
+// decisions to settle and is decided again: what they hold is free again
+// if their commits fail. So a purchase answers no_capacity only for
+// capacity that is committed, or held in flight for longer than
+// settleWait; decisions on other capacity never hold it up. Searches
+// never wait: they read assumed capacity as taken.
+func (s *Service) decideLocked(w want, decide func() error) error {
 	err := decide()
 	s.awaitSettled(func() bool {
-		if !refusedForCapacity(err) || s.index.InFlight() == 0 {
-			return true
-		}
-		err = decide()
-		return !refusedForCapacity(err)
-	})
+		return !refusedForCapacity(err) || !s.index.InFlightOn(w.gpuModel, w.zone, w.start, w.end)
+	}, func() { err = decide() })
 	return err
 }
 
-// awaitSettled calls done, with mu held, now and each time a decision in
-// flight settles, until it reports true or settleWait has passed.
-func (s *Service) awaitSettled(done func() bool) {
+// awaitSettled waits, with mu held, while done reports false: each time
+// a decision in flight settles it calls again (a fresh decision), then
+// asks done; it gives up after settleWait.
+func (s *Service) awaitSettled(done func() bool, again func()) {
 	if done() {
 		return
 	}
@@ -47,6 +53,7 @@ func (s *Service) awaitSettled(done func() bool) {
 	defer timer.Stop()
 	for !expired {
 		s.settled.Wait()
+		again()
 		if done() {
 			return
 		}

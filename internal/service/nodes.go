@@ -93,7 +93,7 @@ func (s *Service) setNodeHealth(ctx context.Context, h core.NodeHealth) (contrac
 	}
 	// A block on the node whose change is in flight is waited for: it
 	// must be decided on as committed.
-	s.awaitSettled(func() bool { return !s.changingOn(h.Node) })
+	s.awaitSettled(func() bool { return !s.changingOn(h.Node) }, func() {})
 	// 1. What is recorded, and what the report makes of it.
 	cur := s.healthRecord(h.Node)
 	if overruled(cur, h) {

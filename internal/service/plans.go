@@ -75,7 +75,8 @@ func (s *Service) purchasePlanOnce(ctx context.Context, req contract.PlanPurchas
 	p := core.Plan{ID: newID("tp"), Name: req.Name, Team: req.Team, Target: off.Target, Fee: off.Fee(), CreatedAt: now}
 	var pp *planPlacement
 	s.mu.Lock()
-	err = s.decideLocked(func() error {
+	window := want{t.GPUModel, off.Zone, off.Segments[0].Start, off.Segments[len(off.Segments)-1].End}
+	err = s.decideLocked(window, func() error {
 		// 2. Each segment must pass the team's quota, like a block.
 		for i, sg := range off.Segments {
 			if err := s.index.CheckQuota(req.Team, q, off.Count, sg.Start, sg.End, now); err != nil {

@@ -47,7 +47,7 @@ func (s *Service) purchaseOnce(ctx context.Context, req contract.PurchaseRequest
 	//    search or another purchase sees its GPUs as taken from now on.
 	s.mu.Lock()
 	var plan core.PlacementPlan
-	err = s.decideLocked(func() error {
+	err = s.decideLocked(want{t.GPUModel, off.Zone, off.Start, off.End}, func() error {
 		if err := s.index.CheckQuota(req.Team, q, off.Count, off.Start, off.End, now); err != nil {
 			return err
 		}

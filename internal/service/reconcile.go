@@ -178,7 +178,7 @@ func (s *Service) Reconcile(ctx context.Context) error {
 	//    purchase's move, another reconcile's step) is waited for: its
 	//    commit takes milliseconds, and a caller that moved the clock
 	//    expects every due step taken when this returns.
-	s.awaitSettled(func() bool { return !s.dueInFlight(now) })
+	s.awaitSettled(func() bool { return !s.dueInFlight(now) }, func() {})
 	var c store.Change
 	var steps []transition
 	for _, b := range s.index.Blocks() {
