@@ -516,3 +516,42 @@ func TestReplacementsSeeEachOther(t *testing.T) {
 	ix.Confirm("fail-n1")
 	assertNoDoubleBooking(t, ix)
 }
+
+// TestInFlightOn: a decision in flight counts for a request only on the
+// same GPU model, zone (or any zone) and an overlapping window, in the
+// block's new version or its old one.
+func TestInFlightOn(t *testing.T) {
+	old := makeBlock("a").on("n1", 0).hours(10, 20).obj()
+	ix := newTestIndex(t, old)
+	if ix.InFlightOn("H100", "z", at(0), at(48)) {
+		t.Fatal("nothing is in flight yet")
+	}
+	moved := makeBlock("a").on("n2", 0).hours(30, 40).obj() // a new version elsewhere in time
+	if err := ix.Assume(moved); err != nil {
+		t.Fatal(err)
+	}
+	tests := map[string]struct {
+		model, zone string
+		from, to    int
+		want        bool
+	}{
+		"the new version's window":   {"H100", "z", 35, 36, true},
+		"the old version's window":   {"H100", "z", 12, 13, true},
+		"any zone":                   {"H100", "", 35, 36, true},
+		"between the two":            {"H100", "z", 20, 30, false},
+		"another model":              {"A100", "z", 35, 36, false},
+		"another zone":               {"H100", "y", 35, 36, false},
+		"ends where the block opens": {"H100", "z", 0, 10, false},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if got := ix.InFlightOn(tc.model, tc.zone, at(tc.from), at(tc.to)); got != tc.want {
+				t.Errorf("InFlightOn(%s, %q, %d, %d) = %v, want %v", tc.model, tc.zone, tc.from, tc.to, got, tc.want)
+			}
+		})
+	}
+	ix.Forget("a")
+	if ix.InFlightOn("H100", "z", at(0), at(48)) {
+		t.Fatal("a forgotten decision is still in flight")
+	}
+}
