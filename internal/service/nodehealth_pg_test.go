@@ -1,7 +1,6 @@
 package service
 
 import (
-	"context"
 	"sync"
 	"testing"
 	"time"
@@ -31,15 +30,9 @@ func startHealthReplica(t *testing.T, dsn string) *healthReplica {
 		t.Fatal(err)
 	}
 	svc := newHealthService(t, st, healthT0)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		svc.Run(ctx)
-	}()
+	_, stopRun := runService(t, svc)
 	r := &healthReplica{svc: svc, stop: sync.OnceFunc(func() {
-		cancel()
-		<-done
+		stopRun()
 		st.Close()
 	})}
 	t.Cleanup(r.stop)

@@ -58,13 +58,7 @@ func TestOutboxWakesOnCommit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(t.Context())
-	ran := make(chan struct{})
-	go func() {
-		defer close(ran)
-		svc.Run(ctx)
-	}()
-	defer func() { cancel(); <-ran }()
+	ctx, _ := runService(t, svc)
 	for _, id := range []string{"cb-a", "cb-b"} {
 		b, err := svc.CancelBlock(ctx, "t", id)
 		if err != nil {
@@ -84,13 +78,7 @@ func TestOutboxPollsWithoutKick(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(t.Context())
-	ran := make(chan struct{})
-	go func() {
-		defer close(ran)
-		svc.Run(ctx)
-	}()
-	defer func() { cancel(); <-ran }()
+	ctx, _ := runService(t, svc)
 	// Stored by a commit of another process: nothing here kicks.
 	a := core.Action{ID: "ac-x", Kind: core.ActionRelease, Subject: "cb-x", Team: "t", Payload: backend.EncodeBlock(core.Block{ID: "cb-x"})}
 	if err := pe.st.Commit(ctx, store.Change{Actions: []core.Action{a}}); err != nil {
@@ -144,13 +132,7 @@ func TestOutboxWakesOnOtherReplicasCommit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(t.Context())
-	ran := make(chan struct{})
-	go func() {
-		defer close(ran)
-		leader.Run(ctx)
-	}()
-	defer func() { cancel(); <-ran }()
+	ctx, _ := runService(t, leader)
 	for deadline := time.Now().Add(10 * time.Second); !leader.Leading(); time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("the service never took the lead")

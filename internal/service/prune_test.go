@@ -112,13 +112,7 @@ func TestLeaderPrunesUsedOfferings(t *testing.T) {
 	t0 := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
 	calls := make(chan time.Time, 16)
 	svc, _, sim, _ := newPruneEnv(t, t0, calls)
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		svc.Run(ctx)
-	}()
-	defer func() { cancel(); <-done }()
+	runService(t, svc)
 	next := func() time.Time {
 		t.Helper()
 		select {

@@ -1,7 +1,6 @@
 package service
 
 import (
-	"context"
 	"io"
 	"log/slog"
 	"runtime/pprof"
@@ -32,19 +31,13 @@ func TestRunLeavesNothingRunning(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		svc.Run(ctx)
-	}()
+	_, stop := runService(t, svc)
 	for deadline := time.Now().Add(10 * time.Second); !svc.Leading(); time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("the service never took the lead")
 		}
 	}
-	cancel()
-	<-done
+	stop()
 	var dump strings.Builder
 	if err := pprof.Lookup("goroutine").WriteTo(&dump, 1); err != nil {
 		t.Fatal(err)
