@@ -92,6 +92,7 @@ func (ix *Index) install(b Block, fp footprint, f *flight) {
 		ix.hold(&b, b.Count)
 		cp := b
 		ix.blocks[b.ID] = &cp
+		ix.queueDue(&cp)
 	}
 	if f == nil {
 		return
@@ -133,6 +134,7 @@ func (ix *Index) uninstall(id string) {
 		}
 	}
 	delete(ix.blocks, id)
+	ix.due.remove(id)
 	delete(ix.flights, id)
 }
 

@@ -23,8 +23,8 @@ import (
 //
 // Concurrency: an Index is a plain in-memory structure, not safe for
 // concurrent use. The service guards it with its own RWMutex: pure reads
-// (Search, SearchPlans, Availability, Held, Block, Blocks, BlocksOn, Node)
-// may share a read lock; every other method, Place, PlaceExtension and
+// (Search, SearchPlans, Availability, Held, Block, Blocks, BlocksOn, Node,
+// Due, NextDue) may share a read lock; every other method, Place, PlaceExtension and
 // ExtensionOffer included (they grow the summaries and use scratch
 // space), needs the write lock. A decision's commit needs no lock at all: between Assume
 // and Confirm or Forget the index already counts it.
@@ -46,6 +46,8 @@ type Index struct {
 	decisions map[string]*decision
 	// held counts what each team holds, for Held.
 	held map[string]*holdings
+	// due orders the live blocks by their next lifecycle step (due.go).
+	due dueQueue
 
 	// rackNames names the racks (zone/rack); rackFree is scratch space
 	// for placement, all zero between calls.
@@ -84,7 +86,8 @@ type pool struct {
 // hour 0 at now truncated to the hour.
 func NewIndex(f *Fleet, blocks []Block, now time.Time) (*Index, error) {
 	ix := &Index{Fleet: f, Origin: now.UTC().Truncate(time.Hour), nodeIdx: map[string]int{}, blocks: map[string]*Block{},
-		flights: map[string]*flight{}, decisions: map[string]*decision{}, held: map[string]*holdings{}}
+		flights: map[string]*flight{}, decisions: map[string]*decision{}, held: map[string]*holdings{},
+		due: newDueQueue(len(blocks))}
 	poolOf := map[string]*pool{}
 	rackOf := map[string]int{}
 	for i, n := range f.Nodes {
