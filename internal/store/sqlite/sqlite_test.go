@@ -109,17 +109,27 @@ func TestPragmas(t *testing.T) {
 }
 
 // TestOverlapQueryUsesIndexes guards the commit's speed: the overlap
-// re-check must seek both sides through an index, never scan allocations.
+// re-check seeks the block's rows by its key and, for each, the first end
+// after its start on the GPU and the rows ending then, from the index
+// alone; it never scans a table, never sorts, and never reads every later
+// allocation of the GPU (a join on end_time > start would).
 func TestOverlapQueryUsesIndexes(t *testing.T) {
 	s := openTemp(t, filepath.Join(t.TempDir(), "capblock.db"))
 	text := queryPlan(t, s, findOverlapSQL, "b1")
-	for _, want := range []string{"SEARCH a USING PRIMARY KEY (block_id=?)", "USING INDEX allocations_taken"} {
+	for _, want := range []string{
+		"SEARCH a USING PRIMARY KEY (block_id=?)",
+		"SEARCH o USING COVERING INDEX allocations_taken (node=? AND gpu=? AND end_time=? AND start_time<?)",
+		"CORRELATED SCALAR SUBQUERY",
+		"SEARCH n USING COVERING INDEX allocations_taken (node=? AND gpu=? AND end_time>?)",
+	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("overlap query plan lacks %q:\n%s", want, text)
 		}
 	}
-	if strings.Contains(text, "SCAN") {
-		t.Errorf("overlap query plan scans a table:\n%s", text)
+	for _, bad := range []string{"SCAN", "TEMP B-TREE"} {
+		if strings.Contains(text, bad) {
+			t.Errorf("overlap query plan has %q:\n%s", bad, text)
+		}
 	}
 }
 

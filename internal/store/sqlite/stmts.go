@@ -38,11 +38,35 @@ type writeStmts struct {
 // after the change is written, so it sees the change's own new rows (two
 // blocks of one change may not overlap either) and none of the rows the
 // change replaced.
+//
+// For each allocation a of the block it reads one time of its GPU from
+// allocations_taken: the first end after a's start among the other live
+// allocations (n), and then the allocations ending then (o), which
+// conflict when they start before a ends. Two seeks per GPU, whatever
+// the number of allocations the GPU holds: the allocations that end
+// later are never read.
+//
+// That is exact. The live allocations of a GPU do not overlap before the
+// change (the invariant this check keeps), and Commit checks every
+// allocation that the change makes live or longer. Say the change leaves
+// two live allocations x and y of a GPU overlapping, x ending no later
+// than y. If the change wrote y, y's check finds a first end no later
+// than x's, so an allocation that ends after y starts and starts before
+// y ends: a conflict. Otherwise the change wrote x; if x's check finds
+// no conflict, the allocation it found, f, starts at or after x's end
+// and ends no later than y's, so it lies inside y: it overlaps y, the
+// change wrote it, and f takes x's place. The starts grow, so some
+// check ends in a conflict.
 const findOverlapSQL = `SELECT o.block_id, a.node, a.gpu
 	FROM allocations a
 	JOIN allocations o
 	  ON o.node = a.node AND o.gpu = a.gpu AND o.live = 1
-	 AND o.end_time > a.start_time AND o.start_time < a.end_time
+	 AND o.end_time = (
+	     SELECT n.end_time FROM allocations n
+	     WHERE n.node = a.node AND n.gpu = a.gpu AND n.live = 1
+	       AND n.end_time > a.start_time AND n.block_id <> a.block_id
+	     ORDER BY n.end_time LIMIT 1)
+	 AND o.start_time < a.end_time
 	 AND o.block_id <> a.block_id
 	WHERE a.block_id = ?1
 	LIMIT 1`

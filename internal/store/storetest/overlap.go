@@ -92,6 +92,121 @@ func testOverlap(t *testing.T, h Harness) {
 			wantBlock(t, s, withVersion(old, 1))
 		})
 	}
+	t.Run("among several per GPU", func(t *testing.T) { testOverlapAmongSeveral(t, h) })
+}
+
+// severalPerGPU are the blocks that testOverlapAmongSeveral stores, in
+// hours: on GPU 0 of n1, live [0,4) [6,8) [10,14) [20,30), and released
+// [4,6) [8,10) [15,18) [30,34) that hold nothing; on GPU 1, live [8,10).
+func severalPerGPU() []core.Block {
+	return []core.Block{
+		makeBlock("live-0").on("n1", 0).hours(0, 4).obj(),
+		makeBlock("live-6").on("n1", 0).hours(6, 8).obj(),
+		makeBlock("live-10").on("n1", 0).hours(10, 14).state(core.StateActive).obj(),
+		makeBlock("live-20").on("n1", 0).hours(20, 30).state(core.StatePaymentPending).obj(),
+		makeBlock("cancelled-4").on("n1", 0).hours(4, 6).state(core.StateCancelled).obj(),
+		makeBlock("expired-8").on("n1", 0).hours(8, 10).state(core.StateExpired).obj(),
+		makeBlock("cancelled-15").on("n1", 0).hours(15, 18).state(core.StateCancelled).obj(),
+		makeBlock("failed-30").on("n1", 0).hours(30, 34).state(core.StatePaymentFailed).obj(),
+		makeBlock("gpu1-8").on("n1", 1).hours(8, 10).obj(),
+	}
+}
+
+// testOverlapAmongSeveral checks blocks against a GPU that holds several
+// allocations, live and released, so that a check reading the wrong one
+// of them (the last to start before the new block, the first to start
+// after it, the first to end after it whether live or not) fails.
+func testOverlapAmongSeveral(t *testing.T, h Harness) {
+	tests := map[string]struct {
+		new          core.Block
+		wantConflict bool
+	}{
+		"starts in a gap, ends inside the next": {
+			new:          makeBlock("new").on("n1", 0).hours(5, 7).obj(),
+			wantConflict: true,
+		},
+		"starts inside one, ends in a gap": {
+			new:          makeBlock("new").on("n1", 0).hours(7, 9).obj(),
+			wantConflict: true,
+		},
+		"inside one": {
+			new:          makeBlock("new").on("n1", 0).hours(11, 12).obj(),
+			wantConflict: true,
+		},
+		"covers one from gap to gap": {
+			new:          makeBlock("new").on("n1", 0).hours(5, 9).obj(),
+			wantConflict: true,
+		},
+		"covers several": {
+			new:          makeBlock("new").on("n1", 0).hours(3, 25).obj(),
+			wantConflict: true,
+		},
+		"starts before all, ends inside the first": {
+			new:          makeBlock("new").on("n1", 0).hours(-10, 1).obj(),
+			wantConflict: true,
+		},
+		"past a released one into the next": {
+			new:          makeBlock("new").on("n1", 0).hours(16, 21).obj(),
+			wantConflict: true,
+		},
+		"fills a gap, touching both ends": {
+			new: makeBlock("new").on("n1", 0).hours(4, 6).obj(),
+		},
+		"fills the gap of an expired one": {
+			new: makeBlock("new").on("n1", 0).hours(8, 10).obj(),
+		},
+		"over part of a released one": {
+			new: makeBlock("new").on("n1", 0).hours(14, 17).obj(),
+		},
+		"a whole gap holding a released one": {
+			new: makeBlock("new").on("n1", 0).hours(14, 20).obj(),
+		},
+		"after the last live one": {
+			new: makeBlock("new").on("n1", 0).hours(30, 40).obj(),
+		},
+		"before the first": {
+			new: makeBlock("new").on("n1", 0).hours(-6, 0).obj(),
+		},
+		"two GPUs, the second taken": {
+			new:          makeBlock("new").on("n1", 0, 1).hours(8, 10).obj(),
+			wantConflict: true,
+		},
+		"two GPUs, both free": {
+			new: makeBlock("new").on("n1", 1, 0).hours(4, 6).obj(),
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			s := h.Open(t)
+			stored := severalPerGPU()
+			mustCommit(t, s, insert(stored...))
+			if tc.wantConflict {
+				wantConflict(t, s, insert(tc.new))
+				wantNoBlock(t, s, tc.new.ID)
+			} else {
+				mustCommit(t, s, insert(tc.new))
+				wantBlock(t, s, withVersion(tc.new, 1))
+			}
+			for _, b := range stored {
+				wantBlock(t, s, withVersion(b, 1))
+			}
+		})
+	}
+
+	// Extending a live block is checked against the allocations after it.
+	t.Run("extend", func(t *testing.T) {
+		s := h.Open(t)
+		mustCommit(t, s, insert(severalPerGPU()...))
+		b := makeBlock("live-10").on("n1", 0).hours(10, 14).state(core.StateActive).obj()
+		into := b
+		into.End = hour(21)
+		wantConflict(t, s, update(into, 1))
+		wantBlock(t, s, withVersion(b, 1))
+		upTo := b
+		upTo.End = hour(20)
+		mustCommit(t, s, update(upTo, 1))
+		wantBlock(t, s, withVersion(upTo, 2))
+	})
 }
 
 func testOverlapWithinChange(t *testing.T, h Harness) {
@@ -108,6 +223,26 @@ func testOverlapWithinChange(t *testing.T, h Harness) {
 		makeBlock("b").on("n1", 2, 3).obj(),
 		makeBlock("c").on("n1", 0, 1).hours(4, 8).obj(),
 	))
+
+	// y is stored; x1 and x2 come in one change, both inside y. Each
+	// new block's nearest neighbour on the GPU may be the other new one
+	// (x2, after x1, without overlapping it): y must still be found.
+	y := makeBlock("y").on("n2", 0).hours(0, 10).obj()
+	mustCommit(t, s, insert(y))
+	x1 := makeBlock("x1").on("n2", 0).hours(1, 2).obj()
+	x2 := makeBlock("x2").on("n2", 0).hours(3, 4).obj()
+	x3 := makeBlock("x3").on("n2", 0).hours(5, 6).obj()
+	wantConflict(t, s, insert(x1, x2, x3))
+	wantConflict(t, s, insert(x3, x2, x1))
+	wantNoBlock(t, s, "x1")
+	// Once the same change shortens y to [0, 1), they fit.
+	short := y
+	short.End = hour(1)
+	c := update(short, 1)
+	c.Insert = []core.Block{x1, x2, x3}
+	mustCommit(t, s, c)
+	wantBlock(t, s, withVersion(short, 2))
+	wantBlock(t, s, withVersion(x2, 1))
 }
 
 func testReplace(t *testing.T, h Harness) {
