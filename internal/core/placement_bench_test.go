@@ -1,0 +1,96 @@
+package core
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+)
+
+// bigFleet is 4 zones × 50 racks × 50 nodes of 8 H100, sold whole: four
+// pools of 2,500 nodes.
+func bigFleet() Fleet {
+	f := Fleet{Currency: "USD", Limits: DefaultLimits(), Pricing: DefaultPricing(), Types: []InstanceType{
+		{Name: "h100.8x", GPUModel: "H100", GPUsPerInstance: 8, OnDemand: Money{Minor: 9832, Currency: "USD"}},
+	}}
+	for z := range 4 {
+		for r := range 50 {
+			for n := range 50 {
+				f.Nodes = append(f.Nodes, Node{Name: fmt.Sprintf("z%d-r%02d-n%02d", z, r, n), Zone: fmt.Sprintf("zone-%d", z),
+					Rack: fmt.Sprintf("r%02d", r), GPUModel: "H100", GPUs: 8, Health: Healthy})
+			}
+		}
+	}
+	return f
+}
+
+// bigFleetBlocks books n blocks of one whole node for 1–48 hours at
+// random starts over 8 weeks, each on a random node of a random zone
+// that is free for its window (found by trying nodes, not by Place, so
+// that the booked state is the same whatever Place does).
+func bigFleetBlocks(f Fleet, n int, rng *rand.Rand) []Block {
+	type span struct{ s, e int }
+	busy := make([][]span, len(f.Nodes))
+	perZone := len(f.Nodes) / 4
+	var out []Block
+	for len(out) < n {
+		start, hours := 2+rng.IntN(8*7*24), 1+rng.IntN(48)
+		z := rng.IntN(4)
+	try:
+		for range 100 {
+			ni := z*perZone + rng.IntN(perZone)
+			for _, sp := range busy[ni] {
+				if sp.s < start+hours && start < sp.e {
+					continue try
+				}
+			}
+			busy[ni] = append(busy[ni], span{start, start + hours})
+			out = append(out, Block{ID: fmt.Sprintf("b%06d", len(out)), State: StateScheduled, Count: 1,
+				InstanceType: "h100.8x", GPUModel: "H100", Zone: f.Nodes[ni].Zone,
+				Start:      benchNow.Add(time.Duration(start) * time.Hour),
+				End:        benchNow.Add(time.Duration(start+hours) * time.Hour),
+				Placements: []Placement{wholeNode(f.Nodes[ni].Name)}})
+			break
+		}
+	}
+	return out
+}
+
+// BenchmarkPlaceBigPool is the CPU cost of placing one purchase of one
+// whole node for 1–48 hours at a random start over 8 weeks, and indexing
+// it, on 10,000 nodes (pools of 2,500) with 0, 10,000 or 100,000 blocks
+// booked.
+func BenchmarkPlaceBigPool(b *testing.B) {
+	for _, booked := range []int{0, 10_000, 100_000} {
+		b.Run(fmt.Sprintf("booked=%d", booked), func(b *testing.B) {
+			f := bigFleet()
+			ix, err := NewIndex(&f, bigFleetBlocks(f, booked, rand.New(rand.NewPCG(3, 3))), benchNow)
+			if err != nil {
+				b.Fatal(err)
+			}
+			t, _ := ix.Fleet.Type("h100.8x")
+			rng := rand.New(rand.NewPCG(9, 9))
+			place := func(i int) {
+				start := benchNow.Add(time.Duration(2+rng.IntN(8*7*24)) * time.Hour)
+				req := PlaceRequest{Type: t, Count: 1, Zone: fmt.Sprintf("zone-%d", rng.IntN(4)), Start: start,
+					End: start.Add(time.Duration(1+rng.IntN(48)) * time.Hour)}
+				plan, err := ix.Place(req, benchNow)
+				if err != nil {
+					b.Fatalf("place: %v", err)
+				}
+				id := fmt.Sprintf("p%d", i)
+				if err := ix.Add(Block{ID: id, State: StateScheduled, Count: req.Count, InstanceType: t.Name,
+					Start: req.Start, End: req.End, Placements: plan.Placements}); err != nil {
+					b.Fatal(err)
+				}
+				ix.Remove(id) // keep the booked count steady
+			}
+			place(-1) // whatever the first placement sets up is not counted
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := range b.N {
+				place(i)
+			}
+		})
+	}
+}
