@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"capblock/internal/core"
@@ -96,7 +98,10 @@ type localInstances struct {
 }
 
 // Start prepares the job's working directory (on its first start) and
-// starts the instance's process.
+// starts the instance's process, once: a marker beside its log records
+// each run's instance started, so that a start applied again (after a
+// crash that came before the start was recorded done) is a no-op, even
+// when the instance has ended since.
 func (li *localInstances) Start(_ context.Context, w Workload) error {
 	if err := checkJobID(w.JobID); err != nil {
 		return err
@@ -105,15 +110,41 @@ func (li *localInstances) Start(_ context.Context, w Workload) error {
 	if err := prepareWorkDir(dir, w.User); err != nil {
 		return fmt.Errorf("preparing the directory of job %s: %w", w.JobID, err)
 	}
+	marker, err := li.l.markStarted(w)
+	if errors.Is(err, fs.ErrExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("starting instance %d of job %s: %w", w.Rank, w.JobID, err)
+	}
 	spec := executor.Spec{JobID: w.Run, Instance: w.Rank, Command: w.Command, Env: localEnv(w, dir),
 		Dir: dir, LogPath: li.l.logPath(w.JobID, w.Rank), Limits: w.Limits}
 	if w.User != nil {
 		spec.Credential = &executor.Credential{UID: w.User.UID, GID: w.User.GID}
 	}
 	if _, err := li.r.Start(spec); err != nil {
+		if errors.Is(err, executor.ErrAlreadyRunning) {
+			return nil
+		}
+		_ = os.Remove(marker) // not started: a retry may start it
 		return fmt.Errorf("starting instance %d of job %s: %w", w.Rank, w.JobID, err)
 	}
 	return nil
+}
+
+// markStarted records that the instance of w's run is started, in the
+// job's log directory; fs.ErrExist says it was already.
+func (l *LocalWorkloads) markStarted(w Workload) (string, error) {
+	_, run, _ := strings.Cut(w.Run, "/")
+	path := filepath.Join(l.dir, jobsLogsDir, w.JobID, fmt.Sprintf("instance-%d.run-%s.started", w.Rank, run))
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return "", err
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return path, err
+	}
+	return path, f.Close()
 }
 
 // localEnv is the environment of a local instance whose working

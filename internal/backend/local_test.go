@@ -143,3 +143,54 @@ func TestLocalRunAndReadLog(t *testing.T) {
 		t.Error("ReadLog of job ../x: no error")
 	}
 }
+
+// TestLocalStartsAnInstanceOnce: a start of a run's instance applied
+// again, after the instance ended (an outbox action applied anew after a
+// crash), runs nothing; the next run's instance starts.
+func TestLocalStartsAnInstanceOnce(t *testing.T) {
+	dir := t.TempDir()
+	marks := filepath.Join(dir, "marks")
+	l, err := NewLocalWorkloads(filepath.Join(dir, "jobs"), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ins, err := l.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ins.Close() })
+	w := Workload{JobID: "job-1", Run: "job-1/1", WorldSize: 1, Block: twoNodeBlock(), GPUsPerInstance: 8,
+		Command: []string{"/bin/sh", "-c", `echo "$CAPBLOCK_RESTART_COUNT" >> ` + marks}}
+	ended := func() {
+		t.Helper()
+		select {
+		case x := <-ins.Exits():
+			if x.Code != 0 || x.Err != nil {
+				t.Fatalf("the instance ended with %d, %v", x.Code, x.Err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("the instance did not end within 10s")
+		}
+	}
+	if err := ins.Start(t.Context(), w); err != nil {
+		t.Fatal(err)
+	}
+	ended()
+	if err := ins.Start(t.Context(), w); err != nil {
+		t.Fatalf("starting the run's instance again: %v", err)
+	}
+	select {
+	case x := <-ins.Exits():
+		t.Fatalf("the instance ran again: %+v", x)
+	case <-time.After(300 * time.Millisecond):
+	}
+	w.Run, w.Restarts = "job-1/2", 1
+	if err := ins.Start(t.Context(), w); err != nil {
+		t.Fatal(err)
+	}
+	ended()
+	data, err := os.ReadFile(marks)
+	if err != nil || string(data) != "0\n1\n" {
+		t.Errorf("runs recorded %q, %v; want run 1 then run 2, once each", data, err)
+	}
+}

@@ -109,8 +109,9 @@ func (f finishRecorder) FinishAction(ctx context.Context, id string, at time.Tim
 // outboxStack runs the real stack on the SQLite file db (the simulated
 // clock where the file left it, else at t0) with be as the backend, and
 // the leader's loop with its outbox worker; stop ends the loop and waits
-// for it. done receives the actions recorded done.
-func outboxStack(t *testing.T, db string, be backend.Backend) (e *env, done <-chan string, stop func()) {
+// for it. done receives the actions recorded done. Jobs run on w, or not
+// at all when it is nil.
+func outboxStack(t *testing.T, db string, be backend.Backend, w ...backend.Workloads) (e *env, done <-chan string, stop func()) {
 	t.Helper()
 	ctx := context.Background()
 	f, err := fleet.Parse([]byte(testFleet))
@@ -130,7 +131,11 @@ func outboxStack(t *testing.T, db string, be backend.Backend) (e *env, done <-ch
 	}
 	rec := finishRecorder{Store: st, done: make(chan string, 64)}
 	sim := clock.NewSim(start)
-	svc, err := service.New(ctx, service.Config{Fleet: f, Store: rec, Backend: be, Clock: sim, Log: discard()})
+	cfg := service.Config{Fleet: f, Store: rec, Backend: be, Clock: sim, Log: discard()}
+	if len(w) > 0 {
+		cfg.Workloads = w[0]
+	}
+	svc, err := service.New(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

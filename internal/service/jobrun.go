@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"encoding/json"
 	"time"
 
 	"capblock/internal/backend"
@@ -32,15 +33,17 @@ func (s *Service) runJobs(ctx context.Context, lost <-chan struct{}) {
 	s.jobs.mu.Lock()
 	s.jobs.instances = ins
 	s.jobs.seen = map[string]bool{}
+	s.jobs.started = map[instanceKey]bool{}
 	s.jobs.live = map[string]int{}
-	s.jobs.next = map[string]pendingRun{}
 	s.jobs.holds = map[string]core.Job{}
 	for _, in := range adopted {
 		s.jobs.seen[in.Run] = true
+		s.jobs.started[instanceKey{in.Run, in.Instance}] = true
 		s.jobs.live[in.Run]++
 	}
 	s.jobs.mu.Unlock()
-	s.holdAdopted(ctx, adopted)
+	s.holdAdopted(ctx, ins, adopted)
+	s.kickOutbox() // the instances' actions that waited for the runner
 	// The ends of instances that ended while no server watched come on
 	// Exits shortly after Adopt; a run that neither runs nor ends by then
 	// was lost (recorded, never started) and starts again.
@@ -75,7 +78,9 @@ func (s *Service) runJobs(ctx context.Context, lost <-chan struct{}) {
 const lostAfter = 2 * time.Second
 
 // restartLostJobs starts again the running jobs whose current run this
-// runner neither adopted nor saw end.
+// runner neither adopted nor saw end, and whose start is not pending in
+// the outbox: a run recorded before its instances' starts were actions,
+// or whose instance's start was recorded by an engine that then lost it.
 func (s *Service) restartLostJobs(ctx context.Context) {
 	jobs, err := s.store.ListJobs(ctx, "", true)
 	if err != nil {
@@ -89,8 +94,7 @@ func (s *Service) restartLostJobs(ctx context.Context) {
 		if j.State != core.JobRunning || known {
 			continue
 		}
-		b, err := s.jobBlock(ctx, j)
-		if err != nil {
+		if starting, err := s.startPending(ctx, j); err != nil || starting {
 			continue
 		}
 		now := s.clock.Now()
@@ -102,10 +106,25 @@ func (s *Service) restartLostJobs(ctx context.Context) {
 			s.log.Warn("restarting a lost job", "job", j.ID, "err", err)
 			continue
 		}
-		next.Version = j.Version + 1
 		s.log.Warn("a job's run was lost (recorded, never started): starting it again", "job", j.ID)
-		s.startRun(ctx, next, b)
 	}
+}
+
+// startPending reports whether a start of the job's current run waits in
+// the outbox.
+func (s *Service) startPending(ctx context.Context, j core.Job) (bool, error) {
+	actions, err := s.store.ActionsFor(ctx, j.ID)
+	if err != nil {
+		return false, err
+	}
+	for _, a := range actions {
+		var ref instanceRef
+		if a.Kind == core.ActionStartInstance && a.State == core.ActionPending &&
+			json.Unmarshal(a.Payload, &ref) == nil && ref.Run == j.Run {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // reconcileJobs moves every open job on with its block's state.
@@ -141,13 +160,8 @@ func (s *Service) reconcileJobs(ctx context.Context) {
 			s.log.Warn("moving a job on", "job", j.ID, "err", err)
 			continue
 		}
-		next.Version = j.Version + 1
-		if step.Stop {
-			s.stopRun(j)
-		}
 		if step.Start {
 			holdSlots(held, next)
-			s.startAfter(ctx, j, next, b)
 		}
 	}
 }
@@ -188,10 +202,12 @@ func holdSlots(held map[string]map[int]string, j core.Job) {
 }
 
 // holdAdopted records the slots held by the runs adopted from an earlier
-// server, until their instances end.
-func (s *Service) holdAdopted(ctx context.Context, adopted []backend.RunningInstance) {
+// server, until their instances end, and stops the instances of runs
+// that no longer should run (a stop applied while they were not
+// watched, whose kill after the grace period died with that server).
+func (s *Service) holdAdopted(ctx context.Context, ins backend.Instances, adopted []backend.RunningInstance) {
 	for _, in := range adopted {
-		id, _, ok := parseRunKey(in.Run)
+		id, run, ok := parseRunKey(in.Run)
 		if !ok {
 			continue
 		}
@@ -199,6 +215,12 @@ func (s *Service) holdAdopted(ctx context.Context, adopted []backend.RunningInst
 		if err != nil {
 			s.log.Warn("loading the job of an adopted instance", "job", id, "err", err)
 			continue
+		}
+		if j.Run != run || j.State != core.JobRunning {
+			s.log.Info("stopping an adopted instance of a run that ended", "job", id, "run", run, "instance", in.Instance)
+			if err := ins.Stop(in.Run, in.Instance, s.jobs.grace); err != nil {
+				s.log.Warn("stopping an adopted instance", "job", id, "instance", in.Instance, "err", err)
+			}
 		}
 		s.jobs.mu.Lock()
 		if s.jobs.live[in.Run] > 0 {
@@ -208,42 +230,24 @@ func (s *Service) holdAdopted(ctx context.Context, adopted []backend.RunningInst
 	}
 }
 
-// startAfter starts the job's new run once the previous run (of prev)
-// has no instance left: at once when it has none.
-func (s *Service) startAfter(ctx context.Context, prev, next core.Job, b core.Block) {
-	key := runKey(prev)
-	s.jobs.mu.Lock()
-	if s.jobs.live[key] > 0 {
-		s.jobs.next[key] = pendingRun{job: next, block: b}
-		s.jobs.mu.Unlock()
-		return
-	}
-	s.jobs.mu.Unlock()
-	s.startRun(ctx, next, b)
-}
-
 // onExit handles the end of one instance of a run.
 func (s *Service) onExit(ctx context.Context, x backend.InstanceExit) {
-	// 1. A run that was waiting for this one to end may start now.
+	// 1. Its GPUs are free once its run has no instance left, and the
+	//    job's next run, waiting in the outbox, may start.
 	s.jobs.mu.Lock()
 	s.jobs.seen[x.JobID] = true
+	s.jobs.started[instanceKey{x.JobID, x.Instance}] = true
 	if s.jobs.live[x.JobID] > 0 {
 		s.jobs.live[x.JobID]--
 	}
-	if s.jobs.live[x.JobID] == 0 {
-		delete(s.jobs.holds, x.JobID) // its GPUs are free
-	}
-	pending, waiting := s.jobs.next[x.JobID]
-	if waiting && s.jobs.live[x.JobID] == 0 {
-		delete(s.jobs.next, x.JobID)
-	} else {
-		waiting = false
+	ended := s.jobs.live[x.JobID] == 0
+	if ended {
+		delete(s.jobs.live, x.JobID)
+		delete(s.jobs.holds, x.JobID)
 	}
 	s.jobs.mu.Unlock()
-	if waiting {
-		if cur, err := s.store.Job(ctx, pending.job.ID); err == nil && cur.Run == pending.job.Run && cur.State == core.JobRunning {
-			s.startRun(ctx, cur, pending.block)
-		}
+	if ended {
+		s.kickOutbox()
 	}
 	// 2. What the exit means for the job, recorded with it (the instances
 	//    done so far too, so that another server can finish the count).
@@ -275,70 +279,6 @@ func (s *Service) onExit(ctx context.Context, x backend.InstanceExit) {
 			return
 		}
 	}
-	next.Version = j.Version + 1
-	if step.Stop {
-		s.stopRun(j) // the rest of the ended run
-	}
-	if step.Start {
-		b, err := s.store.GetBlock(ctx, next.BlockID)
-		if err == nil && b.State == core.StateActive && !b.Terminating {
-			s.startAfter(ctx, j, next, b)
-		}
-	}
-}
-
-// startRun starts the instances of the job's current run, each on the
-// slot of the block that it is given.
-func (s *Service) startRun(ctx context.Context, j core.Job, b core.Block) {
-	s.jobs.mu.Lock()
-	ins := s.jobs.instances
-	s.jobs.mu.Unlock()
-	if ins == nil {
-		return
-	}
-	// 1. The team's user, allocated on its first job.
-	user, err := s.jobUser(ctx, j.Team)
-	if err != nil {
-		s.log.Error("preparing a job's run", "job", j.ID, "err", err)
-		for i := range j.InstanceCount {
-			s.onExit(ctx, backend.InstanceExit{JobID: runKey(j), Instance: i, Code: 127, Err: err})
-		}
-		return
-	}
-	// 2. One instance per rank.
-	t, _ := s.fleet.Type(b.InstanceType)
-	w := backend.Workload{JobID: j.ID, Run: runKey(j), WorldSize: j.InstanceCount, Block: b, PlanID: j.PlanID,
-		Slots: j.Slots, GPUsPerInstance: t.GPUsPerInstance, Command: j.Command, Env: j.Env, Restarts: j.Restarts,
-		Team: j.Team, User: user, Limits: s.jobs.limits}
-	s.jobs.mu.Lock()
-	s.jobs.holds[w.Run] = j
-	s.jobs.mu.Unlock()
-	for i := range j.InstanceCount {
-		w.Rank = i
-		s.jobs.mu.Lock()
-		s.jobs.seen[w.Run] = true
-		s.jobs.live[w.Run]++
-		s.jobs.mu.Unlock()
-		if err := ins.Start(ctx, w); err != nil {
-			s.log.Warn("starting a job instance", "job", j.ID, "instance", i, "err", err)
-			s.onExit(ctx, backend.InstanceExit{JobID: w.Run, Instance: i, Code: 127, Err: err})
-			return
-		}
-	}
-}
-
-// stopRun stops the instances of a job's run: SIGTERM, SIGKILL after the
-// grace period.
-func (s *Service) stopRun(j core.Job) {
-	s.jobs.mu.Lock()
-	ins := s.jobs.instances
-	s.jobs.mu.Unlock()
-	if ins == nil {
-		return
-	}
-	for i := range j.InstanceCount {
-		if err := ins.Stop(runKey(j), i, s.jobs.grace); err != nil {
-			s.log.Debug("stopping a job instance", "job", j.ID, "instance", i, "err", err)
-		}
-	}
+	// The commit stored the stop of the rest of an ended run and the
+	// start of the next one, as actions.
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -70,11 +71,10 @@ func (r *recordedWorkloads) next(t *testing.T, n int) []string {
 	return got
 }
 
-// TestJobRunsThroughWorkloads: a job on an active block of two whole-node
-// instances starts one instance per rank through the engine, each on its
-// slot, with the job's command, environment and restart count; stopping
-// the job stops both; its log is read through the engine.
-func TestJobRunsThroughWorkloads(t *testing.T) {
+// jobRunner is a service on a SQLite file with one active block, cb-a,
+// of two h100.8x, whose jobs run on a recording engine; the service
+// leads (Run) until the test ends.
+func jobRunner(t *testing.T) (*Service, *recordedWorkloads, *sqlite.Store) {
 	ctx := t.Context()
 	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "jobs.db"))
 	if err != nil {
@@ -98,13 +98,17 @@ func TestJobRunsThroughWorkloads(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	runCtx, cancel := context.WithCancel(ctx)
-	ran := make(chan struct{})
-	go func() {
-		defer close(ran)
-		svc.runJobs(runCtx, nil)
-	}()
-	defer func() { cancel(); <-ran }()
+	runService(t, svc)
+	return svc, rec, st
+}
+
+// TestJobRunsThroughWorkloads: a job on an active block of two whole-node
+// instances starts one instance per rank through the engine, each on its
+// slot, with the job's command, environment and restart count; stopping
+// the job stops both; its log is read through the engine.
+func TestJobRunsThroughWorkloads(t *testing.T) {
+	ctx := t.Context()
+	svc, rec, _ := jobRunner(t)
 
 	// 1. The job starts: one instance per rank, on the slots it holds.
 	j, err := svc.CreateJob(ctx, "t", contract.JobRequest{BlockID: "cb-a", Command: []string{"python", "train.py"}, Env: map[string]string{"A": "1"}})
@@ -141,5 +145,81 @@ func TestJobRunsThroughWorkloads(t *testing.T) {
 	}
 	if diff := cmp.Diff([]string{"read-log " + j.ID + " 1 from 4"}, rec.next(t, 1)); diff != "" {
 		t.Errorf("calls (-want +got):\n%s", diff)
+	}
+}
+
+// TestJobRunWaitsForItsLastRun: an instance that fails restarts its job;
+// the commit stores the stop of the run's other instance and the start
+// of the next run, and the start waits, shown in the action, until the
+// last instance of the run before has ended: a job never runs twice at
+// once.
+func TestJobRunWaitsForItsLastRun(t *testing.T) {
+	ctx := t.Context()
+	svc, rec, st := jobRunner(t)
+	j, err := svc.CreateJob(ctx, "t", contract.JobRequest{BlockID: "cb-a", Command: []string{"train"}, InstanceCount: 2, MaxRestarts: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run1, run2 := j.ID+"/1", j.ID+"/2"
+	rec.next(t, 2) // both instances start
+	<-rec.starts
+	<-rec.starts
+
+	// 1. Instance 0 fails: the other is stopped, the next run waits.
+	rec.exits <- backend.InstanceExit{JobID: run1, Instance: 0, Code: 1}
+	want := []string{"stop " + run1 + " 0 after 30s", "stop " + run1 + " 1 after 30s"}
+	if diff := cmp.Diff(want, rec.next(t, 2)); diff != "" {
+		t.Fatalf("calls (-want +got):\n%s", diff)
+	}
+	waitFor(t, 10*time.Second, "the next run's start to wait for the last run's end", func() bool {
+		as, err := st.ActionsFor(ctx, j.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, a := range as {
+			if a.Kind == core.ActionStartInstance && a.State == core.ActionPending && strings.Contains(a.LastError, "run 1") {
+				return true
+			}
+		}
+		return false
+	})
+	select {
+	case c := <-rec.calls:
+		t.Fatalf("%s while run 1 still has an instance", c)
+	default:
+	}
+
+	// 2. Its last instance ends: the next run starts.
+	rec.exits <- backend.InstanceExit{JobID: run1, Instance: 1, Code: 143}
+	want = []string{"start " + run2 + " rank 0 slot 0", "start " + run2 + " rank 1 slot 1"}
+	if diff := cmp.Diff(want, rec.next(t, 2)); diff != "" {
+		t.Fatalf("calls (-want +got):\n%s", diff)
+	}
+	if got, err := svc.GetJob(ctx, "t", j.ID); err != nil || got.Run != 2 || got.Restarts != 1 || got.State != core.JobRunning {
+		t.Errorf("job after the restart: %+v, %v; want run 2, one restart, running", got, err)
+	}
+}
+
+// TestJobStoppedThroughAnotherReplica: a job stopped through a replica
+// that does not lead (no job runner open there) is stopped by the
+// leader, from the actions the stop's commit stored.
+func TestJobStoppedThroughAnotherReplica(t *testing.T) {
+	ctx := t.Context()
+	leader, rec, st := jobRunner(t)
+	j, err := leader.CreateJob(ctx, "t", contract.JobRequest{BlockID: "cb-a", Command: []string{"train"}, InstanceCount: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec.next(t, 1)
+	<-rec.starts
+	other, err := New(ctx, Config{Fleet: leader.fleet, Store: st, Clock: clock.NewSim(planT0), Log: slog.New(slog.DiscardHandler), Workloads: newRecordedWorkloads()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := other.StopJob(ctx, "t", j.ID); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"stop " + j.ID + "/1 0 after 30s"}, rec.next(t, 1)); diff != "" {
+		t.Errorf("the leader's calls (-want +got):\n%s", diff)
 	}
 }

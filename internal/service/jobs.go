@@ -30,22 +30,19 @@ type jobRuntime struct {
 	mu        sync.Mutex
 	instances backend.Instances // open while leading
 	seen      map[string]bool   // run keys known to run or to have ended, since leading
+	// started are the instances this runner started, adopted or saw end:
+	// an instance's start applied again (a worker that failed to record
+	// it) does not run it twice.
+	started map[instanceKey]bool
 	// live counts each run's instances still running; a new run of a job
-	// waits in next until its previous run has none left, so that a job
-	// never runs twice at once.
+	// waits in the outbox until its earlier runs have none left, so that
+	// a job never runs twice at once.
 	live map[string]int
-	next map[string]pendingRun // previous run key → the run to start
 	// holds are the runs with instances that may still run, by run key,
 	// with the block and slots they hold.
 	holds map[string]core.Job
 	// teamUIDs caches the uid of each team's jobs.
 	teamUIDs map[string]int
-}
-
-// pendingRun is a run to start once the job's previous run has ended.
-type pendingRun struct {
-	job   core.Job
-	block core.Block
 }
 
 // newJobs is the job runtime of cfg: its Workloads, else processes of
@@ -63,7 +60,7 @@ func newJobs(cfg Config) (*jobRuntime, error) {
 		w = local
 	}
 	return &jobRuntime{workloads: w, grace: jobGrace, kick: make(chan struct{}, 1), uids: cfg.JobUIDs, limits: cfg.JobLimits,
-		seen: map[string]bool{}, live: map[string]int{}, next: map[string]pendingRun{}, holds: map[string]core.Job{},
+		seen: map[string]bool{}, started: map[instanceKey]bool{}, live: map[string]int{}, holds: map[string]core.Job{},
 		teamUIDs: map[string]int{}}, nil
 }
 
@@ -206,9 +203,6 @@ func (s *Service) StopJob(ctx context.Context, scope, id string) (core.Job, erro
 	if err := s.commitJob(ctx, j, next, step, now); err != nil {
 		return core.Job{}, err
 	}
-	if step.Stop {
-		s.stopRun(j)
-	}
 	next.Version = j.Version + 1
 	return next, nil
 }
@@ -274,10 +268,11 @@ func (s *Service) jobEvent(at time.Time, typ string, j core.Job, reason string) 
 	return core.Event{ID: newID("evt"), Time: at, Type: typ, Subject: j.ID, Team: j.Team, Data: data}
 }
 
-// commitJob stores a job's new state with its event, checking the version
-// it was decided on.
+// commitJob stores a job's new state with its event and the starts and
+// stops of instances that its step calls for (jobActions), checking the
+// version it was decided on.
 func (s *Service) commitJob(ctx context.Context, was, next core.Job, step core.JobStep, now time.Time) error {
-	c := store.Change{Jobs: []store.JobWrite{{Job: next, ExpectedVersion: was.Version}}}
+	c := store.Change{Jobs: []store.JobWrite{{Job: next, ExpectedVersion: was.Version}}, Actions: s.jobActions(was, next, step)}
 	if step.Event != "" {
 		c.Events = []core.Event{s.jobEvent(now, step.Event, next, step.Reason)}
 	}
@@ -286,6 +281,9 @@ func (s *Service) commitJob(ctx context.Context, was, next core.Job, step core.J
 	}
 	if len(c.Events) > 0 {
 		s.notifyEvents()
+	}
+	if len(c.Actions) > 0 {
+		s.kickOutbox()
 	}
 	return nil
 }

@@ -248,13 +248,11 @@ func (s *Service) restartJobsOn(ctx context.Context, b core.Block, node string) 
 		if !ok {
 			continue
 		}
+		// The old run's instances stop, and the new run's start once
+		// they are gone (actions of the commit).
 		if err := s.commitJob(ctx, j, next, step, now); err != nil {
 			s.log.Warn("restarting a job after a node failure", "job", j.ID, "err", err)
-			continue
 		}
-		next.Version = j.Version + 1
-		s.stopRun(j)
-		s.startAfter(ctx, j, next, b) // once the old run's processes are gone
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	mathrand "math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
@@ -176,11 +177,11 @@ func (s *Service) kickOutbox() {
 
 // startOutbox runs the outbox worker until the returned stop is called,
 // which waits for it to end. Run starts it while this replica leads, so
-// that one replica at a time applies actions. Without a backend there is
-// nothing to apply them through: the actions wait for a server that has
-// one.
+// that one replica at a time applies actions. Without a backend nor a job
+// runner there is nothing to apply them through: the actions wait for a
+// server that has them.
 func (s *Service) startOutbox(ctx context.Context) (stop func()) {
-	if s.backend == nil {
+	if s.backend == nil && s.jobs == nil {
 		return func() {}
 	}
 	ctx, cancel := context.WithCancel(ctx)
@@ -223,16 +224,22 @@ type outboxWorker struct {
 
 // pass applies the actions due now, a page at a time, until none is due:
 // an action done lets the next one of its block fall due, which the next
-// page takes. It stops at the first error of the store, leaving the rest
+// page takes. An action that waits (errWaiting) stays due, but is tried
+// once a pass. It stops at the first error of the store, leaving the rest
 // to the next pass.
 func (w *outboxWorker) pass(ctx context.Context) error {
+	tried := map[string]bool{}
 	for {
 		due, err := w.svc.store.DueActions(ctx, w.opts.Clock.Now(), outboxPage)
 		if err != nil {
 			return err
 		}
+		due = slices.DeleteFunc(due, func(a core.Action) bool { return tried[a.ID] })
 		if len(due) == 0 {
 			return nil
+		}
+		for _, a := range due {
+			tried[a.ID] = true
 		}
 		if err := w.applyAll(ctx, due); err != nil {
 			return err
@@ -278,7 +285,7 @@ func (w *outboxWorker) applyAll(ctx context.Context, due []core.Action) error {
 func (w *outboxWorker) apply(ctx context.Context, a core.Action) error {
 	log := w.svc.log.With("action", a.ID, "kind", a.Kind, "subject", a.Subject)
 	callCtx, cancel := context.WithTimeout(ctx, w.opts.CallTimeout)
-	err := backend.Apply(callCtx, w.svc.backend, a)
+	err := w.svc.applyAction(callCtx, a)
 	cancel()
 	if err != nil && ctx.Err() != nil {
 		return ctx.Err()
@@ -301,12 +308,22 @@ func (w *outboxWorker) apply(ctx context.Context, a core.Action) error {
 		}
 		return nil
 	}
+	if wait := (errWaiting{}); errors.As(err, &wait) && !w.opts.giveUp(a, 0, now) {
+		// Not a failure: due again at once, tried at the next pass (a
+		// kick, or the poll), without an attempt counted.
+		log.Debug("an engine action waits", "why", wait.why)
+		if rerr := w.svc.store.RetryAction(ctx, a.ID, a.Attempts, now, wait.why); rerr != nil && !store.IsConflict(rerr) {
+			return fmt.Errorf("recording that action %s waits: %w", a.ID, rerr)
+		}
+		return nil
+	}
 	attempts := a.Attempts + 1
 	if errors.Is(err, backend.ErrPermanent) || w.opts.giveUp(a, attempts, now) {
 		log.Error("giving up on an engine action; an operator must see to it", "attempts", attempts, "err", err)
 		if ferr := w.svc.store.FailAction(ctx, a.ID, now, err.Error()); ferr != nil && !store.IsConflict(ferr) {
 			return fmt.Errorf("recording action %s failed: %w", a.ID, ferr)
 		}
+		w.svc.instanceNeverStarted(ctx, a, err)
 		return nil
 	}
 	next := now.Add(w.opts.backoff(attempts))
