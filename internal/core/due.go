@@ -72,48 +72,51 @@ func (ix *Index) queueDue(b *Block) {
 	}
 }
 
-// dueQueue is a binary min-heap of (due time, block id), with each id's
-// position in it, so that a block is ordered, moved or removed in
-// O(log n) and the blocks due are found in the time of those returned.
+// dueQueue is a binary min-heap of (due time, block id). Each entry
+// keeps its own position in the heap, and the ids lead to their entries,
+// so that a block is ordered, moved or removed in O(log n) with one map
+// access, and the blocks due are found in the time of those returned.
 type dueQueue struct {
-	items []dueItem
-	pos   map[string]int
+	items []*dueEntry
+	byID  map[string]*dueEntry
 }
 
-type dueItem struct {
-	at time.Time
-	id string
+type dueEntry struct {
+	at  time.Time
+	id  string
+	pos int // index in items
 }
 
 func newDueQueue(n int) dueQueue {
-	return dueQueue{items: make([]dueItem, 0, n), pos: make(map[string]int, n)}
+	return dueQueue{items: make([]*dueEntry, 0, n), byID: make(map[string]*dueEntry, n)}
 }
 
 // set orders id at at, whether it was queued before or not.
 func (q *dueQueue) set(id string, at time.Time) {
-	if i, ok := q.pos[id]; ok {
-		q.items[i].at = at
-		if !q.up(i) {
-			q.down(i)
+	if e, ok := q.byID[id]; ok {
+		e.at = at
+		if !q.up(e.pos) {
+			q.down(e.pos)
 		}
 		return
 	}
-	q.items = append(q.items, dueItem{at: at, id: id})
-	q.pos[id] = len(q.items) - 1
-	q.up(len(q.items) - 1)
+	e := &dueEntry{at: at, id: id, pos: len(q.items)}
+	q.items = append(q.items, e)
+	q.byID[id] = e
+	q.up(e.pos)
 }
 
 // remove takes id out of the queue; an id not queued is ignored.
 func (q *dueQueue) remove(id string) {
-	i, ok := q.pos[id]
+	e, ok := q.byID[id]
 	if !ok {
 		return
 	}
-	last := len(q.items) - 1
+	i, last := e.pos, len(q.items)-1
 	q.swap(i, last)
-	q.items[last] = dueItem{}
+	q.items[last] = nil
 	q.items = q.items[:last]
-	delete(q.pos, id)
+	delete(q.byID, id)
 	if i < last && !q.up(i) {
 		q.down(i)
 	}
@@ -127,10 +130,10 @@ func (q *dueQueue) first() (time.Time, bool) {
 }
 
 // dueBy returns the ids due at or before now, earliest first, then by id.
-// It walks only the heap's nodes that are due and their children: a
-// node not due has no descendant due.
+// It walks only the heap's entries that are due and their children: an
+// entry not due has no descendant due.
 func (q *dueQueue) dueBy(now time.Time) []string {
-	var found []dueItem
+	var found []*dueEntry
 	stack := []int{0}
 	for len(stack) > 0 {
 		i := stack[len(stack)-1]
@@ -141,7 +144,7 @@ func (q *dueQueue) dueBy(now time.Time) []string {
 		found = append(found, q.items[i])
 		stack = append(stack, 2*i+1, 2*i+2)
 	}
-	slices.SortFunc(found, func(a, b dueItem) int {
+	slices.SortFunc(found, func(a, b *dueEntry) int {
 		if dueLess(a, b) {
 			return -1
 		}
@@ -151,13 +154,13 @@ func (q *dueQueue) dueBy(now time.Time) []string {
 		return 0
 	})
 	ids := make([]string, len(found))
-	for i, it := range found {
-		ids[i] = it.id
+	for i, e := range found {
+		ids[i] = e.id
 	}
 	return ids
 }
 
-func dueLess(a, b dueItem) bool {
+func dueLess(a, b *dueEntry) bool {
 	if !a.at.Equal(b.at) {
 		return a.at.Before(b.at)
 	}
@@ -168,11 +171,10 @@ func (q *dueQueue) less(i, j int) bool { return dueLess(q.items[i], q.items[j]) 
 
 func (q *dueQueue) swap(i, j int) {
 	q.items[i], q.items[j] = q.items[j], q.items[i]
-	q.pos[q.items[i].id] = i
-	q.pos[q.items[j].id] = j
+	q.items[i].pos, q.items[j].pos = i, j
 }
 
-// up moves item i towards the root while it is earlier than its parent;
+// up moves entry i towards the root while it is earlier than its parent;
 // it reports whether it moved.
 func (q *dueQueue) up(i int) bool {
 	moved := false
@@ -187,7 +189,7 @@ func (q *dueQueue) up(i int) bool {
 	return moved
 }
 
-// down moves item i towards the leaves while a child is earlier.
+// down moves entry i towards the leaves while a child is earlier.
 func (q *dueQueue) down(i int) {
 	n := len(q.items)
 	for {

@@ -204,9 +204,9 @@ func TestDueQueue(t *testing.T) {
 			q.set(id, when)
 			model[id] = when
 		}
-		var want []dueItem
+		var want []*dueEntry
 		for id, when := range model {
-			want = append(want, dueItem{when, id})
+			want = append(want, &dueEntry{at: when, id: id})
 		}
 		sort.Slice(want, func(i, j int) bool { return dueLess(want[i], want[j]) })
 		first, ok := q.first()
@@ -230,15 +230,15 @@ func TestDueQueue(t *testing.T) {
 // checkHeap checks the heap's order and each id's position.
 func checkHeap(t *testing.T, q *dueQueue, round int) {
 	t.Helper()
-	for i, it := range q.items {
-		if q.pos[it.id] != i {
-			t.Fatalf("round %d: %s at %d, its position says %d", round, it.id, i, q.pos[it.id])
+	for i, e := range q.items {
+		if e.pos != i || q.byID[e.id] != e {
+			t.Fatalf("round %d: %s at %d, its position says %d, its id leads to %p, not %p", round, e.id, i, e.pos, q.byID[e.id], e)
 		}
-		if i > 0 && dueLess(it, q.items[(i-1)/2]) {
-			t.Fatalf("round %d: %s is earlier than its parent", round, it.id)
+		if i > 0 && dueLess(e, q.items[(i-1)/2]) {
+			t.Fatalf("round %d: %s is earlier than its parent", round, e.id)
 		}
 	}
-	if len(q.pos) != len(q.items) {
-		t.Fatalf("round %d: %d positions for %d queued ids", round, len(q.pos), len(q.items))
+	if len(q.byID) != len(q.items) {
+		t.Fatalf("round %d: %d ids for %d queued entries", round, len(q.byID), len(q.items))
 	}
 }
