@@ -142,17 +142,23 @@ func (s *Service) pruneUsedOfferings(ctx context.Context, last time.Time) time.T
 	return now
 }
 
+// nextDue returns when the next lifecycle step of a block is due: the
+// index keeps the blocks in that order, so this costs no walk of them.
 func (s *Service) nextDue() (time.Time, bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	var next time.Time
-	found := false
-	for _, b := range s.index.Blocks() {
-		if t, ok := core.NextDue(*b, s.fleet.Limits); ok && (!found || t.Before(next)) {
-			next, found = t, true
-		}
-	}
-	return next, found
+	return s.index.NextDue()
+}
+
+// idle reports, under the shared lock, whether a pass at now has nothing
+// to do: no step due and the index's hour 0 recent enough. A tick with
+// nothing due (every simTick on a simulated clock) so never takes the
+// lock that decisions need.
+func (s *Service) idle(now time.Time) bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	next, ok := s.index.NextDue()
+	return (!ok || next.After(now)) && now.Sub(s.index.Origin) <= rebaseAfter
 }
 
 type transition struct {
@@ -164,8 +170,12 @@ type transition struct {
 // Reconcile takes every lifecycle step due now and commits them in one
 // transaction with their events in time order and the engine actions
 // they call for (a block's in the order of its steps), then wakes the
-// outbox worker and the jobs.
+// outbox worker and the jobs. It reads only the blocks with a step due
+// (Index.Due): its cost follows the steps, not the blocks stored.
 func (s *Service) Reconcile(ctx context.Context) error {
+	if s.idle(s.clock.Now()) {
+		return nil
+	}
 	s.mu.Lock()
 	now := s.clock.Now()
 	if now.Sub(s.index.Origin) > rebaseAfter {
@@ -181,7 +191,7 @@ func (s *Service) Reconcile(ctx context.Context) error {
 	s.awaitSettled(func() bool { return !s.dueInFlight(now) }, func() {})
 	var c store.Change
 	var steps []transition
-	for _, b := range s.index.Blocks() {
+	for _, b := range s.index.Due(now) {
 		if s.index.Assumed(b.ID) {
 			continue // decided, not yet committed: its step comes once it is
 		}
@@ -254,11 +264,9 @@ func (s *Service) dueInFlight(now time.Time) bool {
 	if s.index.InFlight() == 0 {
 		return false
 	}
-	for _, b := range s.index.Blocks() {
+	for _, b := range s.index.Due(now) {
 		if s.index.Assumed(b.ID) {
-			if _, ts := core.Advance(*b, now, s.fleet.Limits); len(ts) > 0 {
-				return true
-			}
+			return true
 		}
 	}
 	return false
