@@ -45,6 +45,8 @@ type serveFlags struct {
 	privateWebhooks bool
 	// webhookLog is how long the delivery log keeps finished deliveries.
 	webhookLog string
+	// enginePoll is how often the leader reads the engine's nodes.
+	enginePoll string
 	// jobUIDs is the range of users that teams' jobs run as.
 	jobUIDs string
 	// unisolatedJobs runs jobs as the server's own user.
@@ -96,6 +98,7 @@ POST /v1/admin/clock (or "capblock admin clock --advance 6h").`,
 	fl.IntVar(&f.burst, "rate-burst", 100, "requests one API token may send at once above --rate-limit")
 	fl.BoolVar(&f.privateWebhooks, "webhook-allow-private", false, "let webhooks deliver to loopback, private and link-local addresses (default: public addresses only)")
 	fl.StringVar(&f.webhookLog, "webhook-log-retention", "30d", "how long the webhook delivery log keeps a finished delivery, such as 72h or 90d")
+	fl.StringVar(&f.enginePoll, "engine-poll", "10s", "how often the leading replica reads the backend's nodes and their health, such as 5s or 1m")
 	return cmd
 }
 
@@ -107,6 +110,10 @@ func serve(ctx context.Context, f serveFlags) error {
 	webhookLog, err := humantime.ParseDuration(f.webhookLog)
 	if err != nil || webhookLog <= 0 {
 		return usageError(fmt.Errorf("--webhook-log-retention %q: want a positive duration such as 72h or 90d", f.webhookLog))
+	}
+	enginePoll, err := humantime.ParseDuration(f.enginePoll)
+	if err != nil || enginePoll < time.Second {
+		return usageError(fmt.Errorf("--engine-poll %q: want a duration of at least 1s, such as 10s or 1m", f.enginePoll))
 	}
 	// 1. The fleet.
 	fl := fleet.Demo()
@@ -170,7 +177,7 @@ func serve(ctx context.Context, f serveFlags) error {
 	engine := backend.NewSim(log, fl.Nodes)
 	svc, err := service.New(ctx, service.Config{Fleet: fl, Store: st, Backend: engine, Clock: clk, Log: log,
 		JobsDir: jobs.JobsDir, JobUIDs: jobs.JobUIDs, JobLimits: jobs.JobLimits, JobsOff: jobs.JobsOff,
-		AllowPrivateWebhooks: f.privateWebhooks, WebhookLogRetention: webhookLog})
+		AllowPrivateWebhooks: f.privateWebhooks, WebhookLogRetention: webhookLog, EnginePoll: enginePoll})
 	if err != nil {
 		return err
 	}

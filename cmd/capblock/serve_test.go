@@ -16,6 +16,7 @@ func TestServeBadFlags(t *testing.T) {
 		"log level":             {[]string{"--log-level", "loud"}, `--log-level "loud": want debug, info, warn or error`},
 		"webhook log retention": {[]string{"--webhook-log-retention", "forever"}, `--webhook-log-retention "forever": want a positive duration`},
 		"zero retention":        {[]string{"--webhook-log-retention", "0"}, `--webhook-log-retention "0": want a positive duration`},
+		"engine poll too short": {[]string{"--engine-poll", "10ms"}, `--engine-poll "10ms": want a duration of at least 1s`},
 		"sim start":             {[]string{"--sim-clock", "--sim-start", "yesterday"}, `--sim-start "yesterday" is not an RFC 3339 time`},
 		"backend":               {[]string{"--backend", "k8s"}, `--backend "k8s" is not available`},
 	}

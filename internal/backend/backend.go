@@ -57,6 +57,18 @@ type Backend interface {
 	Release(ctx context.Context, b core.Block) error
 }
 
+// HealthReporter is a Backend that knows its nodes' health (Kubernetes:
+// NotReady or cordoned; Slurm: down or drained). The leader reads it at
+// every poll of the engine, with the inventory, and records what changed
+// (service/enginewatch.go). A node it does not mention is healthy; a
+// node missing from the inventory is unhealthy whatever it says.
+type HealthReporter interface {
+	// NodeHealth reports the health of the engine's nodes, each
+	// unhealthy one with the engine's reason ("NotReady since 12:03",
+	// "drained: XID 79"); Since and Source are not read.
+	NodeHealth(ctx context.Context) ([]core.NodeHealth, error)
+}
+
 // Runner runs the instances of jobs as processes of this machine and
 // reports how they end (package executor): LocalWorkloads, for the sim
 // and local backends, starts and stops them through it.

@@ -82,6 +82,8 @@ func (s *Service) lead(ctx context.Context, lost <-chan struct{}) {
 	defer stopWebhooks()
 	stopOutbox := s.startOutbox(ctx) // and applies the engine actions
 	defer stopOutbox()
+	stopWatch := s.startEngineWatch(ctx) // and reads the engine's nodes
+	defer stopWatch()
 	jobsDone := make(chan struct{})
 	go func() {
 		defer close(jobsDone)

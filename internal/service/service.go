@@ -14,6 +14,7 @@
 package service
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -71,6 +72,9 @@ type Config struct {
 	// Outbox tunes the worker that applies the engine actions through
 	// Backend; the zero value takes its defaults.
 	Outbox OutboxOptions
+	// EnginePoll is how often the leader reads the backend's nodes and
+	// their health (enginewatch.go); 0 is every 10 s.
+	EnginePoll time.Duration
 }
 
 // Service implements the use cases. It is safe for concurrent use: reads
@@ -113,7 +117,8 @@ type Service struct {
 
 	metrics serviceMetrics
 
-	outbox outboxRuntime // the engine actions' worker, run while leading
+	outbox     outboxRuntime // the engine actions' worker, run while leading
+	enginePoll time.Duration // how often the leader reads the engine's nodes
 
 	jobs    *jobRuntime // nil when the server runs no jobs
 	jobsOff string      // why, when it was told
@@ -146,6 +151,7 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 		webhookLogRetention: cfg.WebhookLogRetention,
 		metrics:             newServiceMetrics(),
 		outbox:              newOutboxRuntime(cfg.Outbox),
+		enginePoll:          cmp.Or(cfg.EnginePoll, defaultEnginePoll),
 		jobsOff:             cfg.JobsOff,
 	}
 	s.settled = sync.NewCond(&s.mu)
