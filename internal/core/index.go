@@ -48,6 +48,9 @@ type Index struct {
 	held map[string]*holdings
 	// due orders the live blocks by their next lifecycle step (due.go).
 	due dueQueue
+	// occ is what placement reads instead of walking a pool's nodes,
+	// built at the first placement (occupancy.go).
+	occ *occupancy
 
 	// rackNames names the racks (zone/rack); rackFree is scratch space
 	// for placement, all zero between calls.

@@ -93,8 +93,9 @@ func (ix *Index) placeWhole(p *pool, count, s, e int, now time.Time) (PlacementP
 		return PlacementPlan{}, max(free, 0), ErrNoCapacity
 	}
 	// 1. Nodes free for the whole window, as they stand.
-	if nodes := ix.freeNodes(p, s, e, nil, nil); len(nodes) >= count {
-		return PlacementPlan{Placements: ix.wholePlacements(ix.pickNodes(nodes, count))}, free, nil
+	po := ix.occupancy().pools[p]
+	if nodes := ix.freeOver(po, s, e); nodes.count() >= count {
+		return PlacementPlan{Placements: ix.wholePlacements(ix.pickFree(po, nodes, count))}, free, nil
 	}
 	// 2. Re-pack the tentative blocks of the pool around the fixed ones.
 	plan, ok := ix.repack(p, repackItem{count: count, s: s, e: e}, now)
@@ -118,132 +119,37 @@ func (ix *Index) wholePlacements(nodes []int) []Placement {
 	return out
 }
 
-// freeNodes lists the nodes of p with every GPU free over [s, e),
-// ignoring blocks in skip and counting the extra allocations.
-func (ix *Index) freeNodes(p *pool, s, e int, skip map[string]bool, extra map[int][]alloc) []int {
-	full := uint64(1)<<p.gpus - 1
-	if p.gpus == 64 {
-		full = ^uint64(0)
-	}
-	var out []int
-	for _, ni := range p.nodes {
-		if ix.freeMask(ni, s, e, skip) != full {
-			continue
-		}
-		if overlapsAny(extra[ni], s, e) {
-			continue
-		}
-		out = append(out, ni)
-	}
-	return out
-}
-
-func overlapsAny(allocs []alloc, s, e int) bool {
-	for _, a := range allocs {
-		if a.start < e && a.end > s {
-			return true
-		}
-	}
-	return false
-}
-
-// pickNodes chooses count of the candidate nodes on as few racks as
-// possible: the smallest rack that holds them all, or else the fullest
-// racks first. Ties break by rack name; within a rack nodes keep the
-// candidates' order, which is the pool's order, by name. It runs in time
-// linear in the candidates, with no allocation but the result.
-func (ix *Index) pickNodes(cands []int, count int) []int {
-	if count == 0 {
-		return nil
-	}
-	// 1. Count the candidates of each rack.
-	var racks []int
-	for _, ni := range cands {
-		r := ix.nodes[ni].rack
-		if ix.rackFree[r] == 0 {
-			racks = append(racks, r)
-		}
-		ix.rackFree[r]++
-	}
-	defer func() {
-		for _, r := range racks {
-			ix.rackFree[r] = 0
-		}
-	}()
-	// 2. Best fit: the smallest rack that holds the whole request.
-	fit := -1
-	for _, r := range racks {
-		n := ix.rackFree[r]
-		if n >= count && (fit < 0 || n < ix.rackFree[fit] || (n == ix.rackFree[fit] && ix.rackNames[r] < ix.rackNames[fit])) {
-			fit = r
-		}
-	}
-	if fit >= 0 {
-		return ix.takeFromRacks(cands, []int{fit}, count)
-	}
-	// 3. Else the fullest racks first.
-	sort.Slice(racks, func(i, j int) bool {
-		a, b := ix.rackFree[racks[i]], ix.rackFree[racks[j]]
-		if a != b {
-			return a > b
-		}
-		return ix.rackNames[racks[i]] < ix.rackNames[racks[j]]
-	})
-	need, used := count, 0
-	for used < len(racks) && need > 0 {
-		need -= ix.rackFree[racks[used]]
-		used++
-	}
-	return ix.takeFromRacks(cands, racks[:used], count)
-}
-
-// takeFromRacks returns up to count candidates on the given racks, rack by
-// rack in the order given. With ix.Spread set, each rack's candidates are
-// taken from a random place in their order, so that replicas deciding at
-// the same time on the same stale snapshot seldom choose the same nodes.
-func (ix *Index) takeFromRacks(cands, racks []int, count int) []int {
-	out := make([]int, 0, count)
-	for _, r := range racks {
-		var inRack []int
-		for _, ni := range cands {
-			if ix.nodes[ni].rack == r {
-				inRack = append(inRack, ni)
-			}
-		}
-		off := 0
-		if ix.Spread != nil && len(inRack) > 0 {
-			off = ix.Spread(len(inRack))
-		}
-		for i := range inRack {
-			if len(out) == count {
-				return out
-			}
-			out = append(out, inRack[(off+i)%len(inRack)])
-		}
-	}
-	return out
-}
-
 // placeFractional packs count instances of g GPUs best-fit on p's nodes
 // over [s, e): fullest nodes first, so whole nodes stay free. It returns
-// nil and the number of instances that would fit when it cannot.
+// nil and the number of instances that would fit when it cannot. Only the
+// nodes busy at some hour of the window are read one by one; the wholly
+// free ones come after them, by name, as many as are needed.
 func (ix *Index) placeFractional(p *pool, g, count, s, e int) ([]Placement, int) {
 	type cand struct {
 		ni   int
 		mask uint64
 	}
+	// 1. The nodes partly free for the window, and how many are wholly so.
+	po := ix.occupancy().pools[p]
+	busy := newNodeSet(len(po.nodes))
+	po.tree.busyOver(s, e, busy)
 	var cands []cand
 	total := 0
-	for _, ni := range p.nodes {
+	for pos := busy.next(0); pos >= 0; pos = busy.next(pos + 1) {
+		ni := po.nodes[pos]
 		m := ix.freeMask(ni, s, e, nil)
 		if n := bits.OnesCount64(m) / g; n > 0 {
 			cands = append(cands, cand{ni, m})
 			total += n
 		}
 	}
+	free := ix.freeOver(po, s, e)
+	total += free.count() * (p.gpus / g)
 	if total < count {
 		return nil, total
 	}
+	// 2. Fullest first: the partly free nodes (fewest free GPUs first),
+	// then the wholly free ones, by name.
 	sort.Slice(cands, func(i, j int) bool {
 		a, b := bits.OnesCount64(cands[i].mask), bits.OnesCount64(cands[j].mask)
 		if a != b {
@@ -253,9 +159,9 @@ func (ix *Index) placeFractional(p *pool, g, count, s, e int) ([]Placement, int)
 	})
 	var out []Placement
 	left := count
-	for _, c := range cands {
+	take := func(ni int, mask uint64) {
 		var gpus []int
-		for m := c.mask; m != 0 && left > 0 && len(gpus)+g <= bits.OnesCount64(c.mask); {
+		for m := mask; m != 0 && left > 0 && len(gpus)+g <= bits.OnesCount64(mask); {
 			for range g {
 				i := bits.TrailingZeros64(m)
 				gpus = append(gpus, i)
@@ -263,9 +169,21 @@ func (ix *Index) placeFractional(p *pool, g, count, s, e int) ([]Placement, int)
 			}
 			left--
 		}
-		out = append(out, Placement{Node: ix.nodes[c.ni].node.Name, GPUs: gpus})
+		out = append(out, Placement{Node: ix.nodes[ni].node.Name, GPUs: gpus})
+	}
+	for _, c := range cands {
 		if left == 0 {
 			break
+		}
+		take(c.ni, c.mask)
+	}
+	full := uint64(1)<<p.gpus - 1
+	if p.gpus == 64 {
+		full = ^uint64(0)
+	}
+	for i := 0; left > 0 && i < len(p.nodes); i++ {
+		if ni := p.nodes[i]; free.has(ix.occ.pos[ni]) {
+			take(ni, full)
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Node < out[j].Node })

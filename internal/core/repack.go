@@ -1,6 +1,8 @@
 package core
 
 import (
+	"container/heap"
+	"slices"
 	"sort"
 	"time"
 )
@@ -14,64 +16,45 @@ type repackItem struct {
 	current []int
 }
 
-// repack re-assigns every tentative whole-node block of pool p, together
-// with the new item, to nodes. Fixed blocks (active, locked or fractional)
-// stay where they are. Items go in start order, each to nodes free of
-// fixed blocks and of items already assigned; a tentative block keeps its
-// nodes when they are free, so only what must move moves. extra holds
-// fixed allocations not yet in the index (an extension being planned).
+// repack re-assigns the tentative whole-node blocks of pool p chained to
+// the new item by overlapping windows, together with the item, to nodes.
+// Fixed blocks (active, locked or fractional) stay where they are. Items
+// go in start order, each to nodes free of fixed blocks and of items
+// already assigned; a tentative block keeps its nodes when they are free,
+// so only what must move moves. extra holds fixed allocations not yet in
+// the index (an extension being planned).
 //
 // Placing intervals in start order on whatever nodes are free uses no more
 // nodes at any hour than the hour's demand (interval graphs are perfect),
 // so when the hour-by-hour count fits, this never fails as long as every
 // fixed block starts before every tentative one, which lock-in guarantees.
+//
+// Its cost follows the chain, not the pool: the chain's blocks come from
+// the pool's list by start (chainOf), and the nodes free for each item
+// from a sweep over the chain's hours (repackSweep) that visits a node
+// only when its state changes or it is chosen.
 func (ix *Index) repack(p *pool, item repackItem, now time.Time, extra ...map[int][]alloc) (PlacementPlan, bool) {
-	// 1. Split the pool's blocks into fixed and tentative.
+	if item.e <= item.s {
+		return PlacementPlan{}, false
+	}
+	po := ix.occupancy().pools[p]
+	// 1. The tentative blocks chained to the request, in start order.
+	items := ix.chainOf(po, item, now)
 	skip := map[string]bool{}
-	var items []repackItem
-	for _, b := range ix.tentativeIn(p, now) {
-		skip[b.ID] = true
-		it := repackItem{id: b.ID, count: b.Count, s: ix.hourOf(b.Start), e: ix.hourOf(b.End)}
-		for _, pl := range b.Placements {
-			it.current = append(it.current, ix.nodeIdx[pl.Node])
+	s, e := items[0].s, items[0].e
+	for _, it := range items {
+		if it.id != "" {
+			skip[it.id] = true
 		}
-		items = append(items, it)
-	}
-	items = append(items, item)
-	sort.SliceStable(items, func(i, j int) bool {
-		if items[i].s != items[j].s {
-			return items[i].s < items[j].s
-		}
-		return items[i].e-items[i].s > items[j].e-items[j].s
-	})
-	// Only the tentative blocks chained to the request by overlapping
-	// windows can be in its way; the others hold none of the hours that
-	// chain spans, so they stay where they are, as if fixed.
-	items = componentOf(items, item)
-	for id := range skip {
-		if !containsItem(items, id) {
-			delete(skip, id)
-		}
-	}
-	assigned := map[int][]alloc{}
-	for _, x := range extra {
-		for ni, as := range x {
-			assigned[ni] = append(assigned[ni], as...)
-		}
+		e = max(e, it.e)
 	}
 	// 2. Assign in start order.
+	sw := ix.newRepackSweep(po, s, e, skip, extra)
 	var plan PlacementPlan
 	for _, it := range items {
-		free := ix.freeNodes(p, it.s, it.e, skip, assigned)
-		if len(free) < it.count {
+		nodes, ok := sw.assign(it)
+		if !ok {
 			return PlacementPlan{}, false
-		}
-		nodes := keepCurrent(it.current, free)
-		if nodes == nil {
-			nodes = ix.pickNodes(free, it.count)
-		}
-		for _, ni := range nodes {
-			assigned[ni] = append(assigned[ni], alloc{block: it.id, start: it.s, end: it.e})
 		}
 		if it.id == "" {
 			plan.Placements = ix.wholePlacements(nodes)
@@ -87,40 +70,271 @@ func (ix *Index) repack(p *pool, item repackItem, now time.Time, extra ...map[in
 	return plan, true
 }
 
-// tentativeIn returns the movable whole-node blocks placed in pool p.
-func (ix *Index) tentativeIn(p *pool, now time.Time) []*Block {
-	var out []*Block
-	for _, b := range ix.blocks {
-		if !b.Movable(now, ix.Fleet.Limits) || len(b.Placements) == 0 {
-			continue
+// repackSweep assigns re-pack items to nodes in start order over the
+// hours [s, e) of a chain. At the hour it has reached, each healthy node
+// of the pool, by position, is
+//   - clear: free from now to e of anything fixed and of the items
+//     assigned so far (in the set clear);
+//   - open: free now, and held from next[pos] by something fixed (in the
+//     set open, and in the heap opens by that hour);
+//   - held: held now, by something fixed or an item it was given, until
+//     wake[pos] (in the heap waits by that hour).
+//
+// A node is free for an item [s, e) when it is clear, or open with
+// next[pos] ≥ e; the open ones that are not are found in the heap opens
+// without visiting the others.
+type repackSweep struct {
+	ix *Index
+	po *poolOcc
+	// fixed holds, by position, the merged hours within the chain's that
+	// fixed allocations hold; k the first of them not yet over.
+	fixed   [][][2]int
+	k       []int
+	state   []sweepState
+	release []int // the end of the last item the node was given
+	next    []int
+	wake    []int
+	clear   nodeSet
+	open    nodeSet
+	nClear  int
+	nOpen   int
+	opens   hourHeap
+	waits   hourHeap
+	// stamp marks the open nodes found held before the current item's
+	// end; walk and free are scratch space.
+	stamp []int
+	item  int
+	walk  []int
+	free  nodeSet
+}
+
+// sweepState is a node's state in a repackSweep.
+type sweepState uint8
+
+const (
+	sweepOut sweepState = iota // unhealthy: never free
+	sweepClear
+	sweepOpen
+	sweepHeld
+)
+
+// newRepackSweep sets up the sweep of the chain's hours [s, e): what
+// holds each node then, but for the blocks in skip (the chain's), and the
+// extra allocations.
+func (ix *Index) newRepackSweep(po *poolOcc, s, e int, skip map[string]bool, extra []map[int][]alloc) *repackSweep {
+	n := len(po.nodes)
+	sw := &repackSweep{ix: ix, po: po, fixed: make([][][2]int, n), k: make([]int, n), state: make([]sweepState, n),
+		release: make([]int, n), next: make([]int, n), wake: make([]int, n), stamp: make([]int, n),
+		clear: newNodeSet(n), open: newNodeSet(n), free: newNodeSet(n)}
+	add := func(pos, from, to int) {
+		if from, to = max(from, s), min(to, e); from < to {
+			sw.fixed[pos] = append(sw.fixed[pos], [2]int{from, to})
 		}
-		ni, ok := ix.nodeIdx[b.Placements[0].Node]
-		if !ok || ix.nodes[ni].pool != p || len(b.Placements[0].GPUs) != p.gpus {
-			continue
-		}
-		out = append(out, b)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	// 1. Fixed allocations: only the nodes busy at some hour of [s, e)
+	// have any.
+	busy := newNodeSet(n)
+	po.tree.busyOver(s, e, busy)
+	for pos := busy.next(0); pos >= 0; pos = busy.next(pos + 1) {
+		for _, a := range ix.nodes[po.nodes[pos]].allocs {
+			if a.start >= e {
+				break
+			}
+			if a.mask != 0 && !skip[a.block] {
+				add(pos, a.start, a.end)
+			}
+		}
+	}
+	for _, x := range extra {
+		for ni, as := range x {
+			if ix.nodes[ni].pool == po.p {
+				for _, a := range as {
+					add(ix.occ.pos[ni], a.start, a.end)
+				}
+			}
+		}
+	}
+	// 2. Each healthy node's state at s.
+	for _, pos := range ix.unhealthyIn(po) {
+		sw.state[pos] = sweepHeld // set apart from the loop below
+	}
+	for pos := range n {
+		if sw.state[pos] == sweepHeld {
+			sw.state[pos] = sweepOut
+			continue
+		}
+		sw.fixed[pos] = mergeSpans(sw.fixed[pos])
+		sw.evaluate(pos, s)
+	}
+	return sw
+}
+
+// mergeSpans sorts hour ranges and merges those that overlap or touch.
+func mergeSpans(spans [][2]int) [][2]int {
+	if len(spans) < 2 {
+		return spans
+	}
+	slices.SortFunc(spans, func(a, b [2]int) int { return a[0] - b[0] })
+	out := spans[:1]
+	for _, sp := range spans[1:] {
+		if last := &out[len(out)-1]; sp[0] <= last[1] {
+			last[1] = max(last[1], sp[1])
+		} else {
+			out = append(out, sp)
+		}
+	}
 	return out
 }
 
-// keepCurrent returns current when every one of its nodes is in free.
-func keepCurrent(current, free []int) []int {
-	if len(current) == 0 {
-		return nil
+// evaluate sets the state of the node at pos at hour t.
+func (sw *repackSweep) evaluate(pos, t int) {
+	f := sw.fixed[pos]
+	for sw.k[pos] < len(f) && f[sw.k[pos]][1] <= t {
+		sw.k[pos]++
 	}
-	in := map[int]bool{}
-	for _, ni := range free {
-		in[ni] = true
+	switch k := sw.k[pos]; {
+	case sw.release[pos] > t:
+		sw.hold(pos, sw.release[pos])
+	case k == len(f):
+		sw.state[pos] = sweepClear
+		sw.clear.add(pos)
+		sw.nClear++
+	case f[k][0] <= t:
+		sw.hold(pos, f[k][1])
+	default:
+		sw.state[pos] = sweepOpen
+		sw.open.add(pos)
+		sw.nOpen++
+		sw.next[pos] = f[k][0]
+		heap.Push(&sw.opens, hourAt{f[k][0], pos})
 	}
-	for _, ni := range current {
-		if !in[ni] {
-			return nil
-		}
-	}
-	return current
 }
 
+func (sw *repackSweep) hold(pos, until int) {
+	sw.state[pos] = sweepHeld
+	sw.wake[pos] = until
+	heap.Push(&sw.waits, hourAt{until, pos})
+}
+
+// leave takes the node at pos out of its state, clear or open.
+func (sw *repackSweep) leave(pos int) {
+	switch sw.state[pos] {
+	case sweepClear:
+		sw.clear.remove(pos)
+		sw.nClear--
+	case sweepOpen:
+		sw.open.remove(pos)
+		sw.nOpen--
+	}
+}
+
+// advance brings every node's state to hour t. Heap entries are not
+// removed when a node's state changes; an entry that no longer matches
+// the node's state is dropped when it comes up.
+func (sw *repackSweep) advance(t int) {
+	for len(sw.waits) > 0 && sw.waits[0].h <= t {
+		x := heap.Pop(&sw.waits).(hourAt)
+		if sw.state[x.pos] == sweepHeld && sw.wake[x.pos] == x.h {
+			sw.evaluate(x.pos, t)
+		}
+	}
+	for len(sw.opens) > 0 && sw.opens[0].h <= t {
+		x := heap.Pop(&sw.opens).(hourAt)
+		if sw.state[x.pos] == sweepOpen && sw.next[x.pos] == x.h {
+			sw.leave(x.pos)
+			sw.evaluate(x.pos, t)
+		}
+	}
+}
+
+// assign chooses nodes for it, as the re-pack does: its current nodes
+// when they are all free for its window, else free nodes on the fewest
+// racks (pickFree). It reports false when too few nodes are free.
+func (sw *repackSweep) assign(it repackItem) ([]int, bool) {
+	sw.advance(it.s)
+	// 1. The open nodes held by something fixed before it.e: the heap's
+	// entries below it.e, found from its root down (an entry's children
+	// are no smaller than it).
+	sw.item++
+	closed := 0
+	sw.walk = append(sw.walk[:0], 0)
+	for len(sw.walk) > 0 {
+		i := sw.walk[len(sw.walk)-1]
+		sw.walk = sw.walk[:len(sw.walk)-1]
+		if i >= len(sw.opens) || sw.opens[i].h >= it.e {
+			continue
+		}
+		sw.walk = append(sw.walk, 2*i+1, 2*i+2)
+		if x := sw.opens[i]; sw.state[x.pos] == sweepOpen && sw.next[x.pos] == x.h && sw.stamp[x.pos] != sw.item {
+			sw.stamp[x.pos] = sw.item
+			closed++
+		}
+	}
+	if sw.nClear+sw.nOpen-closed < it.count {
+		return nil, false
+	}
+	// 2. Its current nodes, else free nodes on the fewest racks.
+	nodes := it.current
+	for _, ni := range it.current {
+		pos := sw.ix.occ.pos[ni]
+		if sw.ix.nodes[ni].pool != sw.po.p || !sw.isFree(pos) {
+			nodes = nil
+			break
+		}
+	}
+	if nodes == nil {
+		free := sw.clear
+		if sw.nOpen > 0 {
+			free = sw.free
+			copy(free, sw.clear)
+			orInto(free, sw.open)
+			for pos := sw.open.next(0); pos >= 0; pos = sw.open.next(pos + 1) {
+				if sw.stamp[pos] == sw.item {
+					free.remove(pos)
+				}
+			}
+		}
+		nodes = sw.ix.pickFree(sw.po, free, it.count)
+	}
+	// 3. Hold them until it.e.
+	for _, ni := range nodes {
+		pos := sw.ix.occ.pos[ni]
+		sw.leave(pos)
+		sw.release[pos] = max(sw.release[pos], it.e)
+		sw.hold(pos, sw.release[pos])
+	}
+	return nodes, true
+}
+
+// isFree reports whether the node at pos is free for the current item.
+func (sw *repackSweep) isFree(pos int) bool {
+	switch sw.state[pos] {
+	case sweepClear:
+		return true
+	case sweepOpen:
+		return sw.stamp[pos] != sw.item
+	}
+	return false
+}
+
+// hourAt is a node's position keyed by an hour, in an hourHeap.
+type hourAt struct{ h, pos int }
+
+// hourHeap is a min-heap of hourAt by hour (container/heap).
+type hourHeap []hourAt
+
+func (h hourHeap) Len() int           { return len(h) }
+func (h hourHeap) Less(i, j int) bool { return h[i].h < h[j].h }
+func (h hourHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *hourHeap) Push(x any)        { *h = append(*h, x.(hourAt)) }
+func (h *hourHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}
+
+// sameNodes reports whether a and b hold the same nodes.
 func sameNodes(a, b []int) bool {
 	if len(a) != len(b) {
 		return false
@@ -135,35 +349,4 @@ func sameNodes(a, b []int) bool {
 		}
 	}
 	return true
-}
-
-// componentOf returns the items, sorted by start, whose windows chain by
-// overlap to the window of it (included).
-func componentOf(sorted []repackItem, it repackItem) []repackItem {
-	var comp []repackItem
-	end := -1
-	found := false
-	for _, x := range sorted {
-		if x.s >= end && len(comp) > 0 { // a gap: a new chain starts
-			if found {
-				return comp
-			}
-			comp = comp[:0]
-		}
-		comp = append(comp, x)
-		end = max(end, x.e)
-		if x.id == it.id && x.s == it.s && x.e == it.e && x.count == it.count {
-			found = true
-		}
-	}
-	return comp
-}
-
-func containsItem(items []repackItem, id string) bool {
-	for _, x := range items {
-		if x.id == id {
-			return true
-		}
-	}
-	return false
 }
