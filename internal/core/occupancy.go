@@ -38,7 +38,7 @@ type poolOcc struct {
 	// free is scratch space for freeOver.
 	free nodeSet
 	// starts lists, by start hour, the ids of the pool's blocks that may
-	// be tentative, sorted; cross[h] counts those that hold both hour
+	// be tentative, in no order; cross[h] counts those that hold both hour
 	// h-1 and hour h (tentative.go).
 	starts [][]string
 	cross  []int32
@@ -73,11 +73,13 @@ func (ix *Index) occupancy() *occupancy {
 		}
 		po.free = newNodeSet(len(po.nodes))
 		po.tree = newHourTree(len(po.free), hours)
+		w := po.tree.words
 		for i, ni := range po.nodes {
+			word, bit := i>>6, uint64(1)<<(i&63)
 			for _, a := range ix.nodes[ni].allocs {
 				if a.mask != 0 {
-					for h := a.start; h < a.end; h++ {
-						po.tree.setHour(i, h, true)
+					for j := a.start*w + word; j < a.end*w; j += w {
+						po.tree.levels[0][j] |= bit
 					}
 				}
 			}
@@ -86,9 +88,11 @@ func (ix *Index) occupancy() *occupancy {
 		occ.pools[p] = po
 	}
 	ix.occ = occ
+	occ.tentative = make(map[string]tentEntry, len(ix.blocks))
 	for _, b := range ix.blocks {
-		occ.list(ix, b)
+		occ.list(ix, b, false)
 	}
+	occ.countCrossings()
 	return occ
 }
 
@@ -145,9 +149,9 @@ func (ix *Index) track(id string) {
 	ix.refresh(ix.heldSpans(id))
 	ix.occ.unlist(id)
 	if f := ix.flights[id]; f != nil {
-		ix.occ.list(ix, &f.block)
+		ix.occ.list(ix, &f.block, true)
 	} else if b, ok := ix.blocks[id]; ok {
-		ix.occ.list(ix, b)
+		ix.occ.list(ix, b, true)
 	}
 }
 

@@ -17,7 +17,8 @@ type tentEntry struct {
 // not active, whole-node (its first placement takes every GPU of a node
 // of the pool), holding at least one hour. Whether it is still movable at
 // a given time (before its lock-in point) is for the reader to check.
-func (occ *occupancy) list(ix *Index, b *Block) {
+// With crossing false, the crossings are left for countCrossings.
+func (occ *occupancy) list(ix *Index, b *Block, crossing bool) {
 	if !b.State.Live() || b.State == StateActive || len(b.Placements) == 0 {
 		return
 	}
@@ -33,15 +34,34 @@ func (occ *occupancy) list(ix *Index, b *Block) {
 	if len(po.starts) <= s {
 		po.starts = append(po.starts, make([][]string, s+1-len(po.starts))...)
 	}
-	i, _ := slices.BinarySearch(po.starts[s], b.ID)
-	po.starts[s] = slices.Insert(po.starts[s], i, b.ID)
+	po.starts[s] = append(po.starts[s], b.ID)
+	occ.tentative[b.ID] = tentEntry{po: po, s: s, e: e}
 	if len(po.cross) < e {
 		po.cross = append(po.cross, make([]int32, e-len(po.cross))...)
 	}
-	for h := s + 1; h < e; h++ {
-		po.cross[h]++
+	if crossing {
+		for h := s + 1; h < e; h++ {
+			po.cross[h]++
+		}
 	}
-	occ.tentative[b.ID] = tentEntry{po: po, s: s, e: e}
+}
+
+// countCrossings counts every pool's crossings from the listed blocks,
+// once for all, as differences summed over the hours.
+func (occ *occupancy) countCrossings() {
+	for _, t := range occ.tentative {
+		if t.s+1 < t.e {
+			t.po.cross[t.s+1]++
+			if t.e < len(t.po.cross) {
+				t.po.cross[t.e]--
+			}
+		}
+	}
+	for _, po := range occ.pools {
+		for h := 1; h < len(po.cross); h++ {
+			po.cross[h] += po.cross[h-1]
+		}
+	}
 }
 
 // unlist undoes list.
@@ -51,8 +71,10 @@ func (occ *occupancy) unlist(id string) {
 		return
 	}
 	delete(occ.tentative, id)
-	if i, found := slices.BinarySearch(t.po.starts[t.s], id); found {
-		t.po.starts[t.s] = slices.Delete(t.po.starts[t.s], i, i+1)
+	ids := t.po.starts[t.s]
+	if i := slices.Index(ids, id); i >= 0 {
+		ids[i] = ids[len(ids)-1]
+		t.po.starts[t.s] = ids[:len(ids)-1]
 	}
 	for h := t.s + 1; h < t.e; h++ {
 		t.po.cross[h]--
@@ -91,10 +113,16 @@ func (ix *Index) chainOf(po *poolOcc, item repackItem, now time.Time) []repackIt
 				}
 			}
 		}
-		if h == item.s {
-			hour = append(hour, item)
+		sort.Slice(hour, func(i, j int) bool {
+			if hour[i].e != hour[j].e {
+				return hour[i].e > hour[j].e
+			}
+			return hour[i].id < hour[j].id
+		})
+		if h == item.s { // after the blocks at least as long
+			at := sort.Search(len(hour), func(i int) bool { return hour[i].e < item.e })
+			hour = slices.Insert(hour, at, item)
 		}
-		sort.SliceStable(hour, func(i, j int) bool { return hour[i].e > hour[j].e })
 		for _, x := range hour {
 			if x.s >= end && len(chain) > 0 { // a gap: a new chain starts
 				if found {
