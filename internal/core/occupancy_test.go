@@ -45,21 +45,24 @@ type churn struct {
 	seen    struct{ placed, moves, refused, fractional, extended, kept int }
 }
 
-// churnFleet is two zones of 8-GPU H100 nodes, 40 in z and 12 in y, on
-// racks whose names do not follow the nodes' names, sold whole and by 1
-// and 2 GPUs.
+// churnFleet is three zones of 8-GPU H100 nodes, 40 in z, 12 in y and
+// 150 in x (sets of three words), on racks whose names do not follow the
+// nodes' names, sold whole and by 1 and 2 GPUs.
 func churnFleet(rng *rand.Rand) Fleet {
 	f := Fleet{Currency: "USD", Limits: DefaultLimits(), Pricing: DefaultPricing(), Types: []InstanceType{
 		{Name: "h100.8x", GPUModel: "H100", GPUsPerInstance: 8, OnDemand: Money{Minor: 9832, Currency: "USD"}},
 		{Name: "h100.2x", GPUModel: "H100", GPUsPerInstance: 2, OnDemand: Money{Minor: 2458, Currency: "USD"}},
 		{Name: "h100.1x", GPUModel: "H100", GPUsPerInstance: 1, OnDemand: Money{Minor: 1229, Currency: "USD"}},
 	}}
-	for i := range 52 {
+	for i := range 202 {
 		zone, racks := "z", []string{"rk", "ra", "rq", "rb", "rz", "rc"}
-		if i >= 40 {
+		switch {
+		case i >= 52:
+			zone, racks = "x", []string{"x7", "x1", "x5", "x3", "x2"}
+		case i >= 40:
 			zone, racks = "y", []string{"s2", "s1"}
 		}
-		f.Nodes = append(f.Nodes, Node{Name: fmt.Sprintf("n%02d", i), Zone: zone, Rack: racks[rng.IntN(len(racks))],
+		f.Nodes = append(f.Nodes, Node{Name: fmt.Sprintf("n%03d", i), Zone: zone, Rack: racks[rng.IntN(len(racks))],
 			GPUModel: "H100", GPUs: 8, Health: Healthy})
 	}
 	return f
@@ -77,10 +80,12 @@ func newChurn(t *testing.T, seed uint64) *churn {
 
 func (c *churn) step() {
 	switch r := c.rng.IntN(100); {
+	case r < 35:
+		c.place("h100.8x", []string{"z", "z", "y", ""}[c.rng.IntN(4)], 1+c.rng.IntN(7))
 	case r < 40:
-		c.place("h100.8x", 1+c.rng.IntN(7))
+		c.place("h100.8x", "x", 1+c.rng.IntN(40))
 	case r < 52:
-		c.place([]string{"h100.1x", "h100.2x"}[c.rng.IntN(2)], 1+c.rng.IntN(12))
+		c.place([]string{"h100.1x", "h100.2x"}[c.rng.IntN(2)], []string{"z", "y", "x", ""}[c.rng.IntN(4)], 1+c.rng.IntN(12))
 	case r < 62:
 		c.extend()
 	case r < 70:
@@ -100,11 +105,11 @@ func spread(seed uint64) func(int) int {
 	return func(n int) int { return rng.IntN(n) }
 }
 
-func (c *churn) place(typ string, count int) {
+func (c *churn) place(typ, zone string, count int) {
 	c.t.Helper()
 	ty, _ := c.ix.Fleet.Type(typ)
 	start := c.now.Add(time.Duration(c.rng.IntN(200)) * time.Hour)
-	req := PlaceRequest{Type: ty, Count: count, Zone: []string{"z", "z", "z", "y", ""}[c.rng.IntN(5)], Start: start,
+	req := PlaceRequest{Type: ty, Count: count, Zone: zone, Start: start,
 		End: start.Add(time.Duration(1+c.rng.IntN(40)) * time.Hour)}
 	seed := c.rng.Uint64()
 	c.ix.Spread = spread(seed)
