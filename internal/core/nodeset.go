@@ -135,27 +135,38 @@ func orInto(dst, src nodeSet) {
 	}
 }
 
-// setHour records whether the node at pos is busy at hour h, at level 0
-// only; fixAbove then updates the levels above.
-func (t *hourTree) setHour(pos, h int, busy bool) {
-	if busy {
-		t.entry(0, h).add(pos)
-	} else {
-		t.entry(0, h).remove(pos)
+// paint records the node at pos as busy at the hours of [a, b) that
+// covered holds (ranges sorted by start, which may overlap) and free at
+// the others, and updates the levels above.
+func (t *hourTree) paint(pos, a, b int, covered [][2]int) {
+	w, word, bit := t.words, pos>>6, uint64(1)<<(pos&63)
+	hours := t.levels[0]
+	h := a
+	for _, c := range covered {
+		for ; h < min(c[0], b); h++ {
+			hours[h*w+word] &^= bit
+		}
+		for h = max(h, c[0]); h < min(c[1], b); h++ {
+			hours[h*w+word] |= bit
+		}
 	}
-}
-
-// fixAbove recomputes the node at pos in the levels above hours [a, b).
-func (t *hourTree) fixAbove(pos, a, b int) {
+	for ; h < b; h++ {
+		hours[h*w+word] &^= bit
+	}
+	// Each level above: an entry is busy when either of its two is.
 	for k := 1; k < len(t.levels) && a < b; k++ {
 		a, b = a>>1, (b+1)>>1
-		below := len(t.levels[k-1]) / t.words
+		below, here := t.levels[k-1], t.levels[k]
+		n := len(below) / w
 		for i := a; i < b; i++ {
-			busy := t.entry(k-1, 2*i).has(pos) || (2*i+1 < below && t.entry(k-1, 2*i+1).has(pos))
-			if busy {
-				t.entry(k, i).add(pos)
+			v := below[2*i*w+word]
+			if 2*i+1 < n {
+				v |= below[(2*i+1)*w+word]
+			}
+			if v&bit != 0 {
+				here[i*w+word] |= bit
 			} else {
-				t.entry(k, i).remove(pos)
+				here[i*w+word] &^= bit
 			}
 		}
 	}

@@ -51,7 +51,7 @@ func TestNodeSet(t *testing.T) {
 }
 
 // TestHourTree holds busyOver to the union of the hours it covers, as
-// nodes become busy and free at random hours and the tree grows.
+// nodes are painted busy and free over random hours and the tree grows.
 func TestHourTree(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	const nodes = 150
@@ -61,17 +61,22 @@ func TestHourTree(t *testing.T) {
 	for i := range 1000 {
 		pos, a := rng.IntN(nodes), rng.IntN(hours+10)
 		b := a + 1 + rng.IntN(20)
-		set := rng.IntN(2) == 0
+		var covered [][2]int
+		for c := a - 3 + rng.IntN(5); c < b; c += 1 + rng.IntN(6) {
+			covered = append(covered, [2]int{c, c + 1 + rng.IntN(6)})
+		}
 		tr.ensure(b)
 		hours = max(hours, b)
 		for len(busy) < hours+5 {
 			busy = append(busy, [nodes]bool{})
 		}
+		tr.paint(pos, a, b, covered)
 		for h := a; h < b; h++ {
-			tr.setHour(pos, h, set)
-			busy[h][pos] = set
+			busy[h][pos] = false
+			for _, c := range covered {
+				busy[h][pos] = busy[h][pos] || (c[0] <= h && h < c[1])
+			}
 		}
-		tr.fixAbove(pos, a, b)
 		s := rng.IntN(hours + 5)
 		e := s + rng.IntN(hours+5-s+1)
 		got := newNodeSet(nodes)

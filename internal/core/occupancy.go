@@ -22,6 +22,8 @@ type occupancy struct {
 	// tentative is, by id, where each block that may be tentative is
 	// listed (tentative.go).
 	tentative map[string]tentEntry
+	// covered is scratch space for refresh.
+	covered [][2]int
 }
 
 // poolOcc is the occupancy of one pool. Positions in its sets go rack by
@@ -171,23 +173,18 @@ func (ix *Index) refresh(spans []nodeSpan) {
 	for _, sp := range spans {
 		ns := &ix.nodes[sp.node]
 		po := ix.occ.pools[ns.pool]
-		pos := ix.occ.pos[sp.node]
-		po.tree.ensure(sp.e)
-		for h := sp.s; h < sp.e; h++ {
-			po.tree.setHour(pos, h, false)
-		}
+		covered := ix.occ.covered[:0]
 		for _, a := range ns.allocs {
 			if a.start >= sp.e {
 				break
 			}
-			if a.mask == 0 || a.end <= sp.s {
-				continue
-			}
-			for h := max(a.start, sp.s); h < min(a.end, sp.e); h++ {
-				po.tree.setHour(pos, h, true)
+			if a.mask != 0 && a.end > sp.s {
+				covered = append(covered, [2]int{a.start, a.end})
 			}
 		}
-		po.tree.fixAbove(pos, sp.s, sp.e)
+		po.tree.ensure(sp.e)
+		po.tree.paint(ix.occ.pos[sp.node], sp.s, sp.e, covered)
+		ix.occ.covered = covered
 	}
 }
 
