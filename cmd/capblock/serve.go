@@ -197,9 +197,11 @@ func serve(ctx context.Context, f serveFlags) error {
 	} else if tokenPath == "" {
 		tokenPath = filepath.Join(filepath.Dir(f.db), "admin.token")
 	}
-	if made, err := svc.Bootstrap(ctx, tokenPath); err != nil {
+	made, err := svc.Bootstrap(ctx, tokenPath)
+	if err != nil {
 		return err
-	} else if made {
+	}
+	if made {
 		log.Info("created the first administrator; its API token is in the file (readable only by you)", "file", tokenPath)
 	}
 	// 6. Serve until interrupted.
@@ -216,7 +218,7 @@ func serve(ctx context.Context, f serveFlags) error {
 	}
 	log.Info("capblock listening", "url", url, "db", dbName(f.db), "fleet", source, "nodes", len(svc.Fleet().Nodes),
 		"backend", f.backend, "clock", clockName(f.simClock, clk))
-	log.Info(fmt.Sprintf("try: capblock login --url %s --token-file %s && capblock types", url, tokenPath))
+	log.Info(loginHint(url, tokenPath, made))
 	// The service stops, and its goroutines with it, before the store
 	// closes (deferred above, so it runs after this).
 	runCtx, stopRun := context.WithCancel(ctx)
@@ -334,4 +336,15 @@ func newLogger(level string) (*slog.Logger, error) {
 		return nil, usageError(fmt.Errorf("--log-level %q: want debug, info, warn or error", level))
 	}
 	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: l})), nil
+}
+
+// loginHint is the line that tells the operator how to log in: with the
+// token file this server wrote, or one that is there from an earlier
+// start; a server that found the administrator made elsewhere (another
+// replica, another directory) and has no file there names none.
+func loginHint(url, tokenPath string, made bool) string {
+	if _, err := os.Stat(tokenPath); made || err == nil {
+		return fmt.Sprintf("try: capblock login --url %s --token-file %s && capblock types", url, tokenPath)
+	}
+	return fmt.Sprintf("try: capblock login --url %s --token-file FILE && capblock types, with FILE an administrator's token: the first administrator was made by an earlier start or another replica, and this server wrote no token to %s", url, tokenPath)
 }
