@@ -30,6 +30,12 @@ const maxAttempts = 5
 // COMMIT, as the sqlite driver runs, would only repeat the constraint's
 // index scans: it cost more than the rows' insertion.)
 //
+// The check costs a descent of the constraint's GiST index per row
+// written, logarithmic in the allocations stored: the index narrows to
+// the GPU and to the ranges that meet the new one, so the GPU's other
+// allocations are never read (a probe reads 3 pages with 10,000
+// allocations on the GPU, 6 to 11 among 800,000 on 10,000 nodes).
+//
 // A transaction that the database aborts as a deadlock or a serialization
 // failure is run again, up to maxAttempts times, and then reported as a
 // conflict, so that the service retries on a fresh snapshot.
