@@ -167,6 +167,7 @@ administrator's token, written beside its database:
 		a.adminCmd(),
 		a.migrateCmd(),
 		a.jobsCmd(),
+		a.versionCmd(),
 	)
 	return root
 }
