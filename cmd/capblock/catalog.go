@@ -1,10 +1,13 @@
 package main
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"capblock/internal/client"
 )
 
 func (a *app) typesCmd() *cobra.Command {
@@ -34,9 +37,9 @@ func (a *app) typesCmd() *cobra.Command {
 }
 
 func (a *app) nodesCmd() *cobra.Command {
-	return &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "nodes",
-		Short: "List the fleet's GPU nodes and their health",
+		Short: "List the fleet's GPU nodes and their health; fail or recover one (admin)",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := a.client()
@@ -52,11 +55,90 @@ func (a *app) nodesCmd() *cobra.Command {
 			}
 			t := newTable(a.stdout, "NAME", "ZONE", "RACK", "GPU MODEL", "GPUS", "HEALTH", "LABELS")
 			for _, n := range nodes {
-				t.row(n.Name, n.Zone, n.Rack, n.GPUModel, strconv.Itoa(n.GPUs), n.Health, formatLabels(n.Labels))
+				t.row(n.Name, n.Zone, n.Rack, n.GPUModel, strconv.Itoa(n.GPUs), healthCell(n.Health, n.HealthReason, n.HealthSource), formatLabels(n.Labels))
 			}
 			return t.flush()
 		},
 	}
+	var reason string
+	fail := &cobra.Command{
+		Use:   "fail NODE [--reason TEXT]",
+		Short: "Mark a node failed (admin): its blocks move to replacement GPUs, or are degraded when none is free",
+		Long: `Mark a node failed. Nothing new is placed on it; each block on it gets
+replacement GPUs of the same pool, or is degraded (short of GPUs) when none is
+free, and the jobs of a moved active block restart on the new GPUs from their
+checkpoints. Only "capblock nodes recover" ends an administrator's fail: the
+engine's word that the node is healthy does not.`,
+		Example: `  capblock nodes fail h100-07 --reason "GPU 3: XID 79"`,
+		Args:    exactlyOne("node's name"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			r, err := c.FailNode(cmd.Context(), args[0], reason)
+			if err != nil {
+				return err
+			}
+			return a.printNodeReport(r)
+		},
+	}
+	fail.Flags().StringVar(&reason, "reason", "", "why, for operators to read (at most 500 characters)")
+	recover := &cobra.Command{
+		Use:     "recover NODE",
+		Short:   "Mark a node healthy again (admin): degraded blocks with GPUs on it are whole again",
+		Example: `  capblock nodes recover h100-07`,
+		Args:    exactlyOne("node's name"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			r, err := c.RecoverNode(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			return a.printNodeReport(r)
+		},
+	}
+	cmd.AddCommand(fail, recover)
+	return cmd
+}
+
+// healthCell is a node's health with, when unhealthy, why and who said
+// so: "unhealthy (GPU 3: XID 79; admin)".
+func healthCell(health, reason, source string) string {
+	var why []string
+	for _, s := range []string{reason, source} {
+		if s != "" {
+			why = append(why, s)
+		}
+	}
+	if health != "unhealthy" || len(why) == 0 {
+		return health
+	}
+	return health + " (" + strings.Join(why, "; ") + ")"
+}
+
+// printNodeReport prints what a fail or recover did, one line each for
+// the node and its blocks.
+func (a *app) printNodeReport(r client.NodeReport) error {
+	if a.jsonOutput() {
+		return a.printJSON(r)
+	}
+	lines := []string{fmt.Sprintf("node %s is %s", r.Node, healthCell(r.Health, r.HealthReason, r.HealthSource))}
+	for _, group := range []struct {
+		what   string
+		blocks []string
+	}{{"moved to replacement GPUs", r.Replaced}, {"degraded, no replacement free", r.Degraded}, {"whole again", r.Recovered}} {
+		if len(group.blocks) > 0 {
+			lines = append(lines, fmt.Sprintf("%d block(s) %s: %s", len(group.blocks), group.what, strings.Join(group.blocks, ", ")))
+		}
+	}
+	for _, l := range lines {
+		a.printLine("%s", l)
+	}
+	return nil
 }
 
 // noArgs refuses positional arguments as a usage error.

@@ -32,6 +32,29 @@ func (c *Client) Nodes(ctx context.Context) ([]Node, error) {
 	return out.Nodes, nil
 }
 
+// FailNode marks a node failed (admin): POST /v1/admin/nodes/{name}/fail.
+func (c *Client) FailNode(ctx context.Context, name, reason string) (NodeReport, error) {
+	var r NodeReport
+	body := map[string]string{}
+	if reason != "" {
+		body["reason"] = reason
+	}
+	if err := c.do(ctx, request{method: http.MethodPost, path: "/v1/admin/nodes/" + url.PathEscape(name) + "/fail", body: body}, &r); err != nil {
+		return NodeReport{}, fmt.Errorf("failing node %s: %w", name, err)
+	}
+	return r, nil
+}
+
+// RecoverNode marks a node healthy again (admin): POST
+// /v1/admin/nodes/{name}/recover.
+func (c *Client) RecoverNode(ctx context.Context, name string) (NodeReport, error) {
+	var r NodeReport
+	if err := c.do(ctx, request{method: http.MethodPost, path: "/v1/admin/nodes/" + url.PathEscape(name) + "/recover"}, &r); err != nil {
+		return NodeReport{}, fmt.Errorf("recovering node %s: %w", name, err)
+	}
+	return r, nil
+}
+
 // Offerings searches block offerings, best first: GET /v1/offerings. An
 // empty list means nothing fits.
 func (c *Client) Offerings(ctx context.Context, q OfferingsQuery) ([]Offering, error) {

@@ -27,13 +27,29 @@ type InstanceType struct {
 
 // Node is one GPU host of the fleet.
 type Node struct {
-	Name     string            `json:"name"`
-	Zone     string            `json:"zone"`
-	Rack     string            `json:"rack"`
-	GPUModel string            `json:"gpuModel"`
-	GPUs     int               `json:"gpus"`
-	Health   string            `json:"health"`
-	Labels   map[string]string `json:"labels"`
+	Name         string            `json:"name"`
+	Zone         string            `json:"zone"`
+	Rack         string            `json:"rack"`
+	GPUModel     string            `json:"gpuModel"`
+	GPUs         int               `json:"gpus"`
+	Health       string            `json:"health"`
+	HealthReason string            `json:"healthReason,omitempty"`
+	HealthSince  *time.Time        `json:"healthSince,omitempty"`
+	HealthSource string            `json:"healthSource,omitempty"`
+	Labels       map[string]string `json:"labels"`
+}
+
+// NodeReport is what a node's fail or recover did: its health record
+// and the blocks moved, left short, or whole again.
+type NodeReport struct {
+	Node         string     `json:"node"`
+	Health       string     `json:"health"`
+	HealthReason string     `json:"healthReason,omitempty"`
+	HealthSince  *time.Time `json:"healthSince,omitempty"`
+	HealthSource string     `json:"healthSource,omitempty"`
+	Replaced     []string   `json:"replaced"`
+	Degraded     []string   `json:"degraded"`
+	Recovered    []string   `json:"recovered"`
 }
 
 // Offering is a priced, time-limited quote for a block or an extension.
