@@ -42,6 +42,9 @@ type Backend struct {
 // workers that taint the sold ones, and returns once the informer holds
 // every node. Close stops them.
 func New(ctx context.Context, cfg Config, log *slog.Logger) (*Backend, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
 	cfg, err := cfg.withDefaults()
 	if err != nil {
 		return nil, fmt.Errorf("configuring the Kubernetes backend: %w", err)
