@@ -88,7 +88,7 @@ type pool struct {
 // NewIndex builds an index of the fleet with the given live blocks, with
 // hour 0 at now truncated to the hour.
 func NewIndex(f *Fleet, blocks []Block, now time.Time) (*Index, error) {
-	ix := &Index{Fleet: f, Origin: now.UTC().Truncate(time.Hour), nodeIdx: map[string]int{}, blocks: map[string]*Block{},
+	ix := &Index{Fleet: f, Origin: now.UTC().Truncate(time.Hour), nodeIdx: make(map[string]int, len(f.Nodes)), blocks: make(map[string]*Block, len(blocks)),
 		flights: map[string]*flight{}, decisions: map[string]*decision{}, held: map[string]*holdings{},
 		due: newDueQueue(len(blocks))}
 	poolOf := map[string]*pool{}
