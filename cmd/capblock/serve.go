@@ -19,7 +19,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"capblock/internal/api"
-	"capblock/internal/backend"
 	"capblock/internal/clock"
 	"capblock/internal/fleet"
 	"capblock/internal/humantime"
@@ -54,6 +53,8 @@ type serveFlags struct {
 	jobMemory      string
 	jobPIDs        int64
 	jobLog         string
+	// kube are the flags of --backend kubernetes (servebackend.go).
+	kube kubeFlags
 }
 
 // newServeCmd is `capblock serve`: with no flags it runs on a SQLite file
@@ -90,7 +91,8 @@ POST /v1/admin/clock (or "capblock admin clock --advance 6h").`,
 	fl.StringVar(&f.listen, "listen", "127.0.0.1:8080", "address to listen on")
 	fl.BoolVar(&f.simClock, "sim-clock", false, "run on a simulated clock moved by POST /v1/admin/clock")
 	fl.StringVar(&f.simStart, "sim-start", "", "start time of the simulated clock, RFC 3339 (default: now, on the hour)")
-	fl.StringVar(&f.backend, "backend", "sim", "backend that makes blocks real: sim")
+	fl.StringVar(&f.backend, "backend", "sim", "backend that makes blocks real: sim, or kubernetes (docs/kubernetes.md)")
+	addKubeFlags(fl, &f.kube)
 	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fl.StringVar(&f.tlsCert, "tls-cert", "", "serve HTTPS with this certificate (PEM); needs --tls-key")
 	fl.StringVar(&f.tlsKey, "tls-key", "", "private key (PEM) of --tls-cert")
@@ -140,8 +142,8 @@ func serve(ctx context.Context, f serveFlags) error {
 	}
 	// 3. The store, the backend and the service. What the server writes
 	// (the database, its journal, tokens, job state) is its own alone.
-	if f.backend != "sim" {
-		return usageError(fmt.Errorf("--backend %q is not available; this build has: sim", f.backend))
+	if err := checkBackend(f); err != nil {
+		return err
 	}
 	syscall.Umask(0o077)
 	if !isPostgresURL(f.db) {
@@ -172,9 +174,12 @@ func serve(ctx context.Context, f serveFlags) error {
 	if err != nil {
 		return err
 	}
-	// The sim backend reports the fleet file's nodes as its inventory;
-	// the service takes its nodes from there.
-	engine := backend.NewSim(log, fl.Nodes)
+	// The service takes its nodes from the backend's inventory.
+	engine, closeEngine, err := newEngine(ctx, f, fl, log)
+	if err != nil {
+		return err
+	}
+	defer closeEngine()
 	svc, err := service.New(ctx, service.Config{Fleet: fl, Store: st, Backend: engine, Clock: clk, Log: log,
 		JobsDir: jobs.JobsDir, JobUIDs: jobs.JobUIDs, JobLimits: jobs.JobLimits, JobsOff: jobs.JobsOff,
 		AllowPrivateWebhooks: f.privateWebhooks, WebhookLogRetention: webhookLog, EnginePoll: enginePoll})

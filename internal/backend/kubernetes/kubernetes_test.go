@@ -260,10 +260,22 @@ func TestKubernetes(t *testing.T) {
 	})
 }
 
-// TestNewFails: a role without the right to list nodes, or a cluster out
-// of reach, stops New with the API's answer.
-func TestNewFails(t *testing.T) {
+// TestNew: New connects with a kubeconfig file; a role without the
+// right to list nodes, a missing kubeconfig or a bad label stop it with
+// what is wrong.
+func TestNew(t *testing.T) {
 	c := kubetest.Start(t, kubetest.Options{})
+	if _, err := c.AddGPUNodes(t.Context(), 1, 8, "zone-a", nil); err != nil {
+		t.Fatal(err)
+	}
+	be, err := kubernetes.New(t.Context(), kubernetes.Config{Kubeconfig: c.Kubeconfig}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer be.Close()
+	if got := inventoryNames(t, be); !slices.Equal(got, []string{"gpu-zone-a-0"}) {
+		t.Errorf("the inventory through the kubeconfig file: %v, want [gpu-zone-a-0]", got)
+	}
 	cfg, err := c.ServiceAccountConfig(t.Context(), "capblock-system", "no-role")
 	if err != nil {
 		t.Fatal(err)
