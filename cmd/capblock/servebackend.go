@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 
 	"github.com/spf13/pflag"
 
@@ -72,6 +73,11 @@ func newEngine(ctx context.Context, f serveFlags, fl core.Fleet, log *slog.Logge
 		cfg, err := kubeConfig(f.kube)
 		if err != nil {
 			return nil, nil, err
+		}
+		for _, t := range fl.Types {
+			if !slices.Contains(cfg.SoldModels, t.GPUModel) {
+				cfg.SoldModels = append(cfg.SoldModels, t.GPUModel)
+			}
 		}
 		be, err := kubernetes.New(ctx, cfg, log)
 		if err != nil {

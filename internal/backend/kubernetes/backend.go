@@ -67,7 +67,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Backend, error) {
 	}
 	b := &Backend{
 		cfg: cfg, log: log, client: client,
-		reader:  nodeReader{models: cfg.GPUModels, rackLabel: cfg.RackLabel, nodeLabels: cfg.NodeLabels},
+		reader:  nodeReader{models: cfg.GPUModels, sold: cfg.SoldModels, rackLabel: cfg.RackLabel, nodeLabels: cfg.NodeLabels},
 		taints:  workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]()),
 		skipped: map[string]string{},
 	}

@@ -55,6 +55,10 @@ type Config struct {
 	// model, the first matching pattern winning; a product that none
 	// matches gets its model from the product's name (DefaultModel).
 	GPUModels []ModelPattern
+	// SoldModels, when set, are the GPU models that the fleet sells (its
+	// instance types'): a node of another model is neither reported nor
+	// tainted, so that capblock does not fence what it cannot sell.
+	SoldModels []string
 	// RackLabel is the node label that names its rack; a node without
 	// it has an unknown rack. Default DefaultRackLabel.
 	RackLabel string

@@ -41,7 +41,8 @@ func TestKubernetes(t *testing.T) {
 	c := startCluster(t)
 	ctx := t.Context()
 	// 16 nodes of 8 GPUs: H100s in zone-a on two racks, A100s in zone-b
-	// on one; and a PCIe A100 node that is not sold.
+	// on one; and two that are not sold: a PCIe A100 (mapped to no
+	// model) and a B200 (a model that the fleet does not sell).
 	for _, g := range []struct {
 		n      int
 		zone   string
@@ -51,6 +52,7 @@ func TestKubernetes(t *testing.T) {
 		{4, "zone-a", map[string]string{rack: "a-r2"}},
 		{8, "zone-b", map[string]string{rack: "b-r1", kubetest.GPUProductLabel: a100}},
 		{1, "zone-c", map[string]string{kubetest.GPUProductLabel: "NVIDIA-A100-PCIE-40GB"}},
+		{1, "zone-c", map[string]string{kubetest.GPUProductLabel: "NVIDIA-B200"}},
 	} {
 		if _, err := c.AddGPUNodes(ctx, g.n, 8, g.zone, g.labels); err != nil {
 			t.Fatal(err)
@@ -58,10 +60,10 @@ func TestKubernetes(t *testing.T) {
 	}
 	a := names("gpu-zone-a-", 8)                   // gpu-zone-a-0 … 7
 	b := []string{"gpu-zone-b-8", "gpu-zone-b-15"} // the first and the last of zone-b
-	unsold := "gpu-zone-c-16"
+	unsold := []string{"gpu-zone-c-16", "gpu-zone-c-17"}
 	start := time.Now()
-	be := c.newBackend(t, kubernetes.Config{GPUModels: models})
-	t.Logf("backend ready on 17 nodes in %v", time.Since(start).Round(time.Millisecond))
+	be := c.newBackend(t, kubernetes.Config{GPUModels: models, SoldModels: []string{"H100", "A100"}})
+	t.Logf("backend ready on 18 nodes in %v", time.Since(start).Round(time.Millisecond))
 
 	t.Run("discovery", func(t *testing.T) {
 		got, err := be.Inventory(ctx)
@@ -94,8 +96,10 @@ func TestKubernetes(t *testing.T) {
 		eventually(t, "the 16 sold nodes are tainted", func() (bool, error) {
 			return len(c.tainted(t)) == 16, nil
 		})
-		if tainted := c.tainted(t); tainted[unsold] {
-			t.Errorf("the unsold node %s is tainted", unsold)
+		for _, n := range unsold {
+			if c.tainted(t)[n] {
+				t.Errorf("the unsold node %s is tainted", n)
+			}
 		}
 	})
 

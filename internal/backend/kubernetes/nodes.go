@@ -3,6 +3,7 @@ package kubernetes
 import (
 	"fmt"
 	"path"
+	"slices"
 	"strings"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 // tested without a cluster.
 type nodeReader struct {
 	models     []ModelPattern
+	sold       []string // the models sold; empty: all
 	rackLabel  string
 	nodeLabels []string
 }
@@ -40,6 +42,9 @@ func (r nodeReader) read(n *corev1.Node) (node core.Node, skip string, notable b
 	model := r.model(product)
 	if model == "" {
 		return core.Node{}, fmt.Sprintf("GPU product %q maps to no model", product), true
+	}
+	if len(r.sold) > 0 && !slices.Contains(r.sold, model) {
+		return core.Node{}, fmt.Sprintf("no instance type sells GPU model %q (product %q)", model, product), true
 	}
 	zone := n.Labels[ZoneLabel]
 	if zone == "" {

@@ -64,6 +64,7 @@ func (f *nodeFixture) obj() *corev1.Node { return f.n }
 func TestRead(t *testing.T) {
 	r := nodeReader{
 		models:     []ModelPattern{{"NVIDIA-H100*", "H100"}, {"NVIDIA-A100-PCIE*", ""}, {"*A100*", "A100"}},
+		sold:       []string{"H100", "A100", "L40S"},
 		rackLabel:  DefaultRackLabel,
 		nodeLabels: []string{GPUProductLabel},
 	}
@@ -99,6 +100,10 @@ func TestRead(t *testing.T) {
 		"a pattern to no model": {
 			node:     makeNode("n1", 8).label(GPUProductLabel, "NVIDIA-A100-PCIE-40GB").obj(),
 			wantSkip: `GPU product "NVIDIA-A100-PCIE-40GB" maps to no model`, wantNotable: true,
+		},
+		"a model that no instance type sells": {
+			node:     makeNode("n1", 8).label(GPUProductLabel, "NVIDIA-B200").obj(),
+			wantSkip: `no instance type sells GPU model "B200" (product "NVIDIA-B200")`, wantNotable: true,
 		},
 		"no GPUs": {
 			node:     makeNode("cpu", 0).noGPUs().obj(),
