@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -57,5 +58,41 @@ func TestClockStaysInRange(t *testing.T) {
 				t.Errorf("answered %s (%v), the clock shows %s", r.body, err, sim.Now())
 			}
 		})
+	}
+}
+
+// TestEveryAnswerTellsTheServiceTime: every response, public or not, a
+// success or a problem, carries the service's clock in Capblock-Now: the
+// simulated clock where there is one, as it moves, and the wall clock
+// otherwise.
+func TestEveryAnswerTellsTheServiceTime(t *testing.T) {
+	sim := clock.NewSim(t0)
+	simAPI := &testAPI{handler: New(simService{fakeService: newFake(), sim: sim}, Options{Logger: slog.New(slog.NewJSONHandler(&bytes.Buffer{}, nil)), Registry: prometheus.NewRegistry()})}
+	requests := map[string]func() response{
+		"public":         func() response { return simAPI.do(t, http.MethodGet, "/healthz", "") },
+		"authenticated":  func() response { return simAPI.do(t, http.MethodGet, "/v1/blocks", "") },
+		"no such route":  func() response { return simAPI.do(t, http.MethodGet, "/v1/nothing", "") },
+		"no token":       func() response { return simAPI.doAs(t, "", http.MethodGet, "/v1/blocks", "") },
+		"a bad argument": func() response { return simAPI.do(t, http.MethodGet, "/v1/offerings?instanceCount=x", "") },
+	}
+	for name, request := range requests {
+		t.Run(name, func(t *testing.T) {
+			if got := request().header.Get(NowHeader); got != "2026-05-01T10:00:00Z" {
+				t.Errorf("%s: %q, want the simulated time 2026-05-01T10:00:00Z", NowHeader, got)
+			}
+		})
+	}
+	if _, err := sim.Advance(26 * time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if got := requests["public"]().header.Get(NowHeader); got != "2026-05-02T12:00:00Z" {
+		t.Errorf("after the clock moved 26h: %s %q, want 2026-05-02T12:00:00Z", NowHeader, got)
+	}
+
+	wallAPI := newTestAPI(t, newFake(), Options{})
+	before := time.Now()
+	got, err := time.Parse(time.RFC3339Nano, wallAPI.do(t, http.MethodGet, "/healthz", "").header.Get(NowHeader))
+	if err != nil || got.Before(before) || got.After(time.Now()) || got.Location() != time.UTC {
+		t.Errorf("on the wall clock: %s %v (%v), want the time of the request in UTC", NowHeader, got, err)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"reflect"
 	"strings"
+	"time"
 
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/danielgtaylor/huma/v2/adapters/humago"
@@ -18,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"capblock/internal/clock"
 	"capblock/internal/contract"
 )
 
@@ -95,7 +97,17 @@ func New(svc contract.Service, opts Options) http.Handler {
 		next:    mux,
 		log:     opts.Logger,
 		metrics: newHTTPMetrics(opts.Registry),
+		now:     serviceClock(svc),
 	}
+}
+
+// serviceClock is the clock the service runs on: its simulated clock, or
+// the wall clock.
+func serviceClock(svc contract.Service) func() time.Time {
+	if sim := svc.SimClock(); sim != nil {
+		return sim.Now
+	}
+	return clock.Wall{}.Now
 }
 
 // humaConfig is huma's default configuration without the docs UI, the
@@ -108,9 +120,11 @@ func humaConfig() huma.Config {
 		OpenAPI: &huma.OpenAPI{
 			OpenAPI: "3.1.0",
 			Info: &huma.Info{
-				Title:       "capblock",
-				Version:     "v1",
-				Description: "Guaranteed windows of GPU capacity (capacity blocks). Errors are application/problem+json with a stable code.",
+				Title:   "capblock",
+				Version: "v1",
+				Description: "Guaranteed windows of GPU capacity (capacity blocks). Errors are application/problem+json with a stable code. " +
+					"Every response carries the service's clock in the header " + NowHeader + " (RFC 3339, UTC): the simulated time on a server run with --sim-clock. " +
+					"Clients compute relative times (now, +5d, tomorrow) from it, not from their own clock.",
 			},
 			Components: &huma.Components{
 				Schemas: registry,

@@ -14,18 +14,26 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
+// NowHeader is the response header that carries the service's clock
+// (RFC 3339, UTC) on every answer: the simulated time on a server run with
+// --sim-clock. Clients read "now", "+5d" and "tomorrow" from it, so that
+// relative times mean the server's clock, not the client machine's.
+const NowHeader = "Capblock-Now"
+
 // middleware wraps the mux: it logs and measures every request, turns
 // panics into 500 problems, and turns the mux's own plain-text errors (no
 // such route, wrong method) into problems, so that every error response
-// has the same shape.
+// has the same shape. Every answer carries the service's time (NowHeader).
 type middleware struct {
 	next    http.Handler
 	log     *slog.Logger
 	metrics *httpMetrics
+	now     func() time.Time // the service's clock
 }
 
 func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
+	w.Header().Set(NowHeader, m.now().UTC().Format(time.RFC3339Nano))
 	slot := &errorSlot{}
 	r = r.WithContext(context.WithValue(r.Context(), errorSlotKey{}, slot))
 	rw := &responseWriter{ResponseWriter: w, req: r}
