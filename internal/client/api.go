@@ -189,6 +189,29 @@ func (c *Client) Events(ctx context.Context, after string, wait time.Duration) (
 	return page, nil
 }
 
+// NowHeader is the header in which the server tells its clock on every
+// answer (RFC 3339): the simulated time on a server run with --sim-clock.
+const NowHeader = "Capblock-Now"
+
+// Now returns the server's clock, from which relative times such as
+// "now", "+5d" and "tomorrow" are read: the NowHeader of its answer to
+// GET /healthz, which needs no token.
+func (c *Client) Now(ctx context.Context) (time.Time, error) {
+	var h http.Header
+	if err := c.do(ctx, request{method: http.MethodGet, path: "/healthz", header: &h}, nil); err != nil {
+		return time.Time{}, fmt.Errorf("reading the server's clock: %w", err)
+	}
+	v := h.Get(NowHeader)
+	if v == "" {
+		return time.Time{}, fmt.Errorf("reading the server's clock: the server at %s does not tell it (no %s header: an older version); give times as dates, e.g. 2026-12-01T10:00:00Z", c.BaseURL(), NowHeader)
+	}
+	t, err := time.Parse(time.RFC3339Nano, v)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("reading the server's clock: %s %q is not an RFC 3339 time", NowHeader, v)
+	}
+	return t.UTC(), nil
+}
+
 // Clock reads the server's simulated clock. It asks GET /v1/admin/clock
 // and, where only POST exists, advances the clock by nothing.
 func (c *Client) Clock(ctx context.Context) (Clock, error) {

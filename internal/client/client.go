@@ -122,6 +122,8 @@ type request struct {
 	// idempotent marks a non-GET request that is safe to send twice (a
 	// purchase with a client token).
 	idempotent bool
+	// header, when not nil, receives the answer's headers.
+	header *http.Header
 }
 
 // retryable reports whether r may be sent again after a rate_limited answer.
@@ -168,6 +170,9 @@ func (c *Client) send(ctx context.Context, r request, out any) (retryAfter time.
 		return -1, c.transportError(ctx, err, c.timeout+r.wait)
 	}
 	defer resp.Body.Close()
+	if r.header != nil {
+		*r.header = resp.Header
+	}
 	data, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
 	if err != nil {
 		if context.Cause(ctx) == errRequestTimeout {

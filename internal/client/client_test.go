@@ -376,3 +376,49 @@ func TestNewRejectsBadURLs(t *testing.T) {
 		t.Errorf("BaseURL = %q, want %q", got, want)
 	}
 }
+
+// TestNowReadsTheServersClock: Now asks GET /healthz and returns the time
+// in its Capblock-Now header; a server without the header, or with one
+// that is not a time, is an error that says what to do instead.
+func TestNowReadsTheServersClock(t *testing.T) {
+	tests := map[string]struct {
+		header  string
+		want    time.Time
+		wantErr string
+	}{
+		"simulated":       {header: "2026-12-01T00:00:00Z", want: t0},
+		"with a fraction": {header: "2026-12-01T02:00:00.5+02:00", want: t0.Add(500 * time.Millisecond)},
+		"no header":       {wantErr: "reading the server's clock: the server at URL does not tell it (no Capblock-Now header: an older version); give times as dates, e.g. 2026-12-01T10:00:00Z"},
+		"not a time":      {header: "tomorrow", wantErr: `reading the server's clock: Capblock-Now "tomorrow" is not an RFC 3339 time`},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			var paths []string
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				paths = append(paths, r.Method+" "+r.URL.Path)
+				if tc.header != "" {
+					w.Header().Set(NowHeader, tc.header)
+				}
+				io.WriteString(w, `{"status": "ok"}`)
+			}))
+			t.Cleanup(srv.Close)
+			c, err := New(srv.URL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := c.Now(t.Context())
+			if tc.wantErr != "" {
+				if err == nil || strings.ReplaceAll(err.Error(), srv.URL, "URL") != tc.wantErr {
+					t.Errorf("Now = %v, %v; want the error %q", got, err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || !got.Equal(tc.want) || got.Location() != time.UTC {
+				t.Errorf("Now = %v, %v; want %v in UTC", got, err, tc.want)
+			}
+			if diff := cmp.Diff([]string{"GET /healthz"}, paths); diff != "" {
+				t.Errorf("requests (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
