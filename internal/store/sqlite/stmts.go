@@ -47,16 +47,17 @@ type writeStmts struct {
 // later are never read.
 //
 // That is exact. The live allocations of a GPU do not overlap before the
-// change (the invariant this check keeps), and Commit checks every
-// allocation that the change makes live or longer. Say the change leaves
-// two live allocations x and y of a GPU overlapping, x ending no later
-// than y. If the change wrote y, y's check finds a first end no later
-// than x's, so an allocation that ends after y starts and starts before
-// y ends: a conflict. Otherwise the change wrote x; if x's check finds
-// no conflict, the allocation it found, f, starts at or after x's end
-// and ends no later than y's, so it lies inside y: it overlaps y, the
-// change wrote it, and f takes x's place. The starts grow, so some
-// check ends in a conflict.
+// change (the invariant this check keeps), and Commit checks every live
+// allocation that the change writes (a new block's, a moved one's, one
+// made longer or live again). Say the change leaves two live allocations
+// x and y of a GPU overlapping, x ending no later than y. If the change
+// wrote y, y's check finds a first end no later than x's, so an
+// allocation that ends after y starts and starts before y ends: a
+// conflict. Otherwise the change wrote x; if x's check finds no
+// conflict, the allocation it found, f, starts at or after x's end and
+// ends no later than y's, so it lies inside y: it overlaps y, the change
+// wrote it, and f takes x's place. The starts grow, so some check ends
+// in a conflict.
 const findOverlapSQL = `SELECT o.block_id, a.node, a.gpu
 	FROM allocations a
 	JOIN allocations o
