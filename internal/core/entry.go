@@ -84,6 +84,7 @@ func (ix *Index) footprintOf(b Block) (footprint, error) {
 // its previous version. The block must not be counted already.
 func (ix *Index) install(b Block, fp footprint, f *flight) {
 	defer ix.track(b.ID)
+	ix.changes++
 	if fp.e > fp.s {
 		for _, n := range fp.nodes {
 			ix.insertAlloc(n.node, alloc{block: b.ID, mask: n.mask, start: fp.s, end: fp.e})
@@ -115,6 +116,7 @@ func (ix *Index) install(b Block, fp footprint, f *flight) {
 // uninstall undoes install: the block is no longer counted.
 func (ix *Index) uninstall(id string) {
 	defer ix.untrack(id, ix.heldSpans(id))
+	ix.changes++
 	f := ix.flights[id]
 	var b Block
 	switch cur, ok := ix.blocks[id]; {

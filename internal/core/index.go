@@ -51,6 +51,9 @@ type Index struct {
 	// occ is what placement reads instead of walking a pool's nodes,
 	// built at the first placement (occupancy.go).
 	occ *occupancy
+	// changes counts what changed the index: blocks in and out, node
+	// health (see Changes).
+	changes uint64
 
 	// rackNames names the racks (zone/rack); rackFree is scratch space
 	// for placement, all zero between calls.
@@ -324,6 +327,7 @@ func (ix *Index) SetHealth(name string, h Health) error {
 	if ns.node.Health == h {
 		return nil
 	}
+	ix.changes++
 	sign := int32(+1)
 	if h == Healthy {
 		sign = -1
@@ -365,3 +369,13 @@ func (ix *Index) freeMask(ni, s, e int, skip map[string]bool) uint64 {
 	}
 	return all &^ used
 }
+
+// Changes counts the changes of the index so far: every block indexed or
+// dropped, every decision assumed, confirmed or forgotten, every node's
+// health set. An index built apart from the store (a rebase) may replace
+// this one only if it did not change since the store was read.
+func (ix *Index) Changes() uint64 { return ix.changes }
+
+// Warm builds now what the index otherwise builds at its first
+// placement, so that an index made apart pays for it before it serves.
+func (ix *Index) Warm() { ix.occupancy() }

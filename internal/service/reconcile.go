@@ -163,6 +163,62 @@ func (s *Service) idle(now time.Time) bool {
 	return (!ok || next.After(now)) && now.Sub(s.index.Origin) <= rebaseAfter
 }
 
+// rebaseTries is how many times rebase builds a new index apart before it
+// rebuilds under the lock.
+const rebaseTries = 3
+
+// rebase moves the index's hour 0 to now once it is older than
+// rebaseAfter: it builds a new index from the store without the lock
+// (about a second at 100,000 blocks), and swaps it in, under the lock,
+// only if the index did not change meanwhile (Changes; no decision was
+// in flight when the store was read, so every decision the index holds
+// is committed, and each one since changed it). A replica that keeps
+// deciding throughout has its index rebuilt under the lock after
+// rebaseTries, as the index cannot cover hours past its arrays.
+func (s *Service) rebase(ctx context.Context) error {
+	for range rebaseTries {
+		s.mu.RLock()
+		old, changes := s.index, s.index.Changes()
+		due := s.clock.Now().Sub(old.Origin) > rebaseAfter
+		quiet := old.InFlight() == 0
+		fleet := s.fleet
+		fleet.Nodes = s.currentNodes()
+		s.mu.RUnlock()
+		if !due {
+			return nil
+		}
+		if !quiet {
+			time.Sleep(10 * time.Millisecond) // its commit takes milliseconds
+			continue
+		}
+		blocks, err := s.store.ListBlocks(ctx, store.BlockFilter{States: liveStates})
+		if err != nil {
+			return fmt.Errorf("loading live blocks: %w", err)
+		}
+		ix, err := s.newIndex(fleet, blocks)
+		if err != nil {
+			return err
+		}
+		ix.Warm()
+		s.mu.Lock()
+		swapped := s.index == old && old.Changes() == changes
+		if swapped {
+			s.index = ix
+		}
+		s.mu.Unlock()
+		if swapped {
+			return nil
+		}
+	}
+	s.log.Info("the index changed throughout its rebase; rebuilding it under the lock")
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.clock.Now().Sub(s.index.Origin) <= rebaseAfter {
+		return nil
+	}
+	return s.rebuildIndex(ctx)
+}
+
 type transition struct {
 	block   core.Block
 	version int64 // the block's version once the step is stored
@@ -178,14 +234,11 @@ func (s *Service) Reconcile(ctx context.Context) error {
 	if s.idle(s.clock.Now()) {
 		return nil
 	}
+	if err := s.rebase(ctx); err != nil {
+		return err
+	}
 	s.mu.Lock()
 	now := s.clock.Now()
-	if now.Sub(s.index.Origin) > rebaseAfter {
-		if err := s.rebuildIndex(ctx); err != nil {
-			s.mu.Unlock()
-			return err
-		}
-	}
 	// 1. Decide every due step. A block whose change is in flight (a
 	//    purchase's move, another reconcile's step) is waited for: its
 	//    commit takes milliseconds, and a caller that moved the clock

@@ -202,17 +202,27 @@ func (s *Service) rebuildIndex(ctx context.Context) error {
 func (s *Service) buildIndex(blocks []core.Block) error {
 	fleet := s.fleet
 	fleet.Nodes = s.currentNodes()
+	ix, err := s.newIndex(fleet, blocks)
+	if err != nil {
+		return err
+	}
+	s.index = ix
+	return nil
+}
+
+// newIndex builds an index of fleet (its nodes with their health) with
+// blocks, from now. It reads nothing that mu guards.
+func (s *Service) newIndex(fleet core.Fleet, blocks []core.Block) (*core.Index, error) {
 	ix, err := core.NewIndex(&fleet, blocks, s.clock.Now())
 	if err != nil {
-		return fmt.Errorf("building the availability index: %w", err)
+		return nil, fmt.Errorf("building the availability index: %w", err)
 	}
 	if _, shared := s.store.(store.Coordinator); shared {
 		// Replicas deciding at once on the same snapshot would otherwise
 		// all choose the same nodes, and all but one would conflict.
 		ix.Spread = mathrand.IntN
 	}
-	s.index = ix
-	return nil
+	return ix, nil
 }
 
 var liveStates = []core.BlockState{core.StatePaymentPending, core.StateScheduled, core.StateActive}
