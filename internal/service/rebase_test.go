@@ -39,7 +39,9 @@ func TestRebaseBuildsApart(t *testing.T) {
 	now := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
 	held := &heldLoads{armed: make(chan struct{}), entered: make(chan struct{}), release: make(chan struct{})}
 	svc, team := demoService(t, now, func(st store.Full) store.Full { held.Full = st; return held })
-	sim := svc.clock.(interface{ Advance(time.Duration) (time.Time, error) })
+	sim := svc.clock.(interface {
+		Advance(time.Duration) (time.Time, error)
+	})
 	if _, err := sim.Advance(rebaseAfter + time.Hour); err != nil {
 		t.Fatal(err)
 	}
