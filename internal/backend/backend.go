@@ -6,9 +6,10 @@
 // repeating each until the backend takes it, across crashes and changes
 // of leader:
 //
-//	step                  sim (here), local (to come)   kubernetes                           slurm
-//	block becomes active  record                        label + NoSchedule taint naming       scontrol create reservation named
-//	                                                    the block on its nodes                after the block: nodes, start, end
+//	step                  sim (here), local (to come)   kubernetes (package kubernetes)      slurm
+//	node is sold          -                             NoSchedule taint capblock.io/sold    -
+//	block becomes active  record                        label block.capblock.io/<block>=     scontrol create reservation named
+//	                                                    <team> on its nodes                   after the block: nodes, start, end
 //	run a job instance    OS process (executor) under a  Job/pod tolerating the taint,         sbatch --reservation=<block>
 //	                      shim, as the team's user, in   selecting the label, GPUs requested
 //	                      a cgroup, CUDA_VISIBLE_DEVICES
@@ -18,7 +19,7 @@
 //	                      file for an adopted one        (informer)                            (polled)
 //	after a restart       adopt running processes        list pods by job label                squeue/sacct by job name
 //	termination (end-30m) stop the block's instances     evict the block's pods                cancel the reservation's jobs
-//	block ends            release                       remove label and taint                delete the reservation
+//	block ends            release                       remove its label, delete its pods     delete the reservation
 //
 // Inventory is the other way in: the nodes the engine has (the sim: the
 // fleet file's; local: this host's GPUs; Kubernetes: Node objects with
