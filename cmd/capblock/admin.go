@@ -43,14 +43,11 @@ func (a *app) adminClockCmd() *cobra.Command {
 					return usageError(fmt.Errorf("--advance: %w", err))
 				}
 			}
-			if now != "" {
-				var err error
-				if t, err = parseDate("--now", now, a.now()); err != nil {
-					return err
-				}
-			}
 			c, err := a.client()
 			if err != nil {
+				return err
+			}
+			if err := a.parseDates(cmd.Context(), c, dateFlag{"--now", now, &t}); err != nil {
 				return err
 			}
 			var clk client.Clock
@@ -73,6 +70,6 @@ func (a *app) adminClockCmd() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&advance, "advance", "", "move the clock forward, e.g. 6h or 1d")
-	cmd.Flags().StringVar(&now, "now", "", "set the clock, e.g. 2026-12-01T00:00:00Z")
+	cmd.Flags().StringVar(&now, "now", "", "set the clock, e.g. 2026-12-01T00:00:00Z (or +6h, from the server's clock)")
 	return cmd
 }

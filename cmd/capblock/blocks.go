@@ -16,7 +16,10 @@ func (a *app) blocksCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "blocks",
 		Short: "List, inspect, cancel and extend your capacity blocks",
-		RunE:  groupRunE,
+		Long: `List, inspect, cancel and extend your capacity blocks. A command that takes a
+BLOCK takes its id (cb-…) or its name, when no other block you can see has
+that name.`,
+		RunE: groupRunE,
 	}
 	cmd.AddCommand(
 		a.blocksListCmd(),
@@ -65,15 +68,19 @@ func (a *app) blocksListCmd() *cobra.Command {
 
 func (a *app) blocksShowCmd() *cobra.Command {
 	return &cobra.Command{
-		Use:   "show BLOCK_ID",
-		Short: "Show one block",
-		Args:  exactlyOne("block id"),
+		Use:   "show BLOCK",
+		Short: "Show one block (BLOCK: its id, or its name when no other block has it)",
+		Args:  exactlyOne("block id or name"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := a.client()
 			if err != nil {
 				return err
 			}
-			b, err := c.Block(cmd.Context(), args[0])
+			id, err := blockID(cmd.Context(), c, args[0])
+			if err != nil {
+				return err
+			}
+			b, err := c.Block(cmd.Context(), id)
 			if err != nil {
 				return err
 			}
@@ -84,15 +91,19 @@ func (a *app) blocksShowCmd() *cobra.Command {
 
 func (a *app) blocksStatusCmd() *cobra.Command {
 	return &cobra.Command{
-		Use:   "status BLOCK_ID",
+		Use:   "status BLOCK",
 		Short: "Show a block's capacity and where it is placed",
-		Args:  exactlyOne("block id"),
+		Args:  exactlyOne("block id or name"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := a.client()
 			if err != nil {
 				return err
 			}
-			s, err := c.BlockStatus(cmd.Context(), args[0])
+			id, err := blockID(cmd.Context(), c, args[0])
+			if err != nil {
+				return err
+			}
+			s, err := c.BlockStatus(cmd.Context(), id)
 			if err != nil {
 				return err
 			}
@@ -131,15 +142,19 @@ func (a *app) printStatus(s client.BlockStatus) error {
 
 func (a *app) blocksApproveCmd() *cobra.Command {
 	return &cobra.Command{
-		Use:   "approve BLOCK_ID",
+		Use:   "approve BLOCK",
 		Short: "Approve a block waiting in payment-pending under the approval policy (admin)",
-		Args:  exactlyOne("block id"),
+		Args:  exactlyOne("block id or name"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := a.client()
 			if err != nil {
 				return err
 			}
-			b, err := c.ApproveBlock(cmd.Context(), args[0])
+			id, err := blockID(cmd.Context(), c, args[0])
+			if err != nil {
+				return err
+			}
+			b, err := c.ApproveBlock(cmd.Context(), id)
 			if err != nil {
 				return err
 			}
@@ -150,15 +165,19 @@ func (a *app) blocksApproveCmd() *cobra.Command {
 
 func (a *app) blocksCancelCmd() *cobra.Command {
 	return &cobra.Command{
-		Use:   "cancel BLOCK_ID",
+		Use:   "cancel BLOCK",
 		Short: "Cancel a block, or release it early once started (refund per the operator's policy)",
-		Args:  exactlyOne("block id"),
+		Args:  exactlyOne("block id or name"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := a.client()
 			if err != nil {
 				return err
 			}
-			b, err := c.CancelBlock(cmd.Context(), args[0])
+			id, err := blockID(cmd.Context(), c, args[0])
+			if err != nil {
+				return err
+			}
+			b, err := c.CancelBlock(cmd.Context(), id)
 			if err != nil {
 				return err
 			}
@@ -170,9 +189,9 @@ func (a *app) blocksCancelCmd() *cobra.Command {
 func (a *app) blocksExtensionOfferingsCmd() *cobra.Command {
 	var duration string
 	cmd := &cobra.Command{
-		Use:   "extension-offerings BLOCK_ID --duration D",
+		Use:   "extension-offerings BLOCK --duration D",
 		Short: "List offerings that extend a block by a duration",
-		Args:  exactlyOne("block id"),
+		Args:  exactlyOne("block id or name"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			hours, err := parseHours("--duration", duration)
 			if err != nil {
@@ -182,7 +201,11 @@ func (a *app) blocksExtensionOfferingsCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			offerings, err := c.ExtensionOfferings(cmd.Context(), args[0], hours)
+			id, err := blockID(cmd.Context(), c, args[0])
+			if err != nil {
+				return err
+			}
+			offerings, err := c.ExtensionOfferings(cmd.Context(), id, hours)
 			if err != nil {
 				return err
 			}
@@ -208,13 +231,12 @@ func (a *app) blocksExtensionOfferingsCmd() *cobra.Command {
 func (a *app) blocksExtendCmd() *cobra.Command {
 	var duration, offeringID string
 	cmd := &cobra.Command{
-		Use:   "extend BLOCK_ID (--duration D | --offering cbe-…)",
+		Use:   "extend BLOCK (--duration D | --offering cbe-…)",
 		Short: "Extend a block: buy the best extension offering for a duration, or a given one",
 		Example: `  capblock blocks extend cb-… --duration 24h
   capblock blocks extend cb-… --offering cbe-…`,
-		Args: exactlyOne("block id"),
+		Args: exactlyOne("block id or name"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			id := args[0]
 			switch {
 			case duration == "" && offeringID == "":
 				return usagef("give --duration (e.g. 24h) or --offering (from 'capblock blocks extension-offerings')")
@@ -232,13 +254,17 @@ func (a *app) blocksExtendCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			id, err := blockID(cmd.Context(), c, args[0])
+			if err != nil {
+				return err
+			}
 			if offeringID == "" {
 				offerings, err := c.ExtensionOfferings(cmd.Context(), id, hours)
 				if err != nil {
 					return err
 				}
 				if len(offerings) == 0 {
-					return fmt.Errorf("no extension of block %s by %dh is available (the capacity after its end is taken, or it ends too soon); try a shorter --duration", id, hours)
+					return fmt.Errorf("no extension of block %s by %dh is available (the capacity after its end is taken, or it ends too soon); try a shorter --duration", args[0], hours)
 				}
 				o := offerings[0]
 				offeringID = o.OfferingID

@@ -157,6 +157,8 @@ func exactlyOne(what string) cobra.PositionalArgs {
 			return usagef("%s needs the %s", cmd.CommandPath(), what)
 		case len(args) > 1:
 			return usagef("%s takes one %s, got %d arguments", cmd.CommandPath(), what, len(args))
+		case args[0] == "":
+			return usagef("%s needs the %s, got an empty argument", cmd.CommandPath(), what)
 		}
 		return nil
 	}

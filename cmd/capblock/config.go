@@ -49,44 +49,53 @@ func (a *app) loadConfig() (cfg config, path string, ok bool, err error) {
 	return cfg, path, true, nil
 }
 
-// saveConfig writes cfg readable by its owner only (directory 0700, file
-// 0600), replacing the old file at once so that no reader sees half a file.
+// saveConfig writes cfg readable by its owner only (writePrivateFile).
 func (a *app) saveConfig(cfg config) (string, error) {
 	path, err := a.configPath()
 	if err != nil {
 		return "", err
 	}
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return "", fmt.Errorf("creating %s: %w", dir, err)
-	}
-	if err := os.Chmod(dir, 0o700); err != nil {
-		return "", fmt.Errorf("restricting %s to its owner: %w", dir, err)
-	}
 	data, err := json.MarshalIndent(cfg, "", "  ")
 	if err != nil {
 		return "", fmt.Errorf("encoding the configuration: %w", err)
 	}
-	f, err := os.CreateTemp(dir, ".config-*.json") // mode 0600
+	if err := writePrivateFile(path, append(data, '\n')); err != nil {
+		return "", err
+	}
+	return path, nil
+}
+
+// writePrivateFile writes data to path readable by its owner only
+// (directory 0700, file 0600), replacing the old file at once so that no
+// reader sees half a file.
+func writePrivateFile(path string, data []byte) error {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("creating %s: %w", dir, err)
+	}
+	if err := os.Chmod(dir, 0o700); err != nil {
+		return fmt.Errorf("restricting %s to its owner: %w", dir, err)
+	}
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+"-*") // mode 0600
 	if err != nil {
-		return "", fmt.Errorf("writing the configuration: %w", err)
+		return fmt.Errorf("writing %s: %w", path, err)
 	}
 	defer os.Remove(f.Name()) // after a successful rename, there is nothing left to remove
 	if err := f.Chmod(0o600); err != nil {
 		f.Close()
-		return "", fmt.Errorf("restricting %s to its owner: %w", f.Name(), err)
+		return fmt.Errorf("restricting %s to its owner: %w", f.Name(), err)
 	}
-	if _, err := f.Write(append(data, '\n')); err != nil {
+	if _, err := f.Write(data); err != nil {
 		f.Close()
-		return "", fmt.Errorf("writing %s: %w", f.Name(), err)
+		return fmt.Errorf("writing %s: %w", f.Name(), err)
 	}
 	if err := f.Close(); err != nil {
-		return "", fmt.Errorf("writing %s: %w", f.Name(), err)
+		return fmt.Errorf("writing %s: %w", f.Name(), err)
 	}
 	if err := os.Rename(f.Name(), path); err != nil {
-		return "", fmt.Errorf("writing %s: %w", path, err)
+		return fmt.Errorf("writing %s: %w", path, err)
 	}
-	return path, nil
+	return nil
 }
 
 // credentials are the server and token a command uses, and where the token

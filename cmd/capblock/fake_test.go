@@ -8,7 +8,13 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
+
+// serverNow is the fake server's clock, which it tells in Capblock-Now: a
+// day after the clock of the machine the CLI runs on (testNow), so that a
+// relative time read from the wrong clock shows.
+var serverNow = testNow.Add(24 * time.Hour)
 
 // fakeAPI serves canned API.md JSON and records what it was asked.
 type fakeAPI struct {
@@ -73,8 +79,12 @@ func newFakeAPI(t *testing.T) *fakeAPI {
 		{"name": "a-h100-01", "zone": "zone-a", "rack": "a-r1", "gpuModel": "H100", "gpus": 8, "health": "healthy", "labels": {"fabric": "ib"}},
 		{"name": "b-l4-01", "zone": "zone-b", "rack": "b-r7", "gpuModel": "L4", "gpus": 4, "health": "unhealthy", "labels": {}}]}`))
 	mux.HandleFunc("GET /v1/offerings", func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Query().Get("instanceType") == "b200.8x" {
+		switch r.URL.Query().Get("instanceType") {
+		case "b200.8x":
 			reply(`{"offerings": []}`)(w, r)
+			return
+		case "l4.1x": // a quote that has expired by the time it is bought
+			reply(`{"offerings": [`+strings.Replace(offering1, "cbo-first", "cbo-stale", 1)+`]}`)(w, r)
 			return
 		}
 		reply(`{"offerings": [`+offering1+`, `+offering2+`]}`)(w, r)
@@ -85,6 +95,9 @@ func newFakeAPI(t *testing.T) *fakeAPI {
 		switch body.OfferingID {
 		case "cbo-gone":
 			problem(w, http.StatusConflict, "no_capacity", "only 1 of 2 h100.8x free from 2026-12-01T00:00:00Z")
+			return
+		case "cbo-stale":
+			problem(w, http.StatusGone, "offering_expired", "offering expired: the quote expired at 2026-11-20T10:10:00Z")
 			return
 		case "cbo-used":
 			problem(w, http.StatusConflict, "offering_used", "offering already used: this quote already bought a block (a quote buys one); "+
@@ -130,6 +143,10 @@ func newFakeAPI(t *testing.T) *fakeAPI {
 			{"id": "evt-1", "time": "2026-12-01T00:00:00Z", "type": "block.active", "subject": "cb-1", "team": "ml", "data": {"zone": "zone-a"}},
 			{"id": "evt-2", "time": "2026-12-02T23:20:00Z", "type": "block.expiration-warning", "subject": "cb-1", "team": "ml", "data": {}}],
 			"next": "c2"}`)(w, r)
+	})
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Capblock-Now", serverNow.Format(time.RFC3339))
+		reply(`{"status": "ok"}`)(w, r)
 	})
 	mux.HandleFunc("GET /v1/admin/clock", reply(`{"now": "2026-12-01T00:00:00Z"}`))
 	mux.HandleFunc("POST /v1/admin/clock", reply(`{"now": "2026-12-01T06:00:00Z"}`))

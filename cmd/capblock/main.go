@@ -209,6 +209,15 @@ func hint(cmd *cobra.Command, err error) string {
 		return "; copy the whole offering id from 'capblock offerings'"
 	case client.CodeNoCapacity:
 		return "; search again for other times, zones or counts"
+	case client.CodeOfferingExpired:
+		switch path := cmd.CommandPath(); {
+		case strings.HasPrefix(path, "capblock blocks extend"):
+			return "; search again with 'capblock blocks extension-offerings', or extend with --duration"
+		case strings.HasPrefix(path, "capblock plans"):
+			return "; search again for a fresh quote with 'capblock plans offerings'"
+		default:
+			return "; search again for a fresh quote with 'capblock offerings'"
+		}
 	case client.CodeOfferingUsed:
 		switch path := cmd.CommandPath(); {
 		case strings.HasPrefix(path, "capblock blocks extend"):

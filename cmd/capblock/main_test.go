@@ -107,14 +107,15 @@ func TestCommands(t *testing.T) {
 					"1  h100.8x  2      zone-a  2026-12-01 00:00  2026-12-03 00:00  48     7078.08 USD  9438.72 USD  25%      cbo-first",
 					"2  h100.8x  2      zone-b  2026-12-02 00:00  2026-12-04 01:00  49     9438.72 USD  9635.36 USD  2%       cbo-second",
 				),
-				stderr: "buy one with: capblock buy OFFERING_ID (quotes expire at 2026-11-20 10:10 UTC)\n",
+				stderr: "buy one with: capblock buy ROW, e.g. capblock buy 1 (quotes expire at 2026-11-20 10:10 UTC)\n",
 			},
-			wantRequests: []string{"GET /v1/offerings?durationHours=48&endBefore=2026-12-04T09%3A30%3A00Z&instanceCount=2&instanceType=h100.8x&startAfter=2026-11-21T00%3A00%3A00Z"},
+			// Relative dates are read from the server's clock, a day ahead of this machine's.
+			wantRequests: []string{"GET /healthz", "GET /v1/offerings?durationHours=48&endBefore=2026-12-05T09%3A30%3A00Z&instanceCount=2&instanceType=h100.8x&startAfter=2026-11-22T00%3A00%3A00Z"},
 		},
 		"offerings: default window is 14 days of starts": {
 			args:         []string{"offerings", "--type", "h100.8x", "--duration", "48h"},
 			want:         result{stdout: "*", stderr: "*"},
-			wantRequests: []string{"GET /v1/offerings?durationHours=48&endBefore=2026-12-06T09%3A30%3A00Z&instanceCount=1&instanceType=h100.8x&startAfter=2026-11-20T09%3A30%3A00Z"},
+			wantRequests: []string{"GET /healthz", "GET /v1/offerings?durationHours=48&endBefore=2026-12-07T09%3A30%3A00Z&instanceCount=1&instanceType=h100.8x&startAfter=2026-11-21T09%3A30%3A00Z"},
 		},
 		"offerings: duration range, several types, zone": {
 			args: []string{"offerings", "--type", "l4.1x,h100.8x", "--type", "a100.8x", "--min-duration", "4h", "--max-duration", "1d",
@@ -190,7 +191,7 @@ func TestCommands(t *testing.T) {
 		},
 		"buy: no offering": {
 			args: []string{"buy"},
-			want: result{code: 2, stderr: "capblock: capblock buy needs the offering id (from 'capblock offerings') (see 'capblock buy --help')\n"},
+			want: result{code: 2, stderr: "capblock: capblock buy needs the row number or offering id (from 'capblock offerings') (see 'capblock buy --help')\n"},
 		},
 		"buy: bad tag": {
 			args: []string{"buy", "cbo-first", "--tag", "=x"},
@@ -298,6 +299,11 @@ func TestCommands(t *testing.T) {
 			args:         []string{"admin", "clock", "--now", "2026-12-01"},
 			want:         result{stdout: "2026-12-01T06:00:00Z\n"},
 			wantRequests: []string{`POST /v1/admin/clock {"now":"2026-12-01T00:00:00Z"}`},
+		},
+		"admin clock --now, relative to the server's clock": {
+			args:         []string{"admin", "clock", "--now", "+6h"},
+			want:         result{stdout: "2026-12-01T06:00:00Z\n"},
+			wantRequests: []string{"GET /healthz", `POST /v1/admin/clock {"now":"2026-11-21T15:30:00Z"}`},
 		},
 		"admin clock: both": {
 			args: []string{"admin", "clock", "--advance", "1h", "--now", "now"},

@@ -29,15 +29,17 @@ func (a *app) offeringsCmd() *cobra.Command {
 		Short: "Search priced offerings for a capacity block",
 		Long: `Search priced offerings: COUNT instances of TYPE for DURATION, starting after
 --start-after and ending before --end-before. The best come first; buy one
-with "capblock buy OFFERING_ID" before it expires.
+before it expires with "capblock buy ROW", the row's number in the table
+(the search is remembered beside the login), or "capblock buy OFFERING_ID".
 
 Durations: 48h, 3d, 2w, 90m, 1d12h (capacity is sold by the hour).
-Dates: now, today, tomorrow (midnight UTC), +14d, +6h, 2026-12-01, RFC 3339.`,
+Dates: now, today, tomorrow (midnight UTC), +14d, +6h, 2026-12-01, RFC 3339.
+Relative dates are read from the server's clock (its simulated clock on a
+server run with --sim-clock), not from this machine's.`,
 		Example: `  capblock offerings --type h100.8x --count 2 --duration 48h --start-after tomorrow --end-before +14d
   capblock offerings --type l4.1x --type l4.4x --min-duration 4h --max-duration 8h --zone zone-a`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			now := a.now()
 			q := client.OfferingsQuery{InstanceTypes: types, InstanceCount: count, Zone: zone, MaxResults: maxResults}
 			var err error
 			switch {
@@ -60,10 +62,13 @@ Dates: now, today, tomorrow (midnight UTC), +14d, +6h, 2026-12-01, RFC 3339.`,
 					return err
 				}
 			}
-			if q.StartAfter, err = parseDate("--start-after", startAfter, now); err != nil {
+			c, err := a.client()
+			if err != nil {
 				return err
 			}
-			if q.EndBefore, err = parseDate("--end-before", endBefore, now); err != nil {
+			if err := a.parseDates(cmd.Context(), c,
+				dateFlag{"--start-after", startAfter, &q.StartAfter},
+				dateFlag{"--end-before", endBefore, &q.EndBefore}); err != nil {
 				return err
 			}
 			if endBefore == "" {
@@ -71,14 +76,19 @@ Dates: now, today, tomorrow (midnight UTC), +14d, +6h, 2026-12-01, RFC 3339.`,
 				longest := max(q.DurationHours, q.MaxDurationHours, q.MinDurationHours)
 				q.EndBefore = q.StartAfter.Add(defaultStartWindow + time.Duration(longest)*time.Hour)
 			}
-			c, err := a.client()
-			if err != nil {
-				return err
-			}
 			offerings, err := c.Offerings(cmd.Context(), q)
 			if err != nil {
 				return err
 			}
+			ids := make([]string, len(offerings))
+			var expires time.Time
+			for i, o := range offerings {
+				ids[i] = o.OfferingID
+				if expires.IsZero() || o.ExpiresAt.Before(expires) {
+					expires = o.ExpiresAt
+				}
+			}
+			a.rememberSearch(blockSearch, ids, expires)
 			if a.jsonOutput() {
 				return a.printJSON(map[string]any{"offerings": offerings})
 			}
@@ -89,7 +99,7 @@ Dates: now, today, tomorrow (midnight UTC), +14d, +6h, 2026-12-01, RFC 3339.`,
 			if err := a.printOfferings(offerings); err != nil {
 				return err
 			}
-			a.note("buy one with: capblock buy OFFERING_ID (quotes expire at %s UTC)", fmtTime(offerings[0].ExpiresAt))
+			a.note("buy one with: capblock buy ROW, e.g. capblock buy 1 (quotes expire at %s UTC)", fmtTime(expires))
 			return nil
 		},
 	}
@@ -113,13 +123,16 @@ func (a *app) buyCmd() *cobra.Command {
 		tags                    []string
 	)
 	cmd := &cobra.Command{
-		Use:   "buy OFFERING_ID",
+		Use:   "buy (ROW | OFFERING_ID)",
 		Short: "Buy an offering, making it a capacity block",
-		Long: `Buy an offering found with "capblock offerings". The purchase carries a client
+		Long: `Buy an offering found with "capblock offerings": ROW is its row number in the
+last search's table (the search is remembered beside the login, for the
+server it was made on), OFFERING_ID its id. The purchase carries a client
 token (a random one unless --client-token is given): retrying with the same
 token returns the same block instead of buying twice.`,
-		Example: `  capblock buy cbo-… --name load-test --tag team=search --tag env=staging`,
-		Args:    exactlyOne("offering id (from 'capblock offerings')"),
+		Example: `  capblock buy 1 --name load-test
+  capblock buy cbo-… --name load-test --tag team=search --tag env=staging`,
+		Args: exactlyOne("row number or offering id (from 'capblock offerings')"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			tagMap, err := parseTags(tags)
 			if err != nil {
@@ -134,9 +147,13 @@ token returns the same block instead of buying twice.`,
 			if err != nil {
 				return err
 			}
-			b, err := c.Buy(cmd.Context(), client.BuyRequest{OfferingID: args[0], ClientToken: clientToken, Name: name, Tags: tagMap, Team: team})
+			id, row, err := a.offeringArg(blockSearch, args[0], a.creds.url)
 			if err != nil {
 				return err
+			}
+			b, err := c.Buy(cmd.Context(), client.BuyRequest{OfferingID: id, ClientToken: clientToken, Name: name, Tags: tagMap, Team: team})
+			if err != nil {
+				return rowError(row, err)
 			}
 			if a.jsonOutput() {
 				return a.printJSON(struct {
@@ -169,18 +186,6 @@ func parseHours(flag, s string) (int, error) {
 		return 0, usagef("%s %s is not a whole number of hours; capacity is sold by the hour (e.g. 1h, 48h, 3d)", flag, s)
 	}
 	return int(d / time.Hour), nil
-}
-
-// parseDate parses a date flag; empty stays the zero time.
-func parseDate(flag, s string, now time.Time) (time.Time, error) {
-	if s == "" {
-		return time.Time{}, nil
-	}
-	t, err := humantime.ParseTime(s, now)
-	if err != nil {
-		return time.Time{}, usageError(fmt.Errorf("%s: %w", flag, err))
-	}
-	return t, nil
 }
 
 // parseTags turns KEY=VALUE flags into a map.

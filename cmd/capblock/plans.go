@@ -17,7 +17,10 @@ func (a *app) plansCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "plans",
 		Short: "Search, buy and watch training plans: a total duration in one or more blocks",
-		RunE:  groupRunE,
+		Long: `Search, buy and watch training plans: a total duration in one or more blocks.
+A command that takes a PLAN takes its id (tp-…) or its name, when no other
+plan you can see has that name.`,
+		RunE: groupRunE,
 	}
 	cmd.AddCommand(a.plansOfferingsCmd(), a.plansBuyCmd(), a.plansListCmd(), a.plansShowCmd())
 	return cmd
@@ -35,13 +38,14 @@ func (a *app) plansOfferingsCmd() *cobra.Command {
 total DURATION inside the window from --start-after to --end-before. When no
 single window is free, or a split one finishes sooner, the plan comes in up
 to --max-segments blocks (segments) of the same type, count and zone, with
-gaps between them. The earliest to finish come first; buy one with
-"capblock plans buy OFFERING_ID" before it expires.`,
+gaps between them. The earliest to finish come first; buy one before it
+expires with "capblock plans buy ROW", the row's number in the table (the
+search is remembered beside the login), or "capblock plans buy OFFERING_ID".
+Relative dates (now, +5d, tomorrow) are read from the server's clock.`,
 		Example: `  capblock plans offerings --type h100.8x --count 4 --duration 72h --start-after tomorrow --end-before +14d
   capblock plans offerings --type h100.8x --count 4 --duration 2w --max-segments 4`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			now := a.now()
 			var err error
 			if duration == "" {
 				return usagef("give the plan's total --duration, e.g. 72h or 2w")
@@ -52,24 +56,32 @@ gaps between them. The earliest to finish come first; buy one with
 			if q.MaxSegments < 1 || q.MaxSegments > 4 {
 				return usagef("--max-segments %d: a plan has 1 to 4 segments", q.MaxSegments)
 			}
-			if q.StartAfter, err = parseDate("--start-after", startAfter, now); err != nil {
+			c, err := a.client()
+			if err != nil {
 				return err
 			}
-			if q.EndBefore, err = parseDate("--end-before", endBefore, now); err != nil {
+			if err := a.parseDates(cmd.Context(), c,
+				dateFlag{"--start-after", startAfter, &q.StartAfter},
+				dateFlag{"--end-before", endBefore, &q.EndBefore}); err != nil {
 				return err
 			}
 			if endBefore == "" {
 				q.EndBefore = q.StartAfter.Add(defaultStartWindow + time.Duration(q.DurationHours)*time.Hour)
 			}
 			q.Zone = zone
-			c, err := a.client()
-			if err != nil {
-				return err
-			}
 			offerings, err := c.PlanOfferings(cmd.Context(), q)
 			if err != nil {
 				return err
 			}
+			ids := make([]string, len(offerings))
+			var expires time.Time
+			for i, o := range offerings {
+				ids[i] = o.OfferingID
+				if expires.IsZero() || o.ExpiresAt.Before(expires) {
+					expires = o.ExpiresAt
+				}
+			}
+			a.rememberSearch(planSearch, ids, expires)
 			if a.jsonOutput() {
 				return a.printJSON(map[string]any{"planOfferings": offerings})
 			}
@@ -80,7 +92,7 @@ gaps between them. The earliest to finish come first; buy one with
 			if err := a.printPlanOfferings(offerings); err != nil {
 				return err
 			}
-			a.note("buy one with: capblock plans buy OFFERING_ID (quotes expire at %s UTC)", fmtTime(offerings[0].ExpiresAt))
+			a.note("buy one with: capblock plans buy ROW, e.g. capblock plans buy 1 (quotes expire at %s UTC)", fmtTime(expires))
 			return nil
 		},
 	}
@@ -101,16 +113,17 @@ gaps between them. The earliest to finish come first; buy one with
 func (a *app) plansBuyCmd() *cobra.Command {
 	var req client.BuyPlanRequest
 	cmd := &cobra.Command{
-		Use:   "buy PLAN_OFFERING_ID",
+		Use:   "buy (ROW | PLAN_OFFERING_ID)",
 		Short: "Buy a plan offering: each segment becomes a block",
-		Long: `Buy a plan offering found with "capblock plans offerings": all its segments
-become blocks at once, or none does. The purchase carries a client token (a
-random one unless --client-token is given): retrying with the same token
-returns the same plan instead of buying twice.`,
-		Example: `  capblock plans buy tpo-… --name llama-pretrain`,
-		Args:    exactlyOne("plan offering id (from 'capblock plans offerings')"),
+		Long: `Buy a plan offering found with "capblock plans offerings" (ROW is its row
+number in the last search's table, PLAN_OFFERING_ID its id): all its
+segments become blocks at once, or none does. The purchase carries a client
+token (a random one unless --client-token is given): retrying with the same
+token returns the same plan instead of buying twice.`,
+		Example: `  capblock plans buy 1 --name llama-pretrain
+  capblock plans buy tpo-… --name llama-pretrain`,
+		Args: exactlyOne("row number or plan offering id (from 'capblock plans offerings')"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			req.OfferingID = args[0]
 			if req.ClientToken == "" {
 				var err error
 				if req.ClientToken, err = newClientToken(); err != nil {
@@ -121,9 +134,13 @@ returns the same plan instead of buying twice.`,
 			if err != nil {
 				return err
 			}
+			var row string
+			if req.OfferingID, row, err = a.offeringArg(planSearch, args[0], a.creds.url); err != nil {
+				return err
+			}
 			p, err := c.BuyPlan(cmd.Context(), req)
 			if err != nil {
-				return err
+				return rowError(row, err)
 			}
 			if a.jsonOutput() {
 				return a.printJSON(struct {
@@ -179,15 +196,19 @@ func (a *app) plansListCmd() *cobra.Command {
 
 func (a *app) plansShowCmd() *cobra.Command {
 	return &cobra.Command{
-		Use:   "show PLAN_ID",
-		Short: "Show one plan and its segments",
-		Args:  exactlyOne("plan id"),
+		Use:   "show PLAN",
+		Short: "Show one plan and its segments (PLAN: its id, or its name when no other plan has it)",
+		Args:  exactlyOne("plan id or name"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := a.client()
 			if err != nil {
 				return err
 			}
-			p, err := c.Plan(cmd.Context(), args[0])
+			id, err := planID(cmd.Context(), c, args[0])
+			if err != nil {
+				return err
+			}
+			p, err := c.Plan(cmd.Context(), id)
 			if err != nil {
 				return err
 			}

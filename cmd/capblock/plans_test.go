@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -73,6 +74,10 @@ func newPlanAPI(t *testing.T) *planAPI {
 		reply(201, plan1)(w, r)
 	})
 	mux.HandleFunc("GET /v1/plans", reply(200, `{"plans": [`+plan1+`]}`))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Capblock-Now", serverNow.Format(time.RFC3339))
+		reply(200, `{"status": "ok"}`)(w, r)
+	})
 	mux.HandleFunc("GET /v1/plans/{id}", func(w http.ResponseWriter, r *http.Request) {
 		if r.PathValue("id") != "tp-1" {
 			problem(w, http.StatusNotFound, "not_found", "plan "+r.PathValue("id")+" not found")
@@ -135,15 +140,16 @@ func TestPlanCommands(t *testing.T) {
 					"1  h100.8x  4      zone-a  2026-11-21 00:00  2026-11-23 12:00  48     24h, 12h gap, 24h  14105.28 USD  18877.44 USD  25%      tpo-first",
 					"2  h100.8x  4      zone-b  2026-11-24 00:00  2026-11-26 00:00  48     48h                13875.84 USD  18877.44 USD  26%      tpo-second",
 				),
-				stderr: "buy one with: capblock plans buy OFFERING_ID (quotes expire at 2026-11-20 09:40 UTC)\n",
+				stderr: "buy one with: capblock plans buy ROW, e.g. capblock plans buy 1 (quotes expire at 2026-11-20 09:40 UTC)\n",
 			},
-			wantRequests: []string{"GET /v1/plan-offerings?durationHours=48&endBefore=2026-11-27T09%3A30%3A00Z&instanceCount=4&instanceType=h100.8x&maxSegments=2&startAfter=2026-11-21T00%3A00%3A00Z"},
+			// Relative dates are read from the server's clock, a day ahead of this machine's.
+			wantRequests: []string{"GET /healthz", "GET /v1/plan-offerings?durationHours=48&endBefore=2026-11-28T09%3A30%3A00Z&instanceCount=4&instanceType=h100.8x&maxSegments=2&startAfter=2026-11-22T00%3A00%3A00Z"},
 		},
 		"offerings: four segments, a zone, a target, default window": {
 			args: []string{"plans", "offerings", "--type", "h100.8x", "--duration", "1w", "--max-segments", "4", "--zone", "zone-a", "--target", "cluster", "--max-results", "3"},
 			want: result{stdout: "*", stderr: "*"},
-			wantRequests: []string{"GET /v1/plan-offerings?durationHours=168&endBefore=2026-12-11T09%3A30%3A00Z&instanceCount=1&instanceType=h100.8x" +
-				"&maxResults=3&maxSegments=4&startAfter=2026-11-20T09%3A30%3A00Z&target=cluster&zone=zone-a"},
+			wantRequests: []string{"GET /healthz", "GET /v1/plan-offerings?durationHours=168&endBefore=2026-12-12T09%3A30%3A00Z&instanceCount=1&instanceType=h100.8x" +
+				"&maxResults=3&maxSegments=4&startAfter=2026-11-21T09%3A30%3A00Z&target=cluster&zone=zone-a"},
 		},
 		"offerings: nothing fits": {
 			args: []string{"plans", "offerings", "--type", "b200.8x", "--duration", "48h"},
@@ -180,7 +186,7 @@ func TestPlanCommands(t *testing.T) {
 		},
 		"buy: no offering": {
 			args: []string{"plans", "buy"},
-			want: result{code: 2, stderr: "capblock: capblock plans buy needs the plan offering id (from 'capblock plans offerings') (see 'capblock plans buy --help')\n"},
+			want: result{code: 2, stderr: "capblock: capblock plans buy needs the row number or plan offering id (from 'capblock plans offerings') (see 'capblock plans buy --help')\n"},
 		},
 		"list": {
 			args: []string{"plans", "list"},

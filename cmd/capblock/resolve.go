@@ -1,0 +1,138 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"capblock/internal/client"
+	"capblock/internal/humantime"
+)
+
+// dateFlag is a date flag to parse, and where its value goes.
+type dateFlag struct {
+	name, value string
+	into        *time.Time
+}
+
+// parseDates parses date flags; an empty one stays the zero time. The
+// relative ones ("now", "+5d", "tomorrow") are read from the server's
+// clock, which is the simulated one on a server run with --sim-clock and
+// may disagree with this machine's: the server is asked once, and only
+// when a flag is relative.
+func (a *app) parseDates(ctx context.Context, c *client.Client, flags ...dateFlag) error {
+	var now time.Time
+	for _, f := range flags {
+		if f.value == "" {
+			continue
+		}
+		if _, err := humantime.ParseTime(f.value, time.Time{}); err != nil {
+			return usageError(fmt.Errorf("%s: %w", f.name, err))
+		}
+		if now.IsZero() && relative(f.value) {
+			var err error
+			if now, err = c.Now(ctx); err != nil {
+				return err
+			}
+		}
+	}
+	for _, f := range flags {
+		if f.value != "" {
+			*f.into, _ = humantime.ParseTime(f.value, now) // checked above
+		}
+	}
+	return nil
+}
+
+// relative reports whether a date depends on the time it is read at: it
+// reads differently at two different times.
+func relative(s string) bool {
+	a, _ := humantime.ParseTime(s, time.Date(2001, 1, 1, 0, 0, 0, 0, time.UTC))
+	b, _ := humantime.ParseTime(s, time.Date(2002, 2, 2, 2, 2, 2, 0, time.UTC))
+	return !a.Equal(b)
+}
+
+// namedThing is a block, plan or job as a name is looked up among them.
+type namedThing struct{ id, name, state string }
+
+// thingKind says how to look up a kind of thing by name.
+type thingKind struct {
+	noun   string // "block"
+	prefix string // its ids' prefix, "cb-"
+	list   string // the command that lists them
+}
+
+var (
+	blockThing = thingKind{noun: "block", prefix: "cb-", list: "capblock blocks list"}
+	planThing  = thingKind{noun: "plan", prefix: "tp-", list: "capblock plans list"}
+	jobThing   = thingKind{noun: "job", prefix: "job-", list: "capblock jobs list"}
+)
+
+// resolve returns the id that arg stands for: arg itself when it has the
+// kind's id prefix, else the id of the one thing of that kind named arg
+// among those the caller sees (its team's; every team's for an admin).
+// A name that no thing has, or that several have, is an error that lists
+// what to give instead.
+func resolve(ctx context.Context, kind thingKind, arg string, list func(context.Context) ([]namedThing, error)) (string, error) {
+	if strings.HasPrefix(arg, kind.prefix) {
+		return arg, nil
+	}
+	things, err := list(ctx)
+	if err != nil {
+		return "", err
+	}
+	var found []namedThing
+	for _, t := range things {
+		if t.name == arg {
+			found = append(found, t)
+		}
+	}
+	switch len(found) {
+	case 0:
+		return "", fmt.Errorf("no %s is named %q (an id starts with %s; '%s' lists ids and names)", kind.noun, arg, kind.prefix, kind.list)
+	case 1:
+		return found[0].id, nil
+	}
+	ids := make([]string, len(found))
+	for i, t := range found {
+		ids[i] = fmt.Sprintf("%s (%s)", t.id, t.state)
+	}
+	return "", fmt.Errorf("%d %ss are named %q: give the id of one: %s", len(found), kind.noun, arg, strings.Join(ids, ", "))
+}
+
+// blockID returns the id of the block that arg names (resolve).
+func blockID(ctx context.Context, c *client.Client, arg string) (string, error) {
+	return resolve(ctx, blockThing, arg, func(ctx context.Context) ([]namedThing, error) {
+		blocks, err := c.Blocks(ctx, "")
+		things := make([]namedThing, len(blocks))
+		for i, b := range blocks {
+			things[i] = namedThing{b.ID, b.Name, b.State}
+		}
+		return things, err
+	})
+}
+
+// planID returns the id of the plan that arg names (resolve).
+func planID(ctx context.Context, c *client.Client, arg string) (string, error) {
+	return resolve(ctx, planThing, arg, func(ctx context.Context) ([]namedThing, error) {
+		plans, err := c.Plans(ctx)
+		things := make([]namedThing, len(plans))
+		for i, p := range plans {
+			things[i] = namedThing{p.ID, p.Name, p.State}
+		}
+		return things, err
+	})
+}
+
+// jobID returns the id of the job that arg names (resolve).
+func jobID(ctx context.Context, c *client.Client, arg string) (string, error) {
+	return resolve(ctx, jobThing, arg, func(ctx context.Context) ([]namedThing, error) {
+		jobs, err := c.Jobs(ctx)
+		things := make([]namedThing, len(jobs))
+		for i, j := range jobs {
+			things[i] = namedThing{j.ID, j.Name, j.State}
+		}
+		return things, err
+	})
+}
