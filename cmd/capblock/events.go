@@ -20,24 +20,28 @@ const minPollGap = time.Second
 
 func (a *app) eventsCmd() *cobra.Command {
 	var (
-		after  string
-		follow bool
+		after, until string
+		follow       bool
 	)
 	cmd := &cobra.Command{
-		Use:   "events [--after CURSOR] [-f]",
+		Use:   "events [--after CURSOR] [-f] [--until TYPE]",
 		Short: "Print the events of your blocks, plans and jobs",
 		Long: `Print events (block.active, block.expiration-warning, …) one per line:
 time, type, subject and data. Without --follow it prints what is there and
 the cursor to pass as --after next time; with --follow it keeps waiting for
-new events until Ctrl-C. With -o json, --follow prints one JSON event a line.`,
+new events until Ctrl-C, or with --until TYPE until it has printed an event
+of that type. With -o json, --follow prints one JSON event a line.`,
+		Example: `  capblock events
+  capblock events -f
+  capblock events -f --until block.active    # wait for a block to start`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := a.client()
 			if err != nil {
 				return err
 			}
-			if follow {
-				return a.followEvents(cmd.Context(), c, after)
+			if follow || until != "" {
+				return a.followEvents(cmd.Context(), c, after, until)
 			}
 			page, err := c.Events(cmd.Context(), after, 0)
 			if err != nil {
@@ -59,11 +63,13 @@ new events until Ctrl-C. With -o json, --follow prints one JSON event a line.`,
 	}
 	cmd.Flags().StringVar(&after, "after", "", "print only events after this cursor")
 	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing new events until interrupted")
+	cmd.Flags().StringVar(&until, "until", "", "follow until an event of this type (e.g. block.expired) is printed")
 	return cmd
 }
 
-// followEvents long-polls until ctx is cancelled, which ends it cleanly.
-func (a *app) followEvents(ctx context.Context, c *client.Client, after string) error {
+// followEvents long-polls until ctx is cancelled, which ends it cleanly,
+// or until it has printed an event of type until (when not empty).
+func (a *app) followEvents(ctx context.Context, c *client.Client, after, until string) error {
 	for {
 		started := time.Now()
 		page, err := c.Events(ctx, after, pollWait)
@@ -76,6 +82,9 @@ func (a *app) followEvents(ctx context.Context, c *client.Client, after string) 
 		for _, e := range page.Events {
 			if err := a.printEvent(e); err != nil {
 				return err
+			}
+			if until != "" && e.Type == until {
+				return nil
 			}
 		}
 		if page.Next != "" {

@@ -15,7 +15,17 @@ import (
 
 // jobsCmd is `capblock jobs run|list|show|logs|stop`.
 func (a *app) jobsCmd() *cobra.Command {
-	cmd := &cobra.Command{Use: "jobs", Short: "Run commands on a block's GPUs, and watch them"}
+	cmd := &cobra.Command{
+		Use:   "jobs",
+		Short: "Run commands on a block's GPUs, and watch them",
+		Long: `Run commands on a block's or a plan's GPUs, and watch them. A command that
+takes a JOB takes its id (job-…) or its name, when no other job you can see
+has that name; --block and --plan take names the same way.
+
+With the server's local runner, a job's processes run in a directory of the
+job's own, <jobs-dir>/<job-id> (also their $HOME): name a script by its
+absolute path.`,
+	}
 	cmd.AddCommand(a.jobsRunCmd(), a.jobsListCmd(), a.jobsShowCmd(), a.jobsLogsCmd(), a.jobsStopCmd())
 	return cmd
 }
@@ -26,9 +36,10 @@ func (a *app) jobsRunCmd() *cobra.Command {
 		env []string
 	)
 	cmd := &cobra.Command{
-		Use:     "run --block BLOCK_ID [flags] -- COMMAND [ARG...]",
-		Short:   "Run a command on a block: it starts when the block is active and is stopped 30 minutes before its end",
-		Example: `  capblock jobs run --block cb-… --env SEED=7 --max-restarts 2 -- python train.py --epochs 10`,
+		Use:   "run (--block BLOCK | --plan PLAN) [flags] -- COMMAND [ARG...]",
+		Short: "Run a command on a block: it starts when the block is active and is stopped 30 minutes before its end",
+		Example: `  capblock jobs run --block llama-eval --name eval --env SEED=7 --max-restarts 2 -- python3 "$PWD/eval.py"
+  capblock jobs run --plan tp-… --name train -- python3 /srv/train.py --epochs 10`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if (req.BlockID == "") == (req.PlanID == "") {
 				return usagef("give --block or --plan: the capacity the job runs on (capblock blocks list, capblock plans list)")
@@ -51,6 +62,16 @@ func (a *app) jobsRunCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if req.BlockID != "" {
+				if req.BlockID, err = blockID(cmd.Context(), c, req.BlockID); err != nil {
+					return err
+				}
+			}
+			if req.PlanID != "" {
+				if req.PlanID, err = planID(cmd.Context(), c, req.PlanID); err != nil {
+					return err
+				}
+			}
 			j, err := c.CreateJob(cmd.Context(), req)
 			if err != nil {
 				return err
@@ -59,8 +80,8 @@ func (a *app) jobsRunCmd() *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&req.BlockID, "block", "", "the block whose GPUs run the job")
-	f.StringVar(&req.PlanID, "plan", "", "the training plan whose segments run the job")
+	f.StringVar(&req.BlockID, "block", "", "the block whose GPUs run the job (its id or name)")
+	f.StringVar(&req.PlanID, "plan", "", "the training plan whose segments run the job (its id or name)")
 	f.StringVar(&req.Name, "name", "", "a name for the job")
 	f.StringArrayVar(&env, "env", nil, "an environment variable NAME=VALUE (repeatable)")
 	f.IntVar(&req.InstanceCount, "instances", 0, "instances to run (default: all of the block's)")
@@ -96,15 +117,19 @@ func (a *app) jobsListCmd() *cobra.Command {
 
 func (a *app) jobsShowCmd() *cobra.Command {
 	return &cobra.Command{
-		Use:   "show JOB_ID",
+		Use:   "show JOB",
 		Short: "Show a job",
-		Args:  exactlyOne("job id"),
+		Args:  exactlyOne("job id or name"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := a.client()
 			if err != nil {
 				return err
 			}
-			j, err := c.Job(cmd.Context(), args[0])
+			id, err := jobID(cmd.Context(), c, args[0])
+			if err != nil {
+				return err
+			}
+			j, err := c.Job(cmd.Context(), id)
 			if err != nil {
 				return err
 			}
@@ -115,15 +140,19 @@ func (a *app) jobsShowCmd() *cobra.Command {
 
 func (a *app) jobsStopCmd() *cobra.Command {
 	return &cobra.Command{
-		Use:   "stop JOB_ID",
+		Use:   "stop JOB",
 		Short: "Stop a job: SIGTERM to its processes, SIGKILL after a grace period",
-		Args:  exactlyOne("job id"),
+		Args:  exactlyOne("job id or name"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := a.client()
 			if err != nil {
 				return err
 			}
-			j, err := c.StopJob(cmd.Context(), args[0])
+			id, err := jobID(cmd.Context(), c, args[0])
+			if err != nil {
+				return err
+			}
+			j, err := c.StopJob(cmd.Context(), id)
 			if err != nil {
 				return err
 			}
@@ -136,21 +165,33 @@ func (a *app) jobsLogsCmd() *cobra.Command {
 	var (
 		instance int
 		follow   bool
+		until    string
 		every    time.Duration
 	)
 	cmd := &cobra.Command{
-		Use:   "logs JOB_ID [--instance N] [-f]",
-		Short: "Print an instance's output; -f follows it until the job ends",
-		Args:  exactlyOne("job id"),
+		Use:   "logs JOB [--instance N] [-f] [--until TEXT]",
+		Short: "Print an instance's output; -f follows it until the job ends, --until until it prints TEXT",
+		Example: `  capblock jobs logs train -f
+  capblock jobs logs train --until 'saved step 20'`,
+		Args: exactlyOne("job id or name"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := a.client()
 			if err != nil {
 				return err
 			}
 			ctx := cmd.Context()
-			var offset int64
+			id, err := jobID(ctx, c, args[0])
+			if err != nil {
+				return err
+			}
+			follow = follow || until != ""
+			seen := &textWatch{text: until}
+			var (
+				offset int64
+				ended  string // the job's final state, once seen
+			)
 			for {
-				l, err := c.JobLogs(ctx, args[0], instance, offset)
+				l, err := c.JobLogs(ctx, id, instance, offset)
 				if err != nil {
 					return err
 				}
@@ -164,18 +205,22 @@ func (a *app) jobsLogsCmd() *cobra.Command {
 				// control characters.
 				io.WriteString(a.stdout, l.Data)
 				offset = l.Next
-				if l.Data != "" || !follow {
-					if !follow {
-						return nil
-					}
+				switch {
+				case seen.add(l.Data) || !follow:
+					return nil
+				case l.Data != "":
 					continue
+				case ended != "":
+					return seen.missing(args[0], ended)
 				}
-				j, err := c.Job(ctx, args[0])
+				j, err := c.Job(ctx, id)
 				if err != nil {
 					return err
 				}
 				if j.State == "succeeded" || j.State == "failed" || j.State == "stopped" {
-					return nil
+					// Read once more: what it wrote before it ended.
+					ended = j.State
+					continue
 				}
 				select {
 				case <-ctx.Done():
@@ -188,8 +233,39 @@ func (a *app) jobsLogsCmd() *cobra.Command {
 	f := cmd.Flags()
 	f.IntVar(&instance, "instance", 0, "the instance (rank) whose output to print")
 	f.BoolVarP(&follow, "follow", "f", false, "keep printing new output until the job ends")
+	f.StringVar(&until, "until", "", "follow until the output contains this text, then stop (an error if the job ends first)")
 	f.DurationVar(&every, "poll", time.Second, "how often -f asks for new output")
 	return cmd
+}
+
+// textWatch looks for a text in output that arrives in pieces, so that
+// the text is found when it spans two of them.
+type textWatch struct {
+	text string
+	tail string // the end of the output so far, shorter than text
+}
+
+// add takes the next piece of output and reports whether the text has
+// appeared; with no text to look for, never.
+func (w *textWatch) add(data string) bool {
+	if w.text == "" {
+		return false
+	}
+	s := w.tail + data
+	if strings.Contains(s, w.text) {
+		return true
+	}
+	w.tail = s[max(0, len(s)-len(w.text)+1):]
+	return false
+}
+
+// missing is what a follow returns once the job has ended and its output
+// is read to the end: nothing, unless it waited for a text that never came.
+func (w *textWatch) missing(job, state string) error {
+	if w.text == "" {
+		return nil
+	}
+	return fmt.Errorf("job %s ended (%s) and its output has no %q", job, state, w.text)
 }
 
 func (a *app) printJob(j client.Job) error {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"strings"
 	"time"
@@ -15,7 +16,10 @@ import (
 )
 
 func (a *app) loginCmd() *cobra.Command {
-	var tokenFile string
+	var (
+		tokenFile string
+		wait      time.Duration
+	)
 	cmd := &cobra.Command{
 		Use:   "login --url URL (--token-file FILE | --token TOKEN)",
 		Short: "Check an API token against a server and store both for the other commands",
@@ -26,14 +30,16 @@ CAPBLOCK_URL/CAPBLOCK_TOKEN say otherwise; the stored token is only sent to
 the server it was stored for.
 
 On its first start, "capblock serve" writes the first administrator's token
-to admin.token beside its database.`,
+to admin.token beside its database, once it listens. With --wait, login
+waits that long for a server that is starting: for the token file to
+appear and for the server to answer.`,
 		Example: `  capblock login --url http://127.0.0.1:8080 --token-file admin.token
-  capblock login --url https://capblock.example.com --token-file ~/capblock.token`,
+  capblock login --url https://capblock.example.com --token-file ~/capblock.token
+  capblock serve & capblock login --token-file admin.token --wait 30s`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			token, source, err := a.loginToken(tokenFile)
-			if err != nil {
-				return err
+			if wait < 0 {
+				return usagef("--wait %s: want a duration of 0 or more, e.g. 30s", wait)
 			}
 			url := a.url
 			if url == "" {
@@ -42,15 +48,45 @@ to admin.token beside its database.`,
 			if url == "" {
 				url = defaultURL
 			}
-			c, err := a.newClient(url, token)
-			if err != nil {
-				return err
+			deadline := time.Now().Add(wait)
+			for {
+				err := a.tryLogin(cmd.Context(), url, tokenFile)
+				if !startingServer(err) || time.Now().After(deadline) {
+					return err
+				}
+				select {
+				case <-cmd.Context().Done():
+					return err
+				case <-time.After(loginRetryGap):
+				}
 			}
-			return a.login(cmd.Context(), c, token, source)
 		},
 	}
 	cmd.Flags().StringVar(&tokenFile, "token-file", "", "read the token from this file, e.g. admin.token beside the server's database")
+	cmd.Flags().DurationVar(&wait, "wait", 0, "wait up to this long for a starting server: for the token file and for its answer")
 	return cmd
+}
+
+// loginRetryGap is how often login --wait tries again.
+const loginRetryGap = 200 * time.Millisecond
+
+// tryLogin reads the token and logs in to the server at url with it.
+func (a *app) tryLogin(ctx context.Context, url, tokenFile string) error {
+	token, source, err := a.loginToken(tokenFile)
+	if err != nil {
+		return err
+	}
+	c, err := a.newClient(url, token)
+	if err != nil {
+		return err
+	}
+	return a.login(ctx, c, token, source)
+}
+
+// startingServer reports whether err is what a server that is still
+// starting causes: no token file yet, or no answer yet.
+func startingServer(err error) bool {
+	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, client.ErrUnreachable)
 }
 
 // loginToken reads the token that login checks, and says where it came

@@ -1,0 +1,162 @@
+package main
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// namesAPI lists blocks, plans and jobs with names, one name of each
+// kind taken twice, and answers a get of any of them by id.
+func namesAPI(t *testing.T) (url string, seen func() []string) {
+	t.Helper()
+	var (
+		mu  sync.Mutex
+		log []string
+	)
+	mux := http.NewServeMux()
+	reply := func(body string) http.HandlerFunc {
+		return func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			io.WriteString(w, body)
+		}
+	}
+	mux.HandleFunc("GET /v1/blocks", reply(`{"blocks": [`+block1+`, `+block2+`,
+		{"id": "cb-3", "name": "twice", "state": "expired"}, {"id": "cb-4", "name": "twice", "state": "active"}]}`))
+	mux.HandleFunc("GET /v1/blocks/{id}", reply(block1))
+	mux.HandleFunc("GET /v1/blocks/{id}/status", reply(`{"totalCapacity": 2, "availableCapacity": 2, "placementFinal": true}`))
+	mux.HandleFunc("POST /v1/blocks/{id}/cancel", reply(block1))
+	mux.HandleFunc("GET /v1/blocks/{id}/extension-offerings", reply(`{"offerings": [`+extension+`]}`))
+	mux.HandleFunc("POST /v1/blocks/{id}/extensions", reply(block1Extended))
+	mux.HandleFunc("GET /v1/plans", reply(`{"plans": [{"id": "tp-1", "name": "llama-ft", "state": "active"},
+		{"id": "tp-2", "name": "twice", "state": "expired"}, {"id": "tp-3", "name": "twice", "state": "scheduled"}]}`))
+	mux.HandleFunc("GET /v1/plans/{id}", reply(plan1))
+	mux.HandleFunc("GET /v1/jobs", reply(`{"jobs": [{"id": "job-1", "name": "train", "state": "running"},
+		{"id": "job-2", "name": "twice", "state": "failed"}, {"id": "job-3", "name": "twice", "state": "succeeded"}]}`))
+	mux.HandleFunc("GET /v1/jobs/{id}", reply(`{"id": "job-1", "name": "train", "state": "running", "command": ["true"]}`))
+	mux.HandleFunc("POST /v1/jobs/{id}/stop", reply(`{"id": "job-1", "name": "train", "state": "stopped", "command": ["true"]}`))
+	mux.HandleFunc("GET /v1/jobs/{id}/logs", reply(`{"instance": 0, "data": "step 1\n", "next": 7}`))
+	mux.HandleFunc("POST /v1/jobs", func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusCreated)
+		reply(`{"id": "job-9", "name": "eval", "state": "pending", "command": ["true"]}`)(w, r)
+	})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		log = append(log, strings.TrimSpace(r.Method+" "+r.URL.RequestURI()+" "+string(body)))
+		mu.Unlock()
+		mux.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL, func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]string(nil), log...)
+	}
+}
+
+// TestNamesStandForIDs: a command that takes a block, plan or job takes
+// its name when no other one has it, looked up in the list; an id is used
+// as it is, without a lookup; a name that none or several have is one
+// line that says what to give instead.
+func TestNamesStandForIDs(t *testing.T) {
+	tests := map[string]struct {
+		args         []string
+		wantCode     int
+		wantStderr   string // when not empty
+		wantRequests []string
+	}{
+		"blocks show by name": {
+			args:         []string{"blocks", "show", "load-test"},
+			wantRequests: []string{"GET /v1/blocks", "GET /v1/blocks/cb-1"},
+		},
+		"blocks show by id": {
+			args:         []string{"blocks", "show", "cb-1"},
+			wantRequests: []string{"GET /v1/blocks/cb-1"},
+		},
+		"blocks status": {
+			args:         []string{"blocks", "status", "load-test"},
+			wantRequests: []string{"GET /v1/blocks", "GET /v1/blocks/cb-1/status"},
+		},
+		"blocks cancel": {
+			args:         []string{"blocks", "cancel", "load-test"},
+			wantRequests: []string{"GET /v1/blocks", "POST /v1/blocks/cb-1/cancel"},
+		},
+		"blocks extend": {
+			args:         []string{"blocks", "extend", "load-test", "--duration", "24h"},
+			wantRequests: []string{"GET /v1/blocks", "GET /v1/blocks/cb-1/extension-offerings?durationHours=24", `POST /v1/blocks/cb-1/extensions {"offeringId":"cbe-ext"}`},
+		},
+		"blocks: a name no block has": {
+			args:         []string{"blocks", "show", "llama"},
+			wantCode:     1,
+			wantStderr:   "capblock: no block is named \"llama\" (an id starts with cb-; 'capblock blocks list' lists ids and names)\n",
+			wantRequests: []string{"GET /v1/blocks"},
+		},
+		"blocks: a name two blocks have": {
+			args:         []string{"blocks", "show", "twice"},
+			wantCode:     1,
+			wantStderr:   "capblock: 2 blocks are named \"twice\": give the id of one: cb-3 (expired), cb-4 (active)\n",
+			wantRequests: []string{"GET /v1/blocks"},
+		},
+		"blocks: an empty name": {
+			args:       []string{"blocks", "show", ""},
+			wantCode:   2,
+			wantStderr: "capblock: capblock blocks show needs the block id or name, got an empty argument (see 'capblock blocks show --help')\n",
+		},
+		"plans show by name": {
+			args:         []string{"plans", "show", "llama-ft"},
+			wantRequests: []string{"GET /v1/plans", "GET /v1/plans/tp-1"},
+		},
+		"plans: a name two plans have": {
+			args:         []string{"plans", "show", "twice"},
+			wantCode:     1,
+			wantStderr:   "capblock: 2 plans are named \"twice\": give the id of one: tp-2 (expired), tp-3 (scheduled)\n",
+			wantRequests: []string{"GET /v1/plans"},
+		},
+		"jobs run on a plan by name": {
+			args:         []string{"jobs", "run", "--plan", "llama-ft", "--name", "eval", "--", "true"},
+			wantRequests: []string{"GET /v1/plans", `POST /v1/jobs {"name":"eval","planId":"tp-1","command":["true"]}`},
+		},
+		"jobs run on a block by name": {
+			args:         []string{"jobs", "run", "--block", "load-test", "--", "true"},
+			wantRequests: []string{"GET /v1/blocks", `POST /v1/jobs {"blockId":"cb-1","command":["true"]}`},
+		},
+		"jobs logs by name": {
+			args:         []string{"jobs", "logs", "train"},
+			wantRequests: []string{"GET /v1/jobs", "GET /v1/jobs/job-1/logs?instance=0&offset=0"},
+		},
+		"jobs stop": {
+			args:         []string{"jobs", "stop", "train"},
+			wantRequests: []string{"GET /v1/jobs", "POST /v1/jobs/job-1/stop"},
+		},
+		"jobs: a name no job has": {
+			args:         []string{"jobs", "show", "eval"},
+			wantCode:     1,
+			wantStderr:   "capblock: no job is named \"eval\" (an id starts with job-; 'capblock jobs list' lists ids and names)\n",
+			wantRequests: []string{"GET /v1/jobs"},
+		},
+		"jobs: a name two jobs have": {
+			args:         []string{"jobs", "show", "twice"},
+			wantCode:     1,
+			wantStderr:   "capblock: 2 jobs are named \"twice\": give the id of one: job-2 (failed), job-3 (succeeded)\n",
+			wantRequests: []string{"GET /v1/jobs"},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			url, seen := namesAPI(t)
+			got := runApp(t.Context(), nil, append([]string{"--url", url}, tc.args...)...)
+			if got.code != tc.wantCode || (tc.wantStderr != "" && got.stderr != tc.wantStderr) {
+				t.Errorf("exit %d, stderr %q; want exit %d, stderr %q", got.code, got.stderr, tc.wantCode, tc.wantStderr)
+			}
+			if diff := cmp.Diff(tc.wantRequests, seen()); diff != "" {
+				t.Errorf("requests (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
