@@ -55,6 +55,8 @@ type serveFlags struct {
 	jobLog         string
 	// kube are the flags of --backend kubernetes (servebackend.go).
 	kube kubeFlags
+	// admission are the flags of the admission webhooks (serveadmission.go).
+	admission admissionFlags
 }
 
 // newServeCmd is `capblock serve`: with no flags it runs on a SQLite file
@@ -93,6 +95,7 @@ POST /v1/admin/clock (or "capblock admin clock --advance 6h").`,
 	fl.StringVar(&f.simStart, "sim-start", "", "start time of the simulated clock, RFC 3339 (default: now, on the hour)")
 	fl.StringVar(&f.backend, "backend", "sim", "backend that makes blocks real: sim, or kubernetes (docs/kubernetes.md)")
 	addKubeFlags(fl, &f.kube)
+	addAdmissionFlags(fl, &f.admission)
 	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fl.StringVar(&f.tlsCert, "tls-cert", "", "serve HTTPS with this certificate (PEM); needs --tls-key")
 	fl.StringVar(&f.tlsKey, "tls-key", "", "private key (PEM) of --tls-cert")
@@ -145,6 +148,9 @@ func serve(ctx context.Context, f serveFlags) error {
 	if err := checkBackend(f); err != nil {
 		return err
 	}
+	if err := checkAdmission(f); err != nil {
+		return err
+	}
 	syscall.Umask(0o077)
 	if !isPostgresURL(f.db) {
 		if err := prepareDataFiles(f.db); err != nil {
@@ -195,6 +201,11 @@ func serve(ctx context.Context, f serveFlags) error {
 		return fmt.Errorf("listening on %s: %w (is another capblock running? choose another address with --listen)", f.listen, err)
 	}
 	defer ln.Close()
+	stopAdmission, err := serveAdmission(ctx, f, svc, log)
+	if err != nil {
+		return err
+	}
+	defer stopAdmission()
 	// 5. The first administrator, on the first start of a database.
 	tokenPath := f.tokenFile
 	if tokenPath == "" && isPostgresURL(f.db) {
