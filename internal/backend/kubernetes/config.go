@@ -175,11 +175,11 @@ func labelSafe(s string) string {
 // PolicyRules are what the backend does on the cluster, for a
 // ClusterRole of its ServiceAccount: it watches and patches nodes (the
 // taint, the blocks' labels), lists and deletes the blocks' pods, and
-// evicts them.
+// evicts them; and what capblock's jobs need (JobsPolicyRules).
 func PolicyRules() []rbacv1.PolicyRule {
-	return []rbacv1.PolicyRule{
+	return append([]rbacv1.PolicyRule{
 		{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"list", "watch", "patch"}},
 		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"list", "delete"}},
 		{APIGroups: []string{""}, Resources: []string{"pods/eviction"}, Verbs: []string{"create"}},
-	}
+	}, JobsPolicyRules()...)
 }
