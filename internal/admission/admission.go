@@ -227,7 +227,7 @@ func (h *Handler) review(ctx context.Context, req *admissionv1.AdmissionRequest,
 		return h.patched(pod, f)
 	}
 	if f.tolerates != tolerationNone && !f.selects {
-		return h.refused(req, f.block, http.StatusForbidden, "a pod of block %s that tolerates the taint %s must require the node label %s in every term of its required node affinity (capblock's mutating webhook adds it)", blk.ID, taintString(h.cfg.Taint), h.blockLabel(blk.ID))
+		return h.refused(req, f.block, http.StatusForbidden, "a pod of block %s that tolerates the taint %s must require the node label %s, in its nodeSelector or in every term of its required node affinity (capblock's mutating webhook adds it)", blk.ID, taintString(h.cfg.Taint), h.blockLabel(blk.ID))
 	}
 	return allow()
 }

@@ -19,8 +19,8 @@
 //     block, and a block's pod that sets spec.nodeName at all: a pod bound
 //     by name skips the scheduler, and the kubelet does not enforce a
 //     NoSchedule taint;
-//   - a block's pod whose required node affinity does not keep it on the
-//     block's nodes;
+//   - a block's pod that tolerates the taint but whose nodeSelector or
+//     required node affinity does not keep it on the block's nodes;
 //   - a change of a pod's block label, and an update that makes a pod
 //     tolerate the taint (tolerations may be added to a pod) without the
 //     above. An update that changes none of this passes, so that a pod of

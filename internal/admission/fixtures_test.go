@@ -83,6 +83,11 @@ func (b *podBuilder) NodeName(n string) *podBuilder {
 	return b
 }
 
+func (b *podBuilder) NodeSelector(key, value string) *podBuilder {
+	b.pod.Spec.NodeSelector = map[string]string{key: value}
+	return b
+}
+
 func (b *podBuilder) Finalizer(f string) *podBuilder {
 	b.pod.Finalizers = append(b.pod.Finalizers, f)
 	return b

@@ -23,9 +23,9 @@ const (
 type podFacts struct {
 	block     string // its block label's value, "" without one
 	tolerates toleration
-	// selects: every term of its required node affinity requires the
-	// block's node label, so that it lands on no other node (false
-	// without a block).
+	// selects: its nodeSelector, or every term of its required node
+	// affinity, requires the block's node label, so that it lands on no
+	// other node (false without a block).
 	selects  bool
 	nodeName string
 }
@@ -55,7 +55,9 @@ func (h *Handler) factsOf(pod *corev1.Pod) podFacts {
 		}
 	}
 	if f.block != "" {
-		f.selects = selects(pod.Spec.Affinity, h.blockLabel(f.block))
+		key := h.blockLabel(f.block)
+		_, bySelector := pod.Spec.NodeSelector[key]
+		f.selects = bySelector || selects(pod.Spec.Affinity, key)
 	}
 	return f
 }
