@@ -46,6 +46,12 @@ func DecodeBlock(data []byte) (core.Block, error) {
 func Apply(ctx context.Context, b Backend, a core.Action) error {
 	var call func(context.Context, core.Block) error
 	switch a.Kind {
+	case core.ActionReserve:
+		r, ok := b.(Reserver)
+		if !ok {
+			return nil // nothing to hold ahead on this engine
+		}
+		call = r.Reserve
 	case core.ActionActivate:
 		call = b.Activate
 	case core.ActionTerminate:

@@ -58,6 +58,18 @@ type Backend interface {
 	Release(ctx context.Context, b core.Block) error
 }
 
+// Reserver is a Backend that holds a block's nodes in the engine from
+// its purchase on, before it starts: Slurm, whose own scheduler would
+// otherwise start a long job there that runs into the block. Reserve
+// is applied at the purchase and whenever the block's placement or
+// window changes before its start; it is idempotent, and takes the
+// block as it is now (nodes, start, end), creating or updating. Backends
+// that only act from a block's start (Kubernetes: labels) do not
+// implement it, and the service then stores no reserve actions.
+type Reserver interface {
+	Reserve(ctx context.Context, b core.Block) error
+}
+
 // HealthReporter is a Backend that knows its nodes' health (Kubernetes:
 // NotReady or cordoned; Slurm: down or drained). The leader reads it at
 // every poll of the engine, with the inventory, and records what changed

@@ -50,6 +50,11 @@ type ActionKind string
 // The actions a backend takes; DESIGN.md's backend table says what each
 // one means on each backend.
 const (
+	// ActionReserve holds a block's nodes for its window in the engine
+	// before it starts (a Slurm reservation), at its purchase and
+	// whenever its placement or window changes while it waits; only
+	// for backends that hold capacity ahead (backend.Reserver).
+	ActionReserve ActionKind = "reserve"
 	// ActionActivate makes a block's capacity usable by its team: at
 	// the block's start, or when its placement moves.
 	ActionActivate ActionKind = "activate"
@@ -67,7 +72,7 @@ const (
 // Valid reports whether k is one of the kinds above.
 func (k ActionKind) Valid() bool {
 	switch k {
-	case ActionActivate, ActionTerminate, ActionRelease, ActionStartInstance, ActionStopInstance:
+	case ActionReserve, ActionActivate, ActionTerminate, ActionRelease, ActionStartInstance, ActionStopInstance:
 		return true
 	}
 	return false

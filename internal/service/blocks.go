@@ -197,6 +197,7 @@ func (s *Service) mutate(ctx context.Context, team, id string, decide func(core.
 		now := s.clock.Now()
 		c, err := decide(b, now)
 		if err == nil {
+			s.addReserves(&c)
 			err = s.assumeChange(c)
 		}
 		s.mu.Unlock()

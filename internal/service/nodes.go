@@ -136,6 +136,7 @@ func (s *Service) setNodeHealth(ctx context.Context, h core.NodeHealth) (contrac
 			c.Actions = append(c.Actions, s.blockAction(core.ActionActivate, u.Block, u.ExpectedVersion+1))
 		}
 	}
+	s.addReserves(&c) // and holds those of blocks to come
 	// 3. One commit of the health and the blocks, without the lock; the
 	// index then confirms the moves, or forgets them and takes the node's
 	// health back.

@@ -130,6 +130,7 @@ func (s *Service) purchasePlanOnce(ctx context.Context, req contract.PlanPurchas
 		"upfrontFee": p.Fee.String(), "currency": p.Fee.Currency, "segments": segmentIDs,
 	}))
 	s.addMoves(&c, pp.moves, now)
+	s.addReserves(&c)
 	err = s.commitAudited(ctx, c, now, p.ID)
 	s.settle(p.ID, c, err)
 	if err != nil {

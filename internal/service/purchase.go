@@ -9,6 +9,7 @@ import (
 	"sort"
 	"time"
 
+	"capblock/internal/backend"
 	"capblock/internal/contract"
 	"capblock/internal/core"
 	"capblock/internal/store"
@@ -82,6 +83,7 @@ func (s *Service) purchaseOnce(ctx context.Context, req contract.PurchaseRequest
 	}
 	c.Budgets = guards(guard)
 	s.addMoves(&c, plan.Moves, now)
+	s.addReserves(&c)
 	if err := s.index.Assume(b, plan.Moves...); err != nil {
 		s.mu.Unlock()
 		return core.Block{}, err
@@ -200,7 +202,32 @@ func (s *Service) commitAudited(ctx context.Context, c store.Change, now time.Ti
 	if a != nil {
 		a.MarkStored()
 	}
+	if len(c.Actions) > 0 {
+		s.kickOutbox()
+	}
 	return nil
+}
+
+// addReserves adds to c a reserve action for each block it stores that
+// waits for its start (scheduled, or payment-pending: holding capacity),
+// when the backend holds capacity ahead (backend.Reserver): a new block,
+// or one whose placement or window the change moves. A block's actions
+// apply in order, so the engine ends up with the last one.
+func (s *Service) addReserves(c *store.Change) {
+	if _, ok := s.backend.(backend.Reserver); !ok {
+		return
+	}
+	waits := func(b core.Block) bool { return b.State == core.StateScheduled || b.State == core.StatePaymentPending }
+	for _, b := range c.Insert {
+		if waits(b) {
+			c.Actions = append(c.Actions, s.blockAction(core.ActionReserve, b, 1))
+		}
+	}
+	for _, u := range c.Update {
+		if waits(u.Block) {
+			c.Actions = append(c.Actions, s.blockAction(core.ActionReserve, u.Block, u.ExpectedVersion+1))
+		}
+	}
 }
 
 // addMoves adds tentative blocks that a decision re-placed to a change.
