@@ -55,6 +55,8 @@ type serveFlags struct {
 	jobLog         string
 	// kube are the flags of --backend kubernetes (servebackend.go).
 	kube kubeFlags
+	// kubeJobs are the flags of jobs on --backend kubernetes (servejobs.go).
+	kubeJobs kubeJobFlags
 	// admission are the flags of the admission webhooks (serveadmission.go).
 	admission admissionFlags
 }
@@ -95,6 +97,7 @@ POST /v1/admin/clock (or "capblock admin clock --advance 6h").`,
 	fl.StringVar(&f.simStart, "sim-start", "", "start time of the simulated clock, RFC 3339 (default: now, on the hour)")
 	fl.StringVar(&f.backend, "backend", "sim", "backend that makes blocks real: sim, or kubernetes (docs/kubernetes.md)")
 	addKubeFlags(fl, &f.kube)
+	addKubeJobFlags(fl, &f.kubeJobs)
 	addAdmissionFlags(fl, &f.admission)
 	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fl.StringVar(&f.tlsCert, "tls-cert", "", "serve HTTPS with this certificate (PEM); needs --tls-key")
@@ -151,6 +154,9 @@ func serve(ctx context.Context, f serveFlags) error {
 	if err := checkAdmission(f); err != nil {
 		return err
 	}
+	if err := checkKubeJobs(f); err != nil {
+		return err
+	}
 	syscall.Umask(0o077)
 	if !isPostgresURL(f.db) {
 		if err := prepareDataFiles(f.db); err != nil {
@@ -186,7 +192,10 @@ func serve(ctx context.Context, f serveFlags) error {
 		return err
 	}
 	defer closeEngine()
-	svc, err := service.New(ctx, service.Config{Fleet: fl, Store: st, Backend: engine, Clock: clk, Log: log,
+	if jobs.Workloads, err = engineWorkloads(f, engine); err != nil {
+		return err
+	}
+	svc, err := service.New(ctx, service.Config{Fleet: fl, Store: st, Backend: engine, Clock: clk, Log: log, Workloads: jobs.Workloads,
 		JobsDir: jobs.JobsDir, JobUIDs: jobs.JobUIDs, JobLimits: jobs.JobLimits, JobsOff: jobs.JobsOff,
 		AllowPrivateWebhooks: f.privateWebhooks, WebhookLogRetention: webhookLog, EnginePoll: enginePoll})
 	if err != nil {

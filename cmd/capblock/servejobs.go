@@ -7,17 +7,26 @@ import (
 	"strings"
 
 	"github.com/dustin/go-humanize"
+	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/util/validation"
 
+	"capblock/internal/backend"
+	"capblock/internal/backend/kubernetes"
 	"capblock/internal/executor"
 	"capblock/internal/service"
 )
 
-// jobsConfig decides how this server runs jobs. As root, each team's jobs
-// run as a user of their own, in cgroups, with limits. As another user
-// the server cannot isolate them, and runs none unless told to run them
-// as itself with --allow-unisolated-jobs.
+// jobsConfig decides how this server runs jobs. With --backend
+// kubernetes, as Indexed Jobs on the cluster (kubeJobsConfig). Else as
+// processes of this machine: as root, each team's jobs run as a user of
+// their own, in cgroups, with limits; as another user the server cannot
+// isolate them, and runs none unless told to run them as itself with
+// --allow-unisolated-jobs.
 func jobsConfig(f serveFlags, dir string) (service.Config, error) {
 	var cfg service.Config
+	if f.backend == "kubernetes" {
+		return kubeJobsConfig(f.kubeJobs)
+	}
 	limits, err := jobLimits(f)
 	if err != nil {
 		return cfg, err
@@ -90,4 +99,77 @@ func parseUIDRange(s string) (service.UIDRange, error) {
 		return service.UIDRange{}, usageError(fmt.Errorf("--job-uid-range %q: want FIRST-LAST, unused user ids from 1000 up, such as 900000-999999", s))
 	}
 	return service.UIDRange{First: first, Last: last}, nil
+}
+
+// kubeJobFlags are serve's flags of jobs on --backend kubernetes.
+type kubeJobFlags struct {
+	image      string
+	namespace  string
+	checkpoint string
+}
+
+const defaultKubeCheckpoint = "emptyDir"
+
+// addKubeJobFlags defines the flags of jobs on --backend kubernetes.
+func addKubeJobFlags(fl *pflag.FlagSet, f *kubeJobFlags) {
+	fl.StringVar(&f.image, "kube-job-image", "", "container image that runs the jobs' commands with --backend kubernetes, each instance a pod of an Indexed Job (default: none, and jobs do not run)")
+	fl.StringVar(&f.namespace, "kube-job-namespace", "", "namespace where every team's jobs run with --backend kubernetes (default: each team's own, the namespace labelled "+kubernetes.DefaultTeamLabel+"=<team id>)")
+	fl.StringVar(&f.checkpoint, "kube-checkpoint", defaultKubeCheckpoint, "volume of the jobs' CAPBLOCK_CHECKPOINT_DIR with --backend kubernetes: pvc:NAME (a claim of the job's namespace, each job in a subdirectory of its own; ReadWriteMany for jobs of several nodes), hostPath:/DIR (each node's own), or emptyDir (lost when the job runs again); NAME and DIR may hold {team} and {job}")
+}
+
+// checkKubeJobs refuses, before anything is opened, flags of jobs on
+// Kubernetes that cannot work.
+func checkKubeJobs(f serveFlags) error {
+	if f.backend != "kubernetes" && f.kubeJobs != (kubeJobFlags{checkpoint: defaultKubeCheckpoint}) {
+		return usagef("--kube-job-image, --kube-job-namespace and --kube-checkpoint need --backend kubernetes")
+	}
+	_, err := kubeWorkloadsConfig(f.kubeJobs)
+	return err
+}
+
+// kubeJobsConfig checks the flags of jobs on Kubernetes; without an
+// image, the server runs no jobs. The local engine's directory, users
+// and limits do not apply: a pod is limited to its GPUs, and the node is
+// the block's.
+func kubeJobsConfig(f kubeJobFlags) (service.Config, error) {
+	var cfg service.Config
+	if _, err := kubeWorkloadsConfig(f); err != nil {
+		return cfg, err
+	}
+	if f.image == "" {
+		cfg.JobsOff = "with --backend kubernetes, jobs run as Indexed Jobs in the container image that --kube-job-image names, and none is given"
+	}
+	return cfg, nil
+}
+
+// kubeWorkloadsConfig is the configuration of jobs on Kubernetes that
+// the flags give.
+func kubeWorkloadsConfig(f kubeJobFlags) (kubernetes.JobsConfig, error) {
+	cp, err := kubernetes.ParseCheckpoint(f.checkpoint)
+	if err != nil {
+		return kubernetes.JobsConfig{}, usagef("--kube-checkpoint %v", err)
+	}
+	if errs := validation.IsDNS1123Label(f.namespace); f.namespace != "" && len(errs) > 0 {
+		return kubernetes.JobsConfig{}, usagef("--kube-job-namespace %q is not a namespace's name: %s", f.namespace, strings.Join(errs, "; "))
+	}
+	return kubernetes.JobsConfig{Image: f.image, Namespace: f.namespace, Checkpoint: cp}, nil
+}
+
+// engineWorkloads are the workloads of jobs that the engine runs itself:
+// with --backend kubernetes and --kube-job-image, Indexed Jobs on the
+// cluster; else none (the local engine's processes, or no jobs).
+func engineWorkloads(f serveFlags, engine backend.Backend) (backend.Workloads, error) {
+	be, ok := engine.(*kubernetes.Backend)
+	if !ok || f.kubeJobs.image == "" {
+		return nil, nil
+	}
+	cfg, err := kubeWorkloadsConfig(f.kubeJobs)
+	if err != nil {
+		return nil, err
+	}
+	w, err := kubernetes.NewWorkloads(be, cfg)
+	if err != nil {
+		return nil, usageError(err)
+	}
+	return w, nil
 }

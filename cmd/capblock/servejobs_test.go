@@ -1,0 +1,72 @@
+package main
+
+import (
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"capblock/internal/backend"
+	"capblock/internal/backend/kubernetes"
+)
+
+// TestServeBadKubeJobFlags: a bad flag of jobs on Kubernetes is one line
+// saying what is wrong, exit status 2, before anything is opened.
+func TestServeBadKubeJobFlags(t *testing.T) {
+	tests := map[string]struct {
+		args []string
+		want string
+	}{
+		"an image on the sim":      {[]string{"--kube-job-image", "trainer:1"}, "--kube-job-image, --kube-job-namespace and --kube-checkpoint need --backend kubernetes"},
+		"a checkpoint on the sim":  {[]string{"--kube-checkpoint", "pvc:ckpt"}, "need --backend kubernetes"},
+		"an unknown volume":        {[]string{"--backend", "kubernetes", "--kube-checkpoint", "nfs:server:/x"}, `--kube-checkpoint "nfs:server:/x": want pvc:NAME`},
+		"a claim no name fits":     {[]string{"--backend", "kubernetes", "--kube-checkpoint", "pvc:Ckpt_{team}"}, `--kube-checkpoint claim "Ckpt_{team}"`},
+		"a namespace no name fits": {[]string{"--backend", "kubernetes", "--kube-job-namespace", "Jobs"}, `--kube-job-namespace "Jobs" is not a namespace's name`},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			db := t.TempDir() + "/capblock.db"
+			got := runApp(t.Context(), nil, append([]string{"serve", "--db", db, "--listen", "127.0.0.1:0"}, tc.args...)...)
+			if got.code != 2 || !strings.Contains(got.stderr, tc.want) || strings.Count(got.stderr, "\n") != 1 {
+				t.Errorf("serve %v: exit %d, stderr %q; want 2 and one line with %q", tc.args, got.code, got.stderr, tc.want)
+			}
+			if _, err := os.Stat(db); err == nil {
+				t.Errorf("serve %v created %s before refusing its flags", tc.args, db)
+			}
+		})
+	}
+}
+
+// TestKubeJobsConfig: with --backend kubernetes, jobs run on the cluster
+// when an image is given, and not at all (with the reason) without one;
+// the flags reach the jobs' configuration; the sim backend runs no
+// workloads of its own.
+func TestKubeJobsConfig(t *testing.T) {
+	off, err := jobsConfig(serveFlags{backend: "kubernetes", kubeJobs: kubeJobFlags{checkpoint: defaultKubeCheckpoint}}, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(off.JobsOff, "--kube-job-image") || off.JobsDir != "" {
+		t.Errorf("jobs on Kubernetes without an image: JobsOff %q, JobsDir %q; want off, naming --kube-job-image, and no jobs directory", off.JobsOff, off.JobsDir)
+	}
+	on, err := jobsConfig(serveFlags{backend: "kubernetes", kubeJobs: kubeJobFlags{image: "trainer:1", checkpoint: defaultKubeCheckpoint}}, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if on.JobsOff != "" || on.JobsDir != "" || on.JobLimits != (backend.Limits{}) {
+		t.Errorf("jobs on Kubernetes with an image: JobsOff %q, JobsDir %q, limits %+v; want them on, without the local engine's directory and limits", on.JobsOff, on.JobsDir, on.JobLimits)
+	}
+	got, err := kubeWorkloadsConfig(kubeJobFlags{image: "trainer:1", namespace: "ml-jobs", checkpoint: "pvc:checkpoints-{team}"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := kubernetes.JobsConfig{Image: "trainer:1", Namespace: "ml-jobs", Checkpoint: kubernetes.Checkpoint{Claim: "checkpoints-{team}"}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("jobs' configuration (-want +got):\n%s", diff)
+	}
+	w, err := engineWorkloads(serveFlags{backend: "sim", kubeJobs: kubeJobFlags{image: "trainer:1"}}, backend.NewSim(nil, nil))
+	if err != nil || w != nil {
+		t.Errorf("the sim backend's workloads: %v, %v; want none, so that jobs run in the jobs directory", w, err)
+	}
+}
