@@ -328,3 +328,19 @@ func TestNotAReview(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkValidate is one review of a held block's pod, from the HTTP
+// body to the answer, with the blocks and namespaces in memory: the
+// webhook's own cost, beside the service's read of the block.
+func BenchmarkValidate(b *testing.B) {
+	h, err := New(Config{Service: &fakeService{blocks: testBlocks()}, Namespaces: testNamespaces})
+	if err != nil {
+		b.Fatal(err)
+	}
+	pod := makePod("p", "ml-a").Block("cb-a").Tolerate(soldTaint).Terms(term(exists(blockKey))).Obj()
+	for b.Loop() {
+		if _, resp := post(b, h, ValidatePath, create(pod)); !resp.Allowed {
+			b.Fatal("refused")
+		}
+	}
+}

@@ -148,7 +148,7 @@ func update(old, pod *corev1.Pod) request {
 
 // post sends req to h's path as the API server does and returns the
 // HTTP status and the review's response.
-func post(t *testing.T, h http.Handler, path string, req request) (int, *admissionv1.AdmissionResponse) {
+func post(t testing.TB, h http.Handler, path string, req request) (int, *admissionv1.AdmissionResponse) {
 	t.Helper()
 	ar := &admissionv1.AdmissionRequest{UID: "uid-1", Operation: req.op, Resource: req.resource, SubResource: req.sub}
 	if ar.Resource == (metav1.GroupVersionResource{}) {
@@ -176,7 +176,7 @@ func post(t *testing.T, h http.Handler, path string, req request) (int, *admissi
 	return code, out.Response
 }
 
-func postRaw(t *testing.T, h http.Handler, path, contentType string, body []byte) (int, []byte) {
+func postRaw(t testing.TB, h http.Handler, path, contentType string, body []byte) (int, []byte) {
 	t.Helper()
 	r := httptest.NewRequest(http.MethodPost, path, bytes.NewReader(body))
 	r.Header.Set("Content-Type", contentType)
@@ -185,7 +185,7 @@ func postRaw(t *testing.T, h http.Handler, path, contentType string, body []byte
 	return w.Code, w.Body.Bytes()
 }
 
-func mustJSON(t *testing.T, v any) []byte {
+func mustJSON(t testing.TB, v any) []byte {
 	t.Helper()
 	b, err := json.Marshal(v)
 	if err != nil {
