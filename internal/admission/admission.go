@@ -219,7 +219,7 @@ func (h *Handler) review(ctx context.Context, req *admissionv1.AdmissionRequest,
 		return h.refused(req, f.block, http.StatusForbidden, "block %s takes no pods: %s", blk.ID, why)
 	}
 	if f.nodeName != "" {
-		return h.refused(req, f.block, http.StatusForbidden, "a pod of block %s leaves spec.nodeName empty (it is %s): the scheduler places it on the block's nodes", blk.ID, f.nodeName)
+		return h.refused(req, f.block, http.StatusForbidden, "a pod of block %s must leave spec.nodeName empty (it is %s): the scheduler places it on the block's nodes", blk.ID, f.nodeName)
 	}
 	// 6. Mutate: the toleration and the affinity it lacks. Validate: a
 	// pod that tolerates the taint is kept on the block's nodes.

@@ -104,7 +104,7 @@ func TestValidate(t *testing.T) {
 		"a wildcard toleration of NoSchedule":        {req: create(makePod("p", "no-team").Tolerate(wildSchedule).Obj()), want: forbidden, msg: "tolerates every taint"},
 		"a wildcard after the key":                   {req: create(makePod("p", "ml-a").Tolerate(soldKey).Tolerate(wildcard).Obj()), want: forbidden, msg: "tolerates every taint"},
 		"a sold node by name":                        {req: create(makePod("p", "ml-b").NodeName("gpu-0").Obj()), want: forbidden, msg: "sets spec.nodeName to gpu-0, a node that capblock sells"},
-		"a block's pod naming its node":              {req: create(complete("ml-a", "cb-a").NodeName("gpu-0").Obj()), want: forbidden, msg: "leaves spec.nodeName empty"},
+		"a block's pod naming its node":              {req: create(complete("ml-a", "cb-a").NodeName("gpu-0").Obj()), want: forbidden, msg: "must leave spec.nodeName empty"},
 		"a block's pod on every node":                {req: create(makePod("p", "ml-a").Block("cb-a").Tolerate(soldKey).Obj()), want: forbidden, msg: "must require the node label block.capblock.io/cb-a, in its nodeSelector or in every term"},
 		"a block's pod selecting another block":      {req: create(makePod("p", "ml-a").Block("cb-a").Tolerate(soldKey).NodeSelector("block.capblock.io/cb-b", "team-b").Obj()), want: forbidden, msg: "in every term"},
 		"a block's pod with a way around":            {req: create(complete("ml-a", "cb-a").Terms(term(exists(blockKey)), term(in("zone", "a"))).Obj()), want: forbidden, msg: "in every term"},
