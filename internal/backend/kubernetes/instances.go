@@ -301,7 +301,7 @@ func (in *instances) Stop(run string, instance int, grace time.Duration) error {
 	if len(pods) == 0 {
 		return in.deleteJobs(ctx, run)
 	}
-	secs := int64(grace / time.Second)
+	secs := max(int64(grace/time.Second), 1) // 0 would delete the pod without waiting for its kubelet
 	now := in.wl.be.cfg.Now()
 	for _, p := range pods {
 		if p.DeletionTimestamp != nil || podEnd(p, false, now).ended {

@@ -166,13 +166,22 @@ func runJob(w backend.Workload, s jobSpec) (*batchv1.Job, error) {
 func runService(job *batchv1.Job) *corev1.Service {
 	return &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: job.Name, Namespace: job.Namespace, Labels: maps.Clone(job.Labels),
-			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(job, batchv1.SchemeGroupVersion.WithKind("Job"))}},
+			OwnerReferences: []metav1.OwnerReference{owner(job)}},
 		Spec: corev1.ServiceSpec{
 			ClusterIP:                corev1.ClusterIPNone,
 			Selector:                 map[string]string{JobLabel: job.Labels[JobLabel], RunLabel: job.Labels[RunLabel]},
 			PublishNotReadyAddresses: true,
 		},
 	}
+}
+
+// owner makes job the owner of what refers to it, without blocking its
+// deletion (blockOwnerDeletion would need the right to update the Job's
+// finalizers where OwnerReferencesPermissionEnforcement is on).
+func owner(job *batchv1.Job) metav1.OwnerReference {
+	yes := true
+	gvk := batchv1.SchemeGroupVersion.WithKind("Job")
+	return metav1.OwnerReference{APIVersion: gvk.GroupVersion().String(), Kind: gvk.Kind, Name: job.Name, UID: job.UID, Controller: &yes}
 }
 
 // podEnv is the environment contract of the README, as the local engine

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
@@ -15,13 +16,17 @@ import (
 // local engine's.
 const defaultLogRead = 64 << 10
 
+// maxLogTail bounds what a read from the end keeps in memory: far more
+// than a kubelet keeps of a log.
+const maxLogTail = 1 << 30
+
 // ReadLog reads an instance's log through the API server: the log of the
 // job's container in the instance's pod of the job's newest run that has
 // one. Offsets count the bytes of that pod's log as its kubelet keeps it:
 // a new run's pod starts again at 0, and a log the kubelet rotated has
 // lost its beginning. The log API reads from the start or by time, not
 // from a byte offset, so a read at offset n fetches n+limit bytes
-// (limitBytes) and keeps the last limit; a negative offset fetches the
+// (limitBytes) and drops the first n; a negative offset fetches the
 // whole log (at most the kubelet's containerLogMaxSize, 10 MiB by
 // default) and keeps its end. Following a log (offset after offset) thus
 // costs what it has read so far at each call. Any replica may read: it
@@ -41,9 +46,12 @@ func (wl *Workloads) ReadLog(ctx context.Context, jobID string, instance int, of
 		return []byte{}, 0, nil // no log before the container starts
 	}
 	opts := &corev1.PodLogOptions{Container: ContainerName}
+	end := offset + int64(limit) // where a read from offset stops
+	if end < offset {
+		end = math.MaxInt64
+	}
 	if offset >= 0 {
-		n := offset + int64(limit)
-		opts.LimitBytes = &n
+		opts.LimitBytes = &end
 	}
 	rc, err := wl.be.client.CoreV1().Pods(p.Namespace).GetLogs(p.Name, opts).Stream(ctx)
 	if err != nil {
@@ -51,7 +59,7 @@ func (wl *Workloads) ReadLog(ctx context.Context, jobID string, instance int, of
 	}
 	defer rc.Close()
 	if offset >= 0 {
-		data, err := io.ReadAll(io.LimitReader(rc, offset+int64(limit)))
+		data, err := io.ReadAll(io.LimitReader(rc, end))
 		if err != nil {
 			return nil, 0, fmt.Errorf("reading the log of pod %s/%s: %w", p.Namespace, p.Name, err)
 		}
@@ -61,7 +69,11 @@ func (wl *Workloads) ReadLog(ctx context.Context, jobID string, instance int, of
 		data = data[offset:]
 		return data, offset + int64(len(data)), nil
 	}
-	total, tail, err := readTail(rc, -offset)
+	keep := int64(maxLogTail)
+	if offset > -keep {
+		keep = -offset
+	}
+	total, tail, err := readTail(rc, keep)
 	if err != nil {
 		return nil, 0, fmt.Errorf("reading the log of pod %s/%s: %w", p.Namespace, p.Name, err)
 	}
