@@ -26,6 +26,7 @@ type fileFleet struct {
 	Pricing       filePricing        `yaml:"pricing"`
 	InstanceTypes []fileInstanceType `yaml:"instanceTypes"`
 	Zones         []fileZone         `yaml:"zones"`
+	Slurm         fileSlurm          `yaml:"slurm"`
 }
 
 // fileLimits mirrors core.Limits. Durations are strings in humantime's
@@ -111,26 +112,33 @@ func Load(path string) (core.Fleet, error) {
 // Parse decodes and validates a fleet file. Every problem found is
 // reported, one line each, in an ErrorList.
 func Parse(data []byte) (core.Fleet, error) {
+	f, _, err := parse(data)
+	return f, err
+}
+
+// parse decodes and validates a fleet file: the fleet, and the slurm
+// section (slurm.go).
+func parse(data []byte) (core.Fleet, Slurm, error) {
 	// 1. Parse the YAML once: the AST locates validation errors by line.
 	file, err := parser.ParseBytes(data, 0)
 	if err != nil {
-		return core.Fleet{}, ErrorList{decodeError(err)}
+		return core.Fleet{}, Slurm{}, ErrorList{decodeError(err)}
 	}
 	if len(file.Docs) > 1 {
-		return core.Fleet{}, ErrorList{{Line: 1, Msg: fmt.Sprintf("the file holds %d YAML documents; a fleet file is one document", len(file.Docs))}}
+		return core.Fleet{}, Slurm{}, ErrorList{{Line: 1, Msg: fmt.Sprintf("the file holds %d YAML documents; a fleet file is one document", len(file.Docs))}}
 	}
 	// 2. Decode strictly: unknown keys, duplicate keys and wrong types stop here.
 	var ff fileFleet
 	if err := yaml.UnmarshalWithOptions(data, &ff, yaml.Strict()); err != nil {
-		return core.Fleet{}, ErrorList{decodeError(err)}
+		return core.Fleet{}, Slurm{}, ErrorList{decodeError(err)}
 	}
 	// 3. Validate and build the fleet.
 	c := &checker{file: file}
 	fleet := c.build(ff)
 	if len(c.errs) > 0 {
-		return core.Fleet{}, c.errs
+		return core.Fleet{}, Slurm{}, c.errs
 	}
-	return fleet, nil
+	return fleet, c.slurmSection, nil
 }
 
 //go:embed demo.yaml

@@ -29,6 +29,8 @@ const (
 type checker struct {
 	file *ast.File
 	errs ErrorList
+	// slurmSection is the file's slurm section, once build has run.
+	slurmSection Slurm
 }
 
 // addf records a problem at a YAML path (for its line) in a named place.
@@ -54,6 +56,7 @@ func (c *checker) build(ff fileFleet) core.Fleet {
 	var groups []groupRef
 	f.Nodes, groups = c.nodes(ff.Zones)
 	c.crossCheck(f.Types, groups)
+	c.slurmSection = c.slurm(ff.Slurm)
 	// Report in file order, whichever check found the problem.
 	sort.SliceStable(c.errs, func(i, j int) bool { return c.errs[i].Line < c.errs[j].Line })
 	return f
