@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"capblock/internal/backend"
 	"capblock/internal/backend/kubernetes"
 	"capblock/internal/clock"
 	"capblock/internal/contract"
@@ -135,6 +137,87 @@ func TestServiceJobs(t *testing.T) {
 	if j, _ := svc.GetJob(ctx, "", job.ID); j.Run != 2 {
 		t.Errorf("the job ended at run %d, want 2: the restart adopts the run rather than start another", j.Run)
 	}
+}
+
+// TestServiceActivationAfterRestart: a server killed in the middle of a
+// block's activation (two of its four nodes labelled) leaves the action
+// stored; the next server's start completes it.
+func TestServiceActivationAfterRestart(t *testing.T) {
+	c := startCluster(t)
+	ctx := t.Context()
+	nodes, err := c.AddGPUNodes(ctx, 4, 8, "zone-a", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	be := c.newBackend(t, kubernetes.Config{})
+	t0 := time.Now().UTC().Truncate(time.Hour).Add(24 * time.Hour)
+	blk := core.Block{ID: "cb-killed", Team: jobsTeam, InstanceType: "h100.8x", GPUModel: "H100", Count: 4, Zone: "zone-a",
+		Start: t0.Add(time.Hour), End: t0.Add(5 * time.Hour), State: core.StateScheduled, CreatedAt: t0,
+		Fee: core.Money{Minor: 1, Currency: "USD"}}
+	for _, n := range nodes {
+		blk.Placements = append(blk.Placements, core.Placement{Node: n, GPUs: []int{0, 1, 2, 3, 4, 5, 6, 7}})
+	}
+	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "capblock.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	if err := st.Commit(ctx, store.Change{Insert: []core.Block{blk}}); err != nil {
+		t.Fatal(err)
+	}
+	sim := clock.NewSim(t0)
+	run := func(engine backend.Backend) func() {
+		svc, err := service.New(ctx, service.Config{Fleet: fleet.Demo(), Store: st, Backend: engine, Clock: sim,
+			Log: slog.New(slog.DiscardHandler), EnginePoll: 100 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		runCtx, stop := context.WithCancel(context.Background())
+		ran := make(chan struct{})
+		go func() { defer close(ran); svc.Run(runCtx) }()
+		return func() { stop(); <-ran }
+	}
+
+	// 1. The first server labels two nodes, and is killed.
+	halfway := &halfActivation{Backend: be, reached: make(chan struct{})}
+	stop := run(halfway)
+	if _, err := sim.Advance(time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-halfway.reached:
+	case <-time.After(time.Minute):
+		t.Fatal("the block's activation did not start in a minute")
+	}
+	stop()
+	key := kubernetes.DefaultBlockLabelDomain + "/cb-killed"
+	if got := c.labelled(t, key); len(got) != 2 {
+		t.Fatalf("labelled before the kill: %v, want two nodes", got)
+	}
+
+	// 2. The next server completes the activation.
+	stop = run(be)
+	t.Cleanup(stop)
+	eventually(t, "the block's four nodes are labelled", func() (bool, error) { return len(c.labelled(t, key)) == 4, nil })
+}
+
+// halfActivation activates half of a block's nodes, then hangs until its
+// call is given up: a server killed in the middle of an activation.
+type halfActivation struct {
+	*kubernetes.Backend
+	reached chan struct{}
+	once    sync.Once
+}
+
+func (h *halfActivation) Activate(ctx context.Context, b core.Block) error {
+	half := b
+	half.Placements = b.Placements[:len(b.Placements)/2]
+	if err := h.Backend.Activate(ctx, half); err != nil {
+		return err
+	}
+	h.once.Do(func() { close(h.reached) })
+	<-ctx.Done()
+	return ctx.Err()
 }
 
 // podNodes are the pods' nodes, sorted.
