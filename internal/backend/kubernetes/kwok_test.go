@@ -42,8 +42,8 @@ const (
 	jobLogText = "rank up\nstep 1 loss 0.5\ndone\n"
 )
 
-// kwokPort is the port of KWOK's kubelet server for a cluster of the
-// jobs' tests.
+// jobsCluster is a test cluster whose KWOK runs Job pods until told to
+// end them, and serves their log as the kubelet on kubeletPort.
 type jobsCluster struct {
 	*testCluster
 	kubeletPort int
