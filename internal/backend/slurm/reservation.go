@@ -1,0 +1,303 @@
+package slurm
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"capblock/internal/backend"
+	"capblock/internal/core"
+)
+
+// slurmTime is how scontrol reads and prints times, in the zone of its
+// process: the backend runs it with TZ=UTC.
+const slurmTime = "2006-01-02T15:04:05"
+
+// Flags of the reservations the backend creates (argued in doc.go).
+const (
+	flagIgnoreJobs = "IGNORE_JOBS"
+	flagOverlap    = "OVERLAP"
+)
+
+// reservation is a Slurm reservation as the backend reads and writes it.
+type reservation struct {
+	name       string
+	nodes      []string // sorted
+	start, end time.Time
+	users      []string // sorted
+	accounts   []string // sorted
+	flags      []string
+	active     bool // started: its start can no longer move
+	overlap    bool // it holds part of a node, which another block may share
+}
+
+// parseReservation reads a reservation from its one-line record.
+func parseReservation(r record) (reservation, error) {
+	res := reservation{name: r["ReservationName"], users: sorted(r.list("Users")), accounts: sorted(r.list("Accounts")),
+		flags: r.list("Flags"), active: r["State"] == "ACTIVE"}
+	var err error
+	if res.nodes, err = expandHostlist(r["Nodes"]); err != nil {
+		return res, err
+	}
+	res.nodes = sorted(res.nodes)
+	for _, f := range []struct {
+		key string
+		t   *time.Time
+	}{{"StartTime", &res.start}, {"EndTime", &res.end}} {
+		if *f.t, err = time.ParseInLocation(slurmTime, r[f.key], time.UTC); err != nil {
+			return res, fmt.Errorf("reservation %s: %s %q: %w", res.name, f.key, r[f.key], err)
+		}
+	}
+	return res, nil
+}
+
+func sorted(s []string) []string {
+	s = slices.Clone(s)
+	sort.Strings(s)
+	return s
+}
+
+// want is the reservation that block b should have: its nodes, its
+// window, its team's Slurm users and accounts.
+func (b *Backend) want(ctx context.Context, blk core.Block) (reservation, error) {
+	res := reservation{name: blk.ID, start: blk.Start.UTC().Truncate(time.Second), end: blk.End.UTC().Truncate(time.Second)}
+	whole := true
+	for _, p := range blk.Placements {
+		if !slices.Contains(res.nodes, p.Node) {
+			res.nodes = append(res.nodes, p.Node)
+		}
+		if gpus, err := b.nodeGPUs(ctx, p.Node); err != nil {
+			return res, err
+		} else if gpus > 0 && len(p.GPUs) < gpus {
+			whole = false
+		}
+	}
+	if len(res.nodes) == 0 {
+		return res, fmt.Errorf("block %s is placed on no node", blk.ID)
+	}
+	sort.Strings(res.nodes)
+	res.overlap = !whole
+	a, err := b.access(ctx, blk.Team)
+	if err != nil {
+		return res, err
+	}
+	res.users, res.accounts = sorted(a.Users), sorted(a.Accounts)
+	return res, nil
+}
+
+// nodeGPUs is a node's GPU count, from the last read of the nodes, read
+// again when the node is not in it; 0 for a node Slurm does not know
+// (its reservation is refused, and says so).
+func (b *Backend) nodeGPUs(ctx context.Context, node string) (int, error) {
+	b.mu.Lock()
+	n, ok := b.gpus[node]
+	b.mu.Unlock()
+	if ok {
+		return n, nil
+	}
+	if _, err := b.readNodes(ctx); err != nil {
+		return 0, err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.gpus[node], nil
+}
+
+// access is who may use a team's reservations: its entry in Teams, by
+// id, else by name; else the hold users, logged once per team.
+func (b *Backend) access(ctx context.Context, team string) (Access, error) {
+	if a, ok := b.cfg.Teams[team]; ok {
+		return a, nil
+	}
+	if b.cfg.TeamName != nil {
+		b.mu.Lock()
+		name, known := b.names[team]
+		b.mu.Unlock()
+		if !known {
+			var err error
+			if name, err = b.cfg.TeamName(ctx, team); err != nil {
+				return Access{}, fmt.Errorf("finding the name of team %s: %w", team, err)
+			}
+			b.mu.Lock()
+			b.names[team] = name
+			b.mu.Unlock()
+		}
+		if a, ok := b.cfg.Teams[name]; ok {
+			return a, nil
+		}
+	}
+	b.mu.Lock()
+	if !b.unmapped[team] {
+		b.unmapped[team] = true
+		b.log.Warn("a team has no Slurm users or accounts in the fleet file's slurm section: its blocks' reservations hold their nodes, but none of its jobs may use them",
+			"team", team, "holdUsers", b.cfg.HoldUsers)
+	}
+	b.mu.Unlock()
+	return Access{Users: b.cfg.HoldUsers}, nil
+}
+
+// Reserve holds the block's nodes for its window from its purchase on:
+// it creates the reservation, or brings it to the block as given.
+func (b *Backend) Reserve(ctx context.Context, blk core.Block) error { return b.ensure(ctx, blk) }
+
+// Activate brings the block's reservation to the block as given: at
+// the block's start (it exists since the purchase, unless the engine
+// was another then), after a replacement moved it off a node, and after
+// an extension moved its end.
+func (b *Backend) Activate(ctx context.Context, blk core.Block) error { return b.ensure(ctx, blk) }
+
+// ensure creates the block's reservation or updates what differs. A
+// block whose end has passed has nothing left to hold: Release follows.
+func (b *Backend) ensure(ctx context.Context, blk core.Block) error {
+	want, err := b.want(ctx, blk)
+	if err != nil {
+		return err
+	}
+	now := b.cfg.Now()
+	have, found, err := b.show(ctx, blk.ID)
+	if err != nil {
+		return err
+	}
+	if !found {
+		if !want.end.After(now) {
+			return nil
+		}
+		err := b.create(ctx, want, now)
+		if !slurmSays(err, "Duplicate reservation name") {
+			return err
+		}
+		// Created meanwhile (another worker, an earlier try that timed
+		// out): bring it to the block.
+		if have, found, err = b.show(ctx, blk.ID); err != nil || !found {
+			return fmt.Errorf("reading reservation %s after Slurm said it exists: %v", blk.ID, err)
+		}
+	}
+	args := updateArgs(have, want, now)
+	if len(args) == 0 {
+		return nil
+	}
+	if _, err := b.run(ctx, "scontrol", append([]string{"update", "ReservationName=" + want.name}, args...)...); err != nil {
+		return refusal(fmt.Errorf("updating reservation %s: %w", want.name, err))
+	}
+	b.log.Info("updated a block's Slurm reservation", "block", want.name, "changes", strings.Join(args, " "))
+	return nil
+}
+
+// show reads the reservation named name; found is false when there is
+// none.
+func (b *Backend) show(ctx context.Context, name string) (res reservation, found bool, err error) {
+	out, err := b.run(ctx, "scontrol", "--oneliner", "show", "reservation", name)
+	if slurmSays(err, "not found") {
+		return reservation{}, false, nil
+	}
+	if err != nil {
+		return reservation{}, false, fmt.Errorf("reading reservation %s: %w", name, err)
+	}
+	for _, r := range parseRecords(out) {
+		if r["ReservationName"] == name {
+			res, err := parseReservation(r)
+			return res, err == nil, err
+		}
+	}
+	return reservation{}, false, nil
+}
+
+// create creates the reservation want, from now if its start has passed.
+func (b *Backend) create(ctx context.Context, want reservation, now time.Time) error {
+	args := append([]string{"create", "reservation", "ReservationName=" + want.name, "StartTime=" + startArg(want.start, now)},
+		createArgs(want)...)
+	if _, err := b.run(ctx, "scontrol", args...); err != nil {
+		return refusal(fmt.Errorf("creating reservation %s: %w", want.name, err))
+	}
+	b.log.Info("created a block's Slurm reservation", "block", want.name, "nodes", strings.Join(want.nodes, ","),
+		"start", want.start, "end", want.end)
+	return nil
+}
+
+// createArgs are the fields of a new reservation besides its name and
+// start.
+func createArgs(want reservation) []string {
+	flags := flagIgnoreJobs
+	if want.overlap {
+		flags += "," + flagOverlap
+	}
+	args := []string{"EndTime=" + want.end.Format(slurmTime), "Nodes=" + strings.Join(want.nodes, ","), "Flags=" + flags}
+	if len(want.users) > 0 {
+		args = append(args, "Users="+strings.Join(want.users, ","))
+	}
+	if len(want.accounts) > 0 {
+		args = append(args, "Accounts="+strings.Join(want.accounts, ","))
+	}
+	return args
+}
+
+// startArg is a start as scontrol takes it: "now" once it has passed
+// (Slurm refuses a start in the past).
+func startArg(start, now time.Time) string {
+	if !start.After(now) {
+		return "now"
+	}
+	return start.Format(slurmTime)
+}
+
+// updateArgs are the fields of `scontrol update` that bring have to
+// want at now; none when they agree. The start of a reservation that
+// has begun cannot move (Slurm refuses); an end that has passed is left
+// to Release. New nodes need IGNORE_JOBS again: Slurm checks the jobs
+// running on them at each update.
+func updateArgs(have, want reservation, now time.Time) []string {
+	var args []string
+	if !slices.Equal(have.nodes, want.nodes) {
+		flags := flagIgnoreJobs
+		if want.overlap && !slices.Contains(have.flags, flagOverlap) {
+			flags += "," + flagOverlap
+		}
+		args = append(args, "Nodes="+strings.Join(want.nodes, ","), "Flags="+flags)
+	}
+	if !have.active {
+		if s := startArg(want.start, now); s == "now" && have.start.After(now) || s != "now" && !have.start.Equal(want.start) {
+			args = append(args, "StartTime="+s)
+		}
+	}
+	if want.end.After(now) && !have.end.Equal(want.end) {
+		args = append(args, "EndTime="+want.end.Format(slurmTime))
+	}
+	args = append(args, listArgs("Users", have.users, want.users)...)
+	args = append(args, listArgs("Accounts", have.accounts, want.accounts)...)
+	return args
+}
+
+// listArgs sets a reservation's users or accounts to want: the list
+// itself, or, to empty it, Slurm's removal of each name ("Users=-bob"),
+// since an empty value is refused.
+func listArgs(key string, have, want []string) []string {
+	if slices.Equal(have, want) {
+		return nil
+	}
+	if len(want) > 0 {
+		return []string{key + "=" + strings.Join(want, ",")}
+	}
+	removed := make([]string, len(have))
+	for i, n := range have {
+		removed[i] = "-" + n
+	}
+	return []string{key + "=" + strings.Join(removed, ",")}
+}
+
+// refusal marks as permanent a refusal that no retry mends: a node that
+// Slurm does not know, or a user or account it does not know. The
+// outbox then records the action failed, for an operator, and the
+// block's next action (a replacement's, after the node left the
+// inventory) may run. Other refusals (nodes busy in another
+// reservation, the controller out of reach) are retried.
+func refusal(err error) error {
+	for _, text := range []string{"Invalid node name", "Invalid user id", "Invalid account"} {
+		if slurmSays(err, text) {
+			return fmt.Errorf("%w: %w", backend.ErrPermanent, err)
+		}
+	}
+	return err
+}
