@@ -376,7 +376,8 @@ func (c *Cluster) Command(ctx context.Context, userName, name string, args ...st
 }
 
 // Run runs a Slurm command as user (see Command) and returns its
-// standard output; an error carries its standard error.
+// standard output; an error carries what it wrote (scontrol writes some
+// refusals, such as "Reservation x not found", on its standard output).
 func (c *Cluster) Run(ctx context.Context, userName, name string, args ...string) ([]byte, error) {
 	cmd, err := c.Command(ctx, userName, name, args...)
 	if err != nil {
@@ -386,7 +387,8 @@ func (c *Cluster) Run(ctx context.Context, userName, name string, args ...string
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		return out, fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
+		said := strings.TrimSpace(stderr.String() + " " + string(out))
+		return out, fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, said)
 	}
 	return out, nil
 }

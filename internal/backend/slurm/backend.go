@@ -64,6 +64,11 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Backend, error) {
 	}
 	b.env = append(b.env, "TZ=UTC")
 	if cfg.Conf != "" {
+		// A missing file would send the commands looking for a
+		// configless controller in DNS, for a minute.
+		if _, err := os.Stat(cfg.Conf); err != nil {
+			return nil, fmt.Errorf("reading Slurm's configuration: %w", err)
+		}
 		b.env = append(b.env, "SLURM_CONF="+cfg.Conf)
 	}
 	// 2. The controller's configuration: its cluster's name is the
