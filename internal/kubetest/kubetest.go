@@ -53,6 +53,15 @@ type Options struct {
 	// StartTimeout bounds the wait for the control plane to be ready
 	// (default 90 s: a shared two-core machine can be slow).
 	StartTimeout time.Duration
+	// PodsRunUntilEnded keeps every pod Running until the test ends it
+	// (EndPod), and ends it then with the code it was given. Without
+	// it, KWOK ends a Job's pod with 0 as soon as it runs (its
+	// pod-complete stage, which this one replaces).
+	PodsRunUntilEnded bool
+	// Stages are more KWOK configuration files (Stages, ClusterLogs, a
+	// KwokConfiguration), given to KWOK after the built-in stages; a
+	// file named as a built-in stage (pod-complete.yaml) replaces it.
+	Stages []string
 }
 
 // Cluster is one running control plane.
@@ -92,7 +101,7 @@ func Start(tb testing.TB, opts Options) *Cluster {
 	})
 	ctx, cancel := context.WithTimeout(tb.Context(), opts.StartTimeout)
 	defer cancel()
-	if err := c.start(ctx, bin); err != nil {
+	if err := c.start(ctx, bin, opts); err != nil {
 		tb.Fatalf("starting Kubernetes: %v", err)
 	}
 	return c
@@ -128,7 +137,7 @@ func cacheKey() string {
 
 // start writes the credentials, then starts the components in order, each
 // once the one it needs is ready.
-func (c *Cluster) start(ctx context.Context, bin string) error {
+func (c *Cluster) start(ctx context.Context, bin string, opts Options) error {
 	// 1. Certificates, keys, the admin token and its kubeconfig.
 	pki, err := writePKI(c.dir)
 	if err != nil {
@@ -174,9 +183,9 @@ func (c *Cluster) start(ctx context.Context, bin string) error {
 	if err := c.run(bin, "kube-scheduler", schedulerArgs(c.dir, c.Kubeconfig, ports[4])...); err != nil {
 		return err
 	}
-	stages, err := filepath.Glob(filepath.Join(bin, "kwok-stages", "*.yaml"))
-	if err != nil || len(stages) == 0 {
-		return fmt.Errorf("no KWOK stages in %s", filepath.Join(bin, "kwok-stages"))
+	stages, err := c.kwokStages(bin, opts)
+	if err != nil {
+		return err
 	}
 	if err := c.run(bin, "kwok", kwokArgs(c.Kubeconfig, stages)...); err != nil {
 		return err
