@@ -79,7 +79,7 @@ func TestPodsRunUntilEnded(t *testing.T) {
 	zero := int32(0)
 	job := &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{Name: "train"},
-		Spec: batchv1.JobSpec{BackoffLimit: &zero, Template: corev1.PodTemplateSpec{Spec: *gpuPod("train", 8, "zone-a").Spec.DeepCopy()}},
+		Spec:       batchv1.JobSpec{BackoffLimit: &zero, Template: corev1.PodTemplateSpec{Spec: *gpuPod("train", 8, "zone-a").Spec.DeepCopy()}},
 	}
 	job.Spec.Template.Spec.RestartPolicy = corev1.RestartPolicyNever
 	if _, err := admin.BatchV1().Jobs("default").Create(ctx, job, metav1.CreateOptions{}); err != nil {
