@@ -55,6 +55,8 @@ type serveFlags struct {
 	jobLog         string
 	// kube are the flags of --backend kubernetes (servebackend.go).
 	kube kubeFlags
+	// slurm are the flags of --backend slurm (servebackend.go).
+	slurm slurmFlags
 	// kubeJobs are the flags of jobs on --backend kubernetes (servejobs.go).
 	kubeJobs kubeJobFlags
 	// admission are the flags of the admission webhooks (serveadmission.go).
@@ -95,8 +97,9 @@ POST /v1/admin/clock (or "capblock admin clock --advance 6h").`,
 	fl.StringVar(&f.listen, "listen", "127.0.0.1:8080", "address to listen on")
 	fl.BoolVar(&f.simClock, "sim-clock", false, "run on a simulated clock moved by POST /v1/admin/clock")
 	fl.StringVar(&f.simStart, "sim-start", "", "start time of the simulated clock, RFC 3339 (default: now, on the hour)")
-	fl.StringVar(&f.backend, "backend", "sim", "backend that makes blocks real: sim, or kubernetes (docs/kubernetes.md)")
+	fl.StringVar(&f.backend, "backend", "sim", "backend that makes blocks real: sim, kubernetes (docs/kubernetes.md) or slurm (docs/slurm.md)")
 	addKubeFlags(fl, &f.kube)
+	addSlurmFlags(fl, &f.slurm)
 	addKubeJobFlags(fl, &f.kubeJobs)
 	addAdmissionFlags(fl, &f.admission)
 	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
@@ -187,7 +190,7 @@ func serve(ctx context.Context, f serveFlags) error {
 		return err
 	}
 	// The service takes its nodes from the backend's inventory.
-	engine, closeEngine, err := newEngine(ctx, f, fl, log)
+	engine, closeEngine, err := newEngine(ctx, f, fl, st, log)
 	if err != nil {
 		return err
 	}

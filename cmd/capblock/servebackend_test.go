@@ -17,11 +17,11 @@ func TestServeBadBackendFlags(t *testing.T) {
 		args []string
 		want string
 	}{
-		"no model":              {[]string{"--backend", "kubernetes", "--kube-gpu-model", "NVIDIA-H100*"}, `--kube-gpu-model "NVIDIA-H100*": want PATTERN=MODEL`},
-		"a bad pattern":         {[]string{"--backend", "kubernetes", "--kube-gpu-model", "NVIDIA-[=H100"}, `--kube-gpu-model "NVIDIA-[=H100": pattern "NVIDIA-["`},
-		"kubeconfig on the sim": {[]string{"--kubeconfig", "kube.yaml"}, `--kubeconfig, --kube-gpu-model and --kube-rack-label need --backend kubernetes`},
-		"a model on the sim":    {[]string{"--kube-gpu-model", "NVIDIA-H100*=H100"}, `need --backend kubernetes`},
-		"a backend to come":     {[]string{"--backend", "slurm"}, `--backend "slurm" is not available; this build has: sim, kubernetes`},
+		"no model":                   {[]string{"--backend", "kubernetes", "--kube-gpu-model", "NVIDIA-H100*"}, `--kube-gpu-model "NVIDIA-H100*": want PATTERN=MODEL`},
+		"a bad pattern":              {[]string{"--backend", "kubernetes", "--kube-gpu-model", "NVIDIA-[=H100"}, `--kube-gpu-model "NVIDIA-[=H100": pattern "NVIDIA-["`},
+		"kubeconfig on the sim":      {[]string{"--kubeconfig", "kube.yaml"}, `--kubeconfig, --kube-gpu-model and --kube-rack-label need --backend kubernetes`},
+		"a model on the sim":         {[]string{"--kube-gpu-model", "NVIDIA-H100*=H100"}, `need --backend kubernetes`},
+		"a backend this build lacks": {[]string{"--backend", "local"}, `--backend "local" is not available; this build has: sim, kubernetes, slurm`},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
