@@ -30,11 +30,11 @@ const (
 	offering1 = `{"offeringId": "cbo-first", "instanceType": "h100.8x", "instanceCount": 2, "zone": "zone-a",
 		"startTime": "2026-12-01T00:00:00Z", "endTime": "2026-12-03T00:00:00Z", "durationHours": 48,
 		"upfrontFee": {"amount": "7078.08", "currency": "USD"}, "onDemandFee": {"amount": "9438.72", "currency": "USD"},
-		"expiresAt": "2026-11-20T10:10:00Z"}`
+		"expiresAt": "2026-11-20T10:10:00Z", "alternative": false}`
 	offering2 = `{"offeringId": "cbo-second", "instanceType": "h100.8x", "instanceCount": 2, "zone": "zone-b",
 		"startTime": "2026-12-02T00:00:00Z", "endTime": "2026-12-04T01:00:00Z", "durationHours": 49,
 		"upfrontFee": {"amount": "9438.72", "currency": "USD"}, "onDemandFee": {"amount": "9635.36", "currency": "USD"},
-		"expiresAt": "2026-11-20T10:10:00Z"}`
+		"expiresAt": "2026-11-20T10:10:00Z", "alternative": true}`
 	extension = `{"offeringId": "cbe-ext", "instanceType": "h100.8x", "instanceCount": 2, "zone": "zone-a",
 		"startTime": "2026-12-03T00:00:00Z", "endTime": "2026-12-04T00:00:00Z", "durationHours": 24,
 		"upfrontFee": {"amount": "3539.04", "currency": "USD"}, "onDemandFee": {"amount": "4719.36", "currency": "USD"},

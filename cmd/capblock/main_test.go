@@ -103,9 +103,9 @@ func TestCommands(t *testing.T) {
 			args: []string{"offerings", "--type", "h100.8x", "--count", "2", "--duration", "2d", "--start-after", "tomorrow", "--end-before", "+14d"},
 			want: result{
 				stdout: lines(
-					"#  TYPE     COUNT  ZONE    START (UTC)       END (UTC)         HOURS  FEE          ON-DEMAND    SAVINGS  OFFERING ID",
-					"1  h100.8x  2      zone-a  2026-12-01 00:00  2026-12-03 00:00  48     7078.08 USD  9438.72 USD  25%      cbo-first",
-					"2  h100.8x  2      zone-b  2026-12-02 00:00  2026-12-04 01:00  49     9438.72 USD  9635.36 USD  2%       cbo-second",
+					"#  TYPE     COUNT  ZONE    START (UTC)       END (UTC)         HOURS  ALT  FEE          ON-DEMAND    SAVINGS  OFFERING ID",
+					"1  h100.8x  2      zone-a  2026-12-01 00:00  2026-12-03 00:00  48     -    7078.08 USD  9438.72 USD  25%      cbo-first",
+					"2  h100.8x  2      zone-b  2026-12-02 00:00  2026-12-04 01:00  49     yes  9438.72 USD  9635.36 USD  2%       cbo-second",
 				),
 				stderr: "buy one with: capblock buy ROW, e.g. capblock buy 1 (quotes expire at 2026-11-20 10:10 UTC)\n",
 			},
@@ -179,12 +179,12 @@ func TestCommands(t *testing.T) {
 		},
 		"buy: no capacity": {
 			args:         []string{"buy", "cbo-gone", "--client-token", "tok-2"},
-			want:         result{code: 1, stderr: "capblock: buying offering: no_capacity: only 1 of 2 h100.8x free from 2026-12-01T00:00:00Z; search again for other times, zones or counts\n"},
+			want:         result{code: 1, stderr: "capblock: no_capacity: only 1 of 2 h100.8x free from 2026-12-01T00:00:00Z; search again for other times, zones or counts\n"},
 			wantRequests: []string{`POST /v1/blocks {"offeringId":"cbo-gone","clientToken":"tok-2"}`},
 		},
 		"buy: the quote bought already": {
 			args: []string{"buy", "cbo-used", "--client-token", "tok-3"},
-			want: result{code: 1, stderr: "capblock: buying offering: offering_used: offering already used: this quote already bought a block (a quote buys one); " +
+			want: result{code: 1, stderr: "capblock: offering_used: this quote already bought a block (a quote buys one); " +
 				"search again for a new quote, or repeat the first purchase's clientToken to get its block; " +
 				"search again for a new quote with 'capblock offerings', or repeat the first purchase with its --client-token\n"},
 			wantRequests: []string{`POST /v1/blocks {"offeringId":"cbo-used","clientToken":"tok-3"}`},
@@ -212,7 +212,7 @@ func TestCommands(t *testing.T) {
 		},
 		"blocks show: not found": {
 			args: []string{"blocks", "show", "cb-9"},
-			want: result{code: 1, stderr: "capblock: getting block cb-9: not_found: block cb-9 not found\n"},
+			want: result{code: 1, stderr: "capblock: not_found: block cb-9 not found\n"},
 		},
 		"blocks status": {
 			args: []string{"blocks", "status", "cb-1"},
@@ -235,8 +235,8 @@ func TestCommands(t *testing.T) {
 			args: []string{"blocks", "extension-offerings", "cb-1", "--duration", "1d"},
 			want: result{
 				stdout: lines(
-					"#  TYPE     COUNT  ZONE    START (UTC)       END (UTC)         HOURS  FEE          ON-DEMAND    SAVINGS  OFFERING ID",
-					"1  h100.8x  2      zone-a  2026-12-03 00:00  2026-12-04 00:00  24     3539.04 USD  4719.36 USD  25%      cbe-ext",
+					"#  TYPE     COUNT  ZONE    START (UTC)       END (UTC)         HOURS  ALT  FEE          ON-DEMAND    SAVINGS  OFFERING ID",
+					"1  h100.8x  2      zone-a  2026-12-03 00:00  2026-12-04 00:00  24     -    3539.04 USD  4719.36 USD  25%      cbe-ext",
 				),
 				stderr: "extend with: capblock blocks extend cb-1 --offering OFFERING_ID\n",
 			},
@@ -257,7 +257,7 @@ func TestCommands(t *testing.T) {
 		},
 		"blocks extend: the offering extended already": {
 			args: []string{"blocks", "extend", "cb-1", "--offering", "cbe-used"},
-			want: result{code: 1, stderr: "capblock: extending block cb-1: offering_used: offering already used: this extension offering already extended block cb-1 " +
+			want: result{code: 1, stderr: "capblock: offering_used: this extension offering already extended block cb-1 " +
 				"(an extension offering extends once); ask for a fresh one; search again with 'capblock blocks extension-offerings', or extend with --duration\n"},
 			wantRequests: []string{`POST /v1/blocks/cb-1/extensions {"offeringId":"cbe-used"}`},
 		},

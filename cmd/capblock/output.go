@@ -96,12 +96,17 @@ func savings(fee, onDemand client.Money) string {
 }
 
 // printOfferings writes offerings best first, the full id last so it can
-// be copied.
+// be copied. ALT marks an offering of another duration than the one asked
+// for ("yes"); the server lists those after the others.
 func (a *app) printOfferings(offerings []client.Offering) error {
-	t := newTable(a.stdout, "#", "TYPE", "COUNT", "ZONE", "START (UTC)", "END (UTC)", "HOURS", "FEE", "ON-DEMAND", "SAVINGS", "OFFERING ID")
+	t := newTable(a.stdout, "#", "TYPE", "COUNT", "ZONE", "START (UTC)", "END (UTC)", "HOURS", "ALT", "FEE", "ON-DEMAND", "SAVINGS", "OFFERING ID")
 	for i, o := range offerings {
+		alt := "-"
+		if o.Alternative {
+			alt = "yes"
+		}
 		t.row(strconv.Itoa(i+1), o.InstanceType, strconv.Itoa(o.InstanceCount), o.Zone,
-			fmtTime(o.StartTime), fmtTime(o.EndTime), strconv.Itoa(o.DurationHours),
+			fmtTime(o.StartTime), fmtTime(o.EndTime), strconv.Itoa(o.DurationHours), alt,
 			o.UpfrontFee.String(), o.OnDemandFee.String(), savings(o.UpfrontFee, o.OnDemandFee), o.OfferingID)
 	}
 	return t.flush()

@@ -16,7 +16,7 @@ import (
 const offeringJSONWant = `{"offeringId": "cbo-abc.sig", "instanceType": "h100.8x", "instanceCount": 2,
 	"zone": "zone-a", "startTime": "2026-05-02T10:00:00Z", "endTime": "2026-05-04T10:00:00Z",
 	"durationHours": 48, "upfrontFee": {"amount": "1234.56", "currency": "USD"},
-	"onDemandFee": {"amount": "9456.00", "currency": "USD"}, "expiresAt": "2026-05-01T10:10:00Z"}`
+	"onDemandFee": {"amount": "9456.00", "currency": "USD"}, "expiresAt": "2026-05-01T10:10:00Z", "alternative": false}`
 
 const blockJSONWant = `{"id": "cb-1", "name": "load test", "team": "default", "instanceType": "h100.8x",
 	"gpuModel": "H100", "instanceCount": 2, "zone": "zone-a", "startTime": "2026-05-02T10:00:00Z",
@@ -40,6 +40,15 @@ func TestSearchOfferings(t *testing.T) {
 			wantReq: core.SearchRequest{Types: []string{"h100.8x"}, Count: 2, Duration: 48 * time.Hour,
 				StartAfter: start, EndBefore: end, MaxResults: 6},
 			wantBody: `{"offerings": [` + offeringJSONWant + `]}`,
+		},
+		"an alternative is marked": {
+			query:     "instanceType=h100.8x&instanceCount=2&durationHours=48" + window,
+			offerings: []core.Offering{testOffering(), shorterOffering()},
+			wantReq: core.SearchRequest{Types: []string{"h100.8x"}, Count: 2, Duration: 48 * time.Hour,
+				StartAfter: start, EndBefore: end, MaxResults: 6},
+			wantBody: `{"offerings": [` + offeringJSONWant + `, ` + strings.NewReplacer(`"cbo-abc.sig"`, `"cbo-short.sig"`,
+				`"2026-05-04T10:00:00Z"`, `"2026-05-04T05:00:00Z"`, `"durationHours": 48`, `"durationHours": 43`,
+				`"alternative": false`, `"alternative": true`).Replace(offeringJSONWant) + `]}`,
 		},
 		"duration range, several types, zone": {
 			query: "instanceType=h100.8x&instanceType=a100.8x&instanceCount=1&minDurationHours=4&maxDurationHours=8&zone=zone-a&maxResults=50" + window,
@@ -277,7 +286,7 @@ func TestBlockRoutes(t *testing.T) {
 			want: `{"offerings": [{"offeringId": "cbe-ext.sig", "instanceType": "h100.8x", "instanceCount": 2,
 				"zone": "zone-a", "startTime": "2026-05-04T10:00:00Z", "endTime": "2026-05-04T12:00:00Z",
 				"durationHours": 2, "upfrontFee": {"amount": "5.00", "currency": "USD"},
-				"onDemandFee": {"amount": "9.00", "currency": "USD"}, "expiresAt": "2026-05-01T10:10:00Z"}]}`,
+				"onDemandFee": {"amount": "9.00", "currency": "USD"}, "expiresAt": "2026-05-01T10:10:00Z", "alternative": false}]}`,
 		},
 		"extend": {
 			method: http.MethodPost, target: "/v1/blocks/cb-1/extensions", body: `{"offeringId": "cbe-ext.sig"}`,
@@ -368,4 +377,11 @@ func TestBlockRoutesInvalid(t *testing.T) {
 			checkProblem(t, a.do(t, tc.method, tc.target, tc.body), tc.want)
 		})
 	}
+}
+
+// shorterOffering is testOffering's 43-hour alternative.
+func shorterOffering() core.Offering {
+	o := testOffering()
+	o.ID, o.End, o.Alternative = "cbo-short.sig", o.End.Add(-5*time.Hour), true
+	return o
 }

@@ -74,6 +74,7 @@ type offeringJSON struct {
 	UpfrontFee    moneyJSON `json:"upfrontFee"`
 	OnDemandFee   moneyJSON `json:"onDemandFee" doc:"What the same instance-hours cost on demand."`
 	ExpiresAt     time.Time `json:"expiresAt" doc:"The quote cannot be bought after this time."`
+	Alternative   bool      `json:"alternative" doc:"True for an offering of another duration than the one asked for (slightly shorter or longer), listed after those of the duration asked for."`
 }
 
 type offeringsJSON struct {
@@ -94,6 +95,7 @@ func toOfferings(os []core.Offering) offeringsJSON {
 			UpfrontFee:    toMoney(o.Fee),
 			OnDemandFee:   toMoney(o.OnDemandFee),
 			ExpiresAt:     o.ExpiresAt.UTC(),
+			Alternative:   o.Alternative,
 		})
 	}
 	return out

@@ -64,6 +64,9 @@ type Offering struct {
 	UpfrontFee    Money     `json:"upfrontFee"`
 	OnDemandFee   Money     `json:"onDemandFee"`
 	ExpiresAt     time.Time `json:"expiresAt"`
+	// Alternative is true for an offering of another duration than the
+	// one asked for, listed after those of the duration asked for.
+	Alternative bool `json:"alternative"`
 }
 
 // Block is a purchased reservation.

@@ -41,6 +41,10 @@ type Offering struct {
 	Fee          Money
 	OnDemandFee  Money
 	ExpiresAt    time.Time
+	// Alternative marks, in a search's answer, an offering of another
+	// duration than the one asked for (slightly shorter or longer). It is
+	// not a term of the quote: the id does not carry it.
+	Alternative bool
 	// Nonce sets apart quotes of the same terms: an id buys once, so two
 	// searches of the same terms within one second (or at one simulated
 	// time) must not return the same id. Sign draws one when it is 0.

@@ -21,10 +21,13 @@ type SearchRequest struct {
 	MaxResults  int
 }
 
-// Search returns up to MaxResults offerings, unsigned, best first: earliest
-// start, then lowest fee. For an exact duration the list keeps room for one
-// slightly shorter and one slightly longer offering where they exist. A
-// window where nothing fits gives an empty list, not an error.
+// Search returns up to MaxResults offerings, unsigned, best first: those
+// of the duration asked for (any duration of a range), earliest start,
+// then lowest fee; then, for an exact duration, one slightly shorter and
+// one slightly longer offering where they exist, marked Alternative and
+// ranked the same way among themselves. An alternative never displaces
+// the best offering of the duration asked for. A window where nothing
+// fits gives an empty list, not an error.
 func (ix *Index) Search(req SearchRequest, now time.Time) ([]Offering, error) {
 	// 1. Validate against the operator's limits.
 	q, err := ix.validateSearch(req, now)
@@ -49,7 +52,7 @@ func (ix *Index) Search(req SearchRequest, now time.Time) ([]Offering, error) {
 			}
 		}
 	}
-	// 3. Rank and pick.
+	// 3. Rank and pick: the duration asked for first, then the alternatives.
 	rank(exact)
 	rank(shorter)
 	rank(longer)
@@ -64,9 +67,11 @@ func (ix *Index) Search(req SearchRequest, now time.Time) ([]Offering, error) {
 	if n < 1 && len(exact) > 0 {
 		n, extras = 1, extras[:q.maxResults-1]
 	}
-	out := append(exact[:min(n, len(exact))], extras...)
-	rank(out)
-	return out, nil
+	rank(extras)
+	for i := range extras {
+		extras[i].Alternative = true
+	}
+	return append(exact[:min(n, len(exact))], extras...), nil
 }
 
 type searchQuery struct {

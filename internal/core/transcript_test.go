@@ -246,8 +246,12 @@ func (h *harness) search(t *testing.T, args map[string]string) string {
 	}
 	var out strings.Builder
 	for _, o := range offers {
-		fmt.Fprintf(&out, "%s x%d %s %s..%s %dh fee=%s on-demand=%s\n", o.InstanceType, o.Count, o.Zone,
-			h.rel(o.Start), h.rel(o.End), o.DurationHours(), o.Fee, o.OnDemandFee)
+		alt := ""
+		if o.Alternative {
+			alt = " (alternative)"
+		}
+		fmt.Fprintf(&out, "%s x%d %s %s..%s %dh fee=%s on-demand=%s%s\n", o.InstanceType, o.Count, o.Zone,
+			h.rel(o.Start), h.rel(o.End), o.DurationHours(), o.Fee, o.OnDemandFee, alt)
 	}
 	return out.String()
 }
