@@ -171,8 +171,11 @@ func (b *Backend) ensure(ctx context.Context, blk core.Block) error {
 		}
 		// Created meanwhile (another worker, an earlier try that timed
 		// out): bring it to the block.
-		if have, found, err = b.show(ctx, blk.ID); err != nil || !found {
-			return fmt.Errorf("reading reservation %s after Slurm said it exists: %v", blk.ID, err)
+		if have, found, err = b.show(ctx, blk.ID); err != nil {
+			return err
+		}
+		if !found {
+			return fmt.Errorf("reservation %s: Slurm said it exists, then that it does not; trying again", blk.ID)
 		}
 	}
 	args := updateArgs(have, want, now)
