@@ -58,7 +58,7 @@ func TestAccessCommands(t *testing.T) {
 		},
 		"teams show: not found": {
 			args: []string{"teams", "show", "team-9"},
-			want: result{code: 1, stderr: "capblock: getting team team-9: not_found: team team-9 not found\n"},
+			want: result{code: 1, stderr: "capblock: not_found: team team-9 not found\n"},
 		},
 		"teams quota lists": {
 			args: []string{"teams", "quota", "team-1"},

@@ -68,7 +68,7 @@ func TestBuyByRow(t *testing.T) {
 		{
 			name: "its quote expired",
 			args: []string{"buy", "1", "--client-token", "tok-8"},
-			want: result{code: 1, stderr: "capblock: row 1 of your last search: buying offering: offering_expired: offering expired: the quote expired at 2026-11-20T10:10:00Z; " +
+			want: result{code: 1, stderr: "capblock: row 1 of your last search: offering_expired: the quote expired at 2026-11-20T10:10:00Z; " +
 				"search again for a fresh quote with 'capblock offerings'\n"},
 			wantRequests: []string{`POST /v1/blocks {"offeringId":"cbo-stale","clientToken":"tok-8"}`},
 		},

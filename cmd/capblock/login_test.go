@@ -358,7 +358,7 @@ func TestRateLimited(t *testing.T) {
 		},
 		"creating a team is not": {
 			args: []string{"teams", "create", "vision"}, wantCode: 1,
-			wantStderr:   "capblock: creating team vision: rate_limited: too many requests with token tok-1; retry in 0.2s; the server limits each token's requests: wait a moment and try again\n",
+			wantStderr:   "capblock: rate_limited: too many requests with token tok-1; retry in 0.2s; the server limits each token's requests: wait a moment and try again\n",
 			wantRequests: []string{"POST /v1/teams"},
 		},
 	}

@@ -93,6 +93,8 @@ func (a *app) execute(ctx context.Context, args []string) int {
 		msg += fmt.Sprintf(" (see '%s --help')", cmd.CommandPath())
 	case a.creds != nil && client.ProblemCode(err) == client.CodeUnauthenticated:
 		msg = oneLine(a.creds.unauthenticatedMessage(err))
+	case client.ProblemCode(err) == client.CodeNotFound && strings.HasPrefix(cmd.CommandPath(), "capblock admin clock"):
+		msg = "the server has no simulated clock: start it with 'capblock serve --sim-clock'"
 	default:
 		msg += hint(cmd, err)
 	}
@@ -229,10 +231,6 @@ func hint(cmd *cobra.Command, err error) string {
 		}
 	case client.CodeIdempotencyMismatch:
 		return "; that --client-token was used for another purchase: pass a new one"
-	case client.CodeNotFound:
-		if strings.HasPrefix(cmd.CommandPath(), "capblock admin clock") {
-			return "; the server has no simulated clock: start it with 'capblock serve --sim-clock'"
-		}
 	}
 	return ""
 }

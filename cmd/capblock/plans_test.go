@@ -176,11 +176,11 @@ func TestPlanCommands(t *testing.T) {
 		},
 		"buy: a segment is gone": {
 			args: []string{"plans", "buy", "tpo-gone", "--client-token", "tok-3"},
-			want: result{code: 1, stderr: "capblock: buying plan offering: no_capacity: segment 2 of the plan: only 3 of 4 h100.8x free; search again for other times, zones or counts\n"},
+			want: result{code: 1, stderr: "capblock: no_capacity: segment 2 of the plan: only 3 of 4 h100.8x free; search again for other times, zones or counts\n"},
 		},
 		"buy: the quote bought already": {
 			args: []string{"plans", "buy", "tpo-used", "--client-token", "tok-4"},
-			want: result{code: 1, stderr: "capblock: buying plan offering: offering_used: offering already used: this quote already bought a plan (a quote buys one); " +
+			want: result{code: 1, stderr: "capblock: offering_used: this quote already bought a plan (a quote buys one); " +
 				"search again for a new quote, or repeat the first purchase's clientToken to get its plan; " +
 				"search again for a new quote with 'capblock plans offerings', or repeat the first purchase with its --client-token\n"},
 		},
@@ -203,7 +203,7 @@ func TestPlanCommands(t *testing.T) {
 		},
 		"show: not found": {
 			args: []string{"plans", "show", "tp-9"},
-			want: result{code: 1, stderr: "capblock: getting plan tp-9: not_found: plan tp-9 not found\n"},
+			want: result{code: 1, stderr: "capblock: not_found: plan tp-9 not found\n"},
 		},
 	}
 	for name, tc := range tests {

@@ -76,7 +76,7 @@ func TestWebhookCommands(t *testing.T) {
 		},
 		"create: refused URL": {
 			args: []string{"webhooks", "create", "ftp://example.com/x", "--event", "*"},
-			want: result{code: 1, stderr: "capblock: creating a webhook: invalid_argument: url: want an absolute http:// or https:// URL\n"},
+			want: result{code: 1, stderr: "capblock: invalid_argument: url: want an absolute http:// or https:// URL\n"},
 		},
 		"create: no URL": {
 			args: []string{"webhooks", "create", "--event", "*"},
@@ -102,7 +102,7 @@ func TestWebhookCommands(t *testing.T) {
 		},
 		"delete: not found": {
 			args: []string{"webhooks", "delete", "wh-9"},
-			want: result{code: 1, stderr: "capblock: deleting webhook wh-9: not_found: webhook wh-9 not found\n"},
+			want: result{code: 1, stderr: "capblock: not_found: webhook wh-9 not found\n"},
 		},
 		"delete: no id": {
 			args: []string{"webhooks", "delete"},

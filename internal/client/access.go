@@ -2,7 +2,6 @@ package client
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 	"net/url"
 	"time"
@@ -13,7 +12,7 @@ func (c *Client) CreateTeam(ctx context.Context, name string) (Team, error) {
 	var t Team
 	body := map[string]string{"name": name}
 	if err := c.do(ctx, request{method: http.MethodPost, path: "/v1/teams", body: body}, &t); err != nil {
-		return Team{}, fmt.Errorf("creating team %s: %w", name, err)
+		return Team{}, wrapf(err, "creating team %s", name)
 	}
 	return t, nil
 }
@@ -24,7 +23,7 @@ func (c *Client) Teams(ctx context.Context) ([]Team, error) {
 		Teams []Team `json:"teams"`
 	}
 	if err := c.do(ctx, request{method: http.MethodGet, path: "/v1/teams"}, &out); err != nil {
-		return nil, fmt.Errorf("listing teams: %w", err)
+		return nil, wrapf(err, "listing teams")
 	}
 	return out.Teams, nil
 }
@@ -33,7 +32,7 @@ func (c *Client) Teams(ctx context.Context) ([]Team, error) {
 func (c *Client) Team(ctx context.Context, id string) (Team, error) {
 	var t Team
 	if err := c.do(ctx, request{method: http.MethodGet, path: teamPath(id, "")}, &t); err != nil {
-		return Team{}, fmt.Errorf("getting team %s: %w", id, err)
+		return Team{}, wrapf(err, "getting team %s", id)
 	}
 	return t, nil
 }
@@ -43,7 +42,7 @@ func (c *Client) Team(ctx context.Context, id string) (Team, error) {
 func (c *Client) PutQuota(ctx context.Context, teamID string, q Quota) (Quota, error) {
 	var out Quota
 	if err := c.do(ctx, request{method: http.MethodPut, path: teamPath(teamID, "/quotas"), body: q}, &out); err != nil {
-		return Quota{}, fmt.Errorf("setting the quota of team %s: %w", teamID, err)
+		return Quota{}, wrapf(err, "setting the quota of team %s", teamID)
 	}
 	return out, nil
 }
@@ -54,7 +53,7 @@ func (c *Client) Quotas(ctx context.Context, teamID string) ([]Quota, error) {
 		Quotas []Quota `json:"quotas"`
 	}
 	if err := c.do(ctx, request{method: http.MethodGet, path: teamPath(teamID, "/quotas")}, &out); err != nil {
-		return nil, fmt.Errorf("getting the quotas of team %s: %w", teamID, err)
+		return nil, wrapf(err, "getting the quotas of team %s", teamID)
 	}
 	return out.Quotas, nil
 }
@@ -63,7 +62,7 @@ func (c *Client) Quotas(ctx context.Context, teamID string) ([]Quota, error) {
 func (c *Client) PutBudget(ctx context.Context, teamID string, b Budget) (Budget, error) {
 	var out Budget
 	if err := c.do(ctx, request{method: http.MethodPut, path: teamPath(teamID, "/budget"), body: b}, &out); err != nil {
-		return Budget{}, fmt.Errorf("setting the budget of team %s: %w", teamID, err)
+		return Budget{}, wrapf(err, "setting the budget of team %s", teamID)
 	}
 	return out, nil
 }
@@ -73,7 +72,7 @@ func (c *Client) PutBudget(ctx context.Context, teamID string, b Budget) (Budget
 func (c *Client) Ledger(ctx context.Context, teamID string) (Ledger, error) {
 	var l Ledger
 	if err := c.do(ctx, request{method: http.MethodGet, path: teamPath(teamID, "/ledger")}, &l); err != nil {
-		return Ledger{}, fmt.Errorf("getting the ledger of team %s: %w", teamID, err)
+		return Ledger{}, wrapf(err, "getting the ledger of team %s", teamID)
 	}
 	return l, nil
 }
@@ -82,7 +81,7 @@ func (c *Client) Ledger(ctx context.Context, teamID string) (Ledger, error) {
 func (c *Client) CreateUser(ctx context.Context, u NewUser) (User, error) {
 	var out User
 	if err := c.do(ctx, request{method: http.MethodPost, path: "/v1/users", body: u}, &out); err != nil {
-		return User{}, fmt.Errorf("creating user %s: %w", u.Name, err)
+		return User{}, wrapf(err, "creating user %s", u.Name)
 	}
 	return out, nil
 }
@@ -93,7 +92,7 @@ func (c *Client) Users(ctx context.Context) ([]User, error) {
 		Users []User `json:"users"`
 	}
 	if err := c.do(ctx, request{method: http.MethodGet, path: "/v1/users"}, &out); err != nil {
-		return nil, fmt.Errorf("listing users: %w", err)
+		return nil, wrapf(err, "listing users")
 	}
 	return out.Users, nil
 }
@@ -106,7 +105,7 @@ func (c *Client) Whoami(ctx context.Context) (User, string, error) {
 		TokenID string `json:"tokenId"`
 	}
 	if err := c.do(ctx, request{method: http.MethodGet, path: "/v1/whoami"}, &out); err != nil {
-		return User{}, "", fmt.Errorf("asking whose token this is: %w", err)
+		return User{}, "", wrapf(err, "asking whose token this is")
 	}
 	return out.User, out.TokenID, nil
 }
@@ -122,7 +121,7 @@ func (c *Client) CreateToken(ctx context.Context, userID string, expiresIn time.
 	var out NewToken
 	path := "/v1/users/" + url.PathEscape(userID) + "/tokens"
 	if err := c.do(ctx, request{method: http.MethodPost, path: path, body: body}, &out); err != nil {
-		return NewToken{}, fmt.Errorf("creating a token for user %s: %w", userID, err)
+		return NewToken{}, wrapf(err, "creating a token for user %s", userID)
 	}
 	return out, nil
 }
@@ -133,7 +132,7 @@ func (c *Client) Tokens(ctx context.Context) ([]Token, error) {
 		Tokens []Token `json:"tokens"`
 	}
 	if err := c.do(ctx, request{method: http.MethodGet, path: "/v1/tokens"}, &out); err != nil {
-		return nil, fmt.Errorf("listing tokens: %w", err)
+		return nil, wrapf(err, "listing tokens")
 	}
 	return out.Tokens, nil
 }
@@ -142,7 +141,7 @@ func (c *Client) Tokens(ctx context.Context) ([]Token, error) {
 func (c *Client) RevokeToken(ctx context.Context, id string) (Token, error) {
 	var t Token
 	if err := c.do(ctx, request{method: http.MethodDelete, path: "/v1/tokens/" + url.PathEscape(id)}, &t); err != nil {
-		return Token{}, fmt.Errorf("revoking token %s: %w", id, err)
+		return Token{}, wrapf(err, "revoking token %s", id)
 	}
 	return t, nil
 }
@@ -156,7 +155,7 @@ func (c *Client) Audit(ctx context.Context, after string) (AuditPage, error) {
 	}
 	var page AuditPage
 	if err := c.do(ctx, request{method: http.MethodGet, path: "/v1/audit", query: v}, &page); err != nil {
-		return AuditPage{}, fmt.Errorf("reading the audit log: %w", err)
+		return AuditPage{}, wrapf(err, "reading the audit log")
 	}
 	return page, nil
 }
@@ -172,7 +171,7 @@ func (c *Client) Spend(ctx context.Context, q SpendQuery) (Spend, error) {
 	}
 	var s Spend
 	if err := c.do(ctx, request{method: http.MethodGet, path: "/v1/spend", query: v}, &s); err != nil {
-		return Spend{}, fmt.Errorf("reading spend: %w", err)
+		return Spend{}, wrapf(err, "reading spend")
 	}
 	return s, nil
 }

@@ -16,7 +16,7 @@ func (c *Client) InstanceTypes(ctx context.Context) ([]InstanceType, error) {
 		InstanceTypes []InstanceType `json:"instanceTypes"`
 	}
 	if err := c.do(ctx, request{method: http.MethodGet, path: "/v1/instance-types"}, &out); err != nil {
-		return nil, fmt.Errorf("listing instance types: %w", err)
+		return nil, wrapf(err, "listing instance types")
 	}
 	return out.InstanceTypes, nil
 }
@@ -27,7 +27,7 @@ func (c *Client) Nodes(ctx context.Context) ([]Node, error) {
 		Nodes []Node `json:"nodes"`
 	}
 	if err := c.do(ctx, request{method: http.MethodGet, path: "/v1/nodes"}, &out); err != nil {
-		return nil, fmt.Errorf("listing nodes: %w", err)
+		return nil, wrapf(err, "listing nodes")
 	}
 	return out.Nodes, nil
 }
@@ -40,7 +40,7 @@ func (c *Client) FailNode(ctx context.Context, name, reason string) (NodeReport,
 		body["reason"] = reason
 	}
 	if err := c.do(ctx, request{method: http.MethodPost, path: "/v1/admin/nodes/" + url.PathEscape(name) + "/fail", body: body}, &r); err != nil {
-		return NodeReport{}, fmt.Errorf("failing node %s: %w", name, err)
+		return NodeReport{}, wrapf(err, "failing node %s", name)
 	}
 	return r, nil
 }
@@ -50,7 +50,7 @@ func (c *Client) FailNode(ctx context.Context, name, reason string) (NodeReport,
 func (c *Client) RecoverNode(ctx context.Context, name string) (NodeReport, error) {
 	var r NodeReport
 	if err := c.do(ctx, request{method: http.MethodPost, path: "/v1/admin/nodes/" + url.PathEscape(name) + "/recover"}, &r); err != nil {
-		return NodeReport{}, fmt.Errorf("recovering node %s: %w", name, err)
+		return NodeReport{}, wrapf(err, "recovering node %s", name)
 	}
 	return r, nil
 }
@@ -76,7 +76,7 @@ func (c *Client) Offerings(ctx context.Context, q OfferingsQuery) ([]Offering, e
 		Offerings []Offering `json:"offerings"`
 	}
 	if err := c.do(ctx, request{method: http.MethodGet, path: "/v1/offerings", query: v}, &out); err != nil {
-		return nil, fmt.Errorf("searching offerings: %w", err)
+		return nil, wrapf(err, "searching offerings")
 	}
 	return out.Offerings, nil
 }
@@ -85,12 +85,20 @@ func (c *Client) Offerings(ctx context.Context, q OfferingsQuery) ([]Offering, e
 // ClientToken returns the same block, so a purchase with one is retried
 // once after a rate_limited answer.
 func (c *Client) Buy(ctx context.Context, req BuyRequest) (Block, error) {
-	var b Block
-	r := request{method: http.MethodPost, path: "/v1/blocks", body: req, idempotent: req.ClientToken != ""}
+	b, _, err := c.Purchase(ctx, req)
+	return b, err
+}
+
+// Purchase is Buy that also tells whether this request made the block
+// (201) or the client token had already bought it (200: nothing was
+// charged again).
+func (c *Client) Purchase(ctx context.Context, req BuyRequest) (b Block, created bool, err error) {
+	status := 0
+	r := request{method: http.MethodPost, path: "/v1/blocks", body: req, idempotent: req.ClientToken != "", status: &status}
 	if err := c.do(ctx, r, &b); err != nil {
-		return Block{}, fmt.Errorf("buying offering: %w", err)
+		return Block{}, false, wrapf(err, "buying offering")
 	}
-	return b, nil
+	return b, status != http.StatusOK, nil
 }
 
 // Blocks lists the caller's blocks, of one state when state is not empty:
@@ -104,7 +112,7 @@ func (c *Client) Blocks(ctx context.Context, state string) ([]Block, error) {
 		Blocks []Block `json:"blocks"`
 	}
 	if err := c.do(ctx, request{method: http.MethodGet, path: "/v1/blocks", query: v}, &out); err != nil {
-		return nil, fmt.Errorf("listing blocks: %w", err)
+		return nil, wrapf(err, "listing blocks")
 	}
 	return out.Blocks, nil
 }
@@ -113,7 +121,7 @@ func (c *Client) Blocks(ctx context.Context, state string) ([]Block, error) {
 func (c *Client) Block(ctx context.Context, id string) (Block, error) {
 	var b Block
 	if err := c.do(ctx, request{method: http.MethodGet, path: blockPath(id, "")}, &b); err != nil {
-		return Block{}, fmt.Errorf("getting block %s: %w", id, err)
+		return Block{}, wrapf(err, "getting block %s", id)
 	}
 	return b, nil
 }
@@ -123,7 +131,7 @@ func (c *Client) Block(ctx context.Context, id string) (Block, error) {
 func (c *Client) BlockStatus(ctx context.Context, id string) (BlockStatus, error) {
 	var s BlockStatus
 	if err := c.do(ctx, request{method: http.MethodGet, path: blockPath(id, "/status")}, &s); err != nil {
-		return BlockStatus{}, fmt.Errorf("getting the status of block %s: %w", id, err)
+		return BlockStatus{}, wrapf(err, "getting the status of block %s", id)
 	}
 	return s, nil
 }
@@ -132,7 +140,7 @@ func (c *Client) BlockStatus(ctx context.Context, id string) (BlockStatus, error
 func (c *Client) CancelBlock(ctx context.Context, id string) (Block, error) {
 	var b Block
 	if err := c.do(ctx, request{method: http.MethodPost, path: blockPath(id, "/cancel")}, &b); err != nil {
-		return Block{}, fmt.Errorf("cancelling block %s: %w", id, err)
+		return Block{}, wrapf(err, "cancelling block %s", id)
 	}
 	return b, nil
 }
@@ -142,7 +150,7 @@ func (c *Client) CancelBlock(ctx context.Context, id string) (Block, error) {
 func (c *Client) ApproveBlock(ctx context.Context, id string) (Block, error) {
 	var b Block
 	if err := c.do(ctx, request{method: http.MethodPost, path: blockPath(id, "/approve")}, &b); err != nil {
-		return Block{}, fmt.Errorf("approving block %s: %w", id, err)
+		return Block{}, wrapf(err, "approving block %s", id)
 	}
 	return b, nil
 }
@@ -156,7 +164,7 @@ func (c *Client) ExtensionOfferings(ctx context.Context, id string, durationHour
 		Offerings []Offering `json:"offerings"`
 	}
 	if err := c.do(ctx, request{method: http.MethodGet, path: blockPath(id, "/extension-offerings"), query: v}, &out); err != nil {
-		return nil, fmt.Errorf("searching extensions of block %s: %w", id, err)
+		return nil, wrapf(err, "searching extensions of block %s", id)
 	}
 	return out.Offerings, nil
 }
@@ -167,7 +175,7 @@ func (c *Client) ExtendBlock(ctx context.Context, id, offeringID string) (Block,
 	body := map[string]string{"offeringId": offeringID}
 	var b Block
 	if err := c.do(ctx, request{method: http.MethodPost, path: blockPath(id, "/extensions"), body: body}, &b); err != nil {
-		return Block{}, fmt.Errorf("extending block %s: %w", id, err)
+		return Block{}, wrapf(err, "extending block %s", id)
 	}
 	return b, nil
 }
@@ -184,7 +192,7 @@ func (c *Client) Events(ctx context.Context, after string, wait time.Duration) (
 	}
 	var page EventPage
 	if err := c.do(ctx, request{method: http.MethodGet, path: "/v1/events", query: v, wait: wait}, &page); err != nil {
-		return EventPage{}, fmt.Errorf("reading events: %w", err)
+		return EventPage{}, wrapf(err, "reading events")
 	}
 	return page, nil
 }
@@ -199,7 +207,7 @@ const NowHeader = "Capblock-Now"
 func (c *Client) Now(ctx context.Context) (time.Time, error) {
 	var h http.Header
 	if err := c.do(ctx, request{method: http.MethodGet, path: "/healthz", header: &h}, nil); err != nil {
-		return time.Time{}, fmt.Errorf("reading the server's clock: %w", err)
+		return time.Time{}, wrapf(err, "reading the server's clock")
 	}
 	v := h.Get(NowHeader)
 	if v == "" {
@@ -222,7 +230,7 @@ func (c *Client) Clock(ctx context.Context) (Clock, error) {
 		return c.postClock(ctx, map[string]string{"advance": "0s"}, "reading")
 	}
 	if err != nil {
-		return Clock{}, fmt.Errorf("reading the clock: %w", err)
+		return Clock{}, wrapf(err, "reading the clock")
 	}
 	return clk, nil
 }
@@ -240,7 +248,7 @@ func (c *Client) SetClock(ctx context.Context, t time.Time) (Clock, error) {
 func (c *Client) postClock(ctx context.Context, body map[string]string, verb string) (Clock, error) {
 	var clk Clock
 	if err := c.do(ctx, request{method: http.MethodPost, path: "/v1/admin/clock", body: body}, &clk); err != nil {
-		return Clock{}, fmt.Errorf("%s the clock: %w", verb, err)
+		return Clock{}, wrapf(err, "%s the clock", verb)
 	}
 	return clk, nil
 }

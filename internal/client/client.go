@@ -124,6 +124,8 @@ type request struct {
 	idempotent bool
 	// header, when not nil, receives the answer's headers.
 	header *http.Header
+	// status, when not nil, receives the answer's status code.
+	status *int
 }
 
 // retryable reports whether r may be sent again after a rate_limited answer.
@@ -172,6 +174,9 @@ func (c *Client) send(ctx context.Context, r request, out any) (retryAfter time.
 	defer resp.Body.Close()
 	if r.header != nil {
 		*r.header = resp.Header
+	}
+	if r.status != nil {
+		*r.status = resp.StatusCode
 	}
 	data, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
 	if err != nil {

@@ -220,6 +220,19 @@ func TestProblems(t *testing.T) {
 				Detail: "only 3 of 4 h100.8x free from 2026-12-01T00:00:00Z"},
 			wantText: "no_capacity: only 3 of 4 h100.8x free from 2026-12-01T00:00:00Z",
 		},
+		"the server's own wrapping is left out": {
+			status: 409,
+			body:   `{"title": "Conflict", "status": 409, "code": "invalid_state", "detail": "changing block cb-1: invalid state: block cb-1 is cancelled; only scheduled or active blocks can be extended"}`,
+			want: &Problem{Title: "Conflict", Status: 409, Code: "invalid_state",
+				Detail: "changing block cb-1: invalid state: block cb-1 is cancelled; only scheduled or active blocks can be extended"},
+			wantText: "invalid_state: block cb-1 is cancelled; only scheduled or active blocks can be extended",
+		},
+		"a reason inside the why stays": {
+			status:   409,
+			body:     `{"title": "Conflict", "status": 409, "code": "offering_used", "detail": "offering already used: this quote already bought a block (a quote buys one): search again"}`,
+			want:     &Problem{Title: "Conflict", Status: 409, Code: "offering_used", Detail: "offering already used: this quote already bought a block (a quote buys one): search again"},
+			wantText: "offering_used: this quote already bought a block (a quote buys one): search again",
+		},
 		"title when no detail": {
 			status:   404,
 			body:     `{"title": "Not Found", "status": 404, "code": "not_found"}`,
@@ -265,7 +278,11 @@ func TestProblems(t *testing.T) {
 			if got := p.Error(); got != tc.wantText {
 				t.Errorf("Problem.Error() = %q, want %q", got, tc.wantText)
 			}
-			if want := "getting block cb-1: " + tc.wantText; err.Error() != want {
+			want := tc.wantText // the server's problem names what failed
+			if tc.want.Code == "" {
+				want = "getting block cb-1: " + tc.wantText // a proxy's answer does not
+			}
+			if err.Error() != want {
 				t.Errorf("error = %q, want %q", err, want)
 			}
 			if got := ProblemCode(err); got != tc.want.Code {

@@ -2,7 +2,6 @@ package client
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -50,7 +49,7 @@ type JobLog struct {
 func (c *Client) CreateJob(ctx context.Context, req JobRequest) (Job, error) {
 	var j Job
 	if err := c.do(ctx, request{method: http.MethodPost, path: "/v1/jobs", body: req}, &j); err != nil {
-		return Job{}, fmt.Errorf("creating a job: %w", err)
+		return Job{}, wrapf(err, "creating a job")
 	}
 	return j, nil
 }
@@ -61,7 +60,7 @@ func (c *Client) Jobs(ctx context.Context) ([]Job, error) {
 		Jobs []Job `json:"jobs"`
 	}
 	if err := c.do(ctx, request{method: http.MethodGet, path: "/v1/jobs"}, &out); err != nil {
-		return nil, fmt.Errorf("listing jobs: %w", err)
+		return nil, wrapf(err, "listing jobs")
 	}
 	return out.Jobs, nil
 }
@@ -70,7 +69,7 @@ func (c *Client) Jobs(ctx context.Context) ([]Job, error) {
 func (c *Client) Job(ctx context.Context, id string) (Job, error) {
 	var j Job
 	if err := c.do(ctx, request{method: http.MethodGet, path: "/v1/jobs/" + url.PathEscape(id)}, &j); err != nil {
-		return Job{}, fmt.Errorf("getting job %s: %w", id, err)
+		return Job{}, wrapf(err, "getting job %s", id)
 	}
 	return j, nil
 }
@@ -79,7 +78,7 @@ func (c *Client) Job(ctx context.Context, id string) (Job, error) {
 func (c *Client) StopJob(ctx context.Context, id string) (Job, error) {
 	var j Job
 	if err := c.do(ctx, request{method: http.MethodPost, path: "/v1/jobs/" + url.PathEscape(id) + "/stop"}, &j); err != nil {
-		return Job{}, fmt.Errorf("stopping job %s: %w", id, err)
+		return Job{}, wrapf(err, "stopping job %s", id)
 	}
 	return j, nil
 }
@@ -89,7 +88,7 @@ func (c *Client) JobLogs(ctx context.Context, id string, instance int, offset in
 	q := url.Values{"instance": {strconv.Itoa(instance)}, "offset": {strconv.FormatInt(offset, 10)}}
 	var l JobLog
 	if err := c.do(ctx, request{method: http.MethodGet, path: "/v1/jobs/" + url.PathEscape(id) + "/logs", query: q}, &l); err != nil {
-		return JobLog{}, fmt.Errorf("reading the log of job %s: %w", id, err)
+		return JobLog{}, wrapf(err, "reading the log of job %s", id)
 	}
 	return l, nil
 }

@@ -2,7 +2,6 @@ package client
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -106,7 +105,7 @@ func (c *Client) PlanOfferings(ctx context.Context, q PlanOfferingsQuery) ([]Pla
 		PlanOfferings []PlanOffering `json:"planOfferings"`
 	}
 	if err := c.do(ctx, request{method: http.MethodGet, path: "/v1/plan-offerings", query: v}, &out); err != nil {
-		return nil, fmt.Errorf("searching plan offerings: %w", err)
+		return nil, wrapf(err, "searching plan offerings")
 	}
 	return out.PlanOfferings, nil
 }
@@ -117,7 +116,7 @@ func (c *Client) BuyPlan(ctx context.Context, req BuyPlanRequest) (Plan, error) 
 	var p Plan
 	r := request{method: http.MethodPost, path: "/v1/plans", body: req, idempotent: req.ClientToken != ""}
 	if err := c.do(ctx, r, &p); err != nil {
-		return Plan{}, fmt.Errorf("buying plan offering: %w", err)
+		return Plan{}, wrapf(err, "buying plan offering")
 	}
 	return p, nil
 }
@@ -128,7 +127,7 @@ func (c *Client) Plans(ctx context.Context) ([]Plan, error) {
 		Plans []Plan `json:"plans"`
 	}
 	if err := c.do(ctx, request{method: http.MethodGet, path: "/v1/plans"}, &out); err != nil {
-		return nil, fmt.Errorf("listing plans: %w", err)
+		return nil, wrapf(err, "listing plans")
 	}
 	return out.Plans, nil
 }
@@ -137,7 +136,7 @@ func (c *Client) Plans(ctx context.Context) ([]Plan, error) {
 func (c *Client) Plan(ctx context.Context, id string) (Plan, error) {
 	var p Plan
 	if err := c.do(ctx, request{method: http.MethodGet, path: "/v1/plans/" + url.PathEscape(id)}, &p); err != nil {
-		return Plan{}, fmt.Errorf("getting plan %s: %w", id, err)
+		return Plan{}, wrapf(err, "getting plan %s", id)
 	}
 	return p, nil
 }

@@ -51,7 +51,7 @@ func (p *Problem) Error() string {
 	if code == "" {
 		code = fmt.Sprintf("HTTP %d", p.Status)
 	}
-	msg := p.Detail
+	msg := withoutContext(p.Detail)
 	if msg == "" {
 		msg = p.Title
 	}
@@ -71,6 +71,53 @@ func (p *Problem) Error() string {
 		msg += " (" + strings.Join(fields, "; ") + ")"
 	}
 	return oneLine(code + ": " + msg)
+}
+
+// wrapf says what the client was doing when err happened, unless err is
+// the server's own Problem (one with a code): its detail already names
+// what failed, and the caller knows what it asked, so that a message says
+// each thing once ("invalid_state: block cb-1 is cancelled", not
+// "cancelling block cb-1: invalid_state: …"). An answer without a code (a
+// proxy's error page) keeps what was being done.
+func wrapf(err error, format string, args ...any) error {
+	var p *Problem
+	if errors.As(err, &p) && p.Code != "" {
+		return err
+	}
+	return fmt.Errorf(format+": %w", append(args, err)...)
+}
+
+// reasons are the server's words for its problem codes, which it puts
+// between what it was doing and why ("changing block cb-1: invalid state:
+// block cb-1 is cancelled; …").
+var reasons = []string{
+	"invalid argument", "not found", "conflict", "no capacity", "offering expired",
+	"offering invalid", "offering already used", "client token reused with other parameters",
+	"invalid state", "unauthenticated", "forbidden", "quota exceeded", "budget exceeded", "rate limited",
+}
+
+// withoutContext returns the part of a problem's detail after the last
+// reason that the server's own wrapping put in it: the why, which names
+// what failed, without the server's steps on the way there.
+func withoutContext(detail string) string {
+	cut := -1
+	for _, r := range reasons {
+		for from := 0; ; {
+			i := strings.Index(detail[from:], r+": ")
+			if i < 0 {
+				break
+			}
+			i += from
+			if i == 0 || strings.HasSuffix(detail[:i], ": ") {
+				cut = max(cut, i+len(r)+2)
+			}
+			from = i + 1
+		}
+	}
+	if cut < 0 || strings.TrimSpace(detail[cut:]) == "" {
+		return detail
+	}
+	return detail[cut:]
 }
 
 // ProblemCode returns the problem code of err, or "" when err is not a

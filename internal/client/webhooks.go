@@ -2,7 +2,6 @@ package client
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 	"net/url"
 	"time"
@@ -46,7 +45,7 @@ type Delivery struct {
 func (c *Client) CreateWebhook(ctx context.Context, w NewWebhook) (Webhook, error) {
 	var out Webhook
 	if err := c.do(ctx, request{method: http.MethodPost, path: "/v1/webhooks", body: w}, &out); err != nil {
-		return Webhook{}, fmt.Errorf("creating a webhook: %w", err)
+		return Webhook{}, wrapf(err, "creating a webhook")
 	}
 	return out, nil
 }
@@ -58,7 +57,7 @@ func (c *Client) Webhooks(ctx context.Context) ([]Webhook, error) {
 		Webhooks []Webhook `json:"webhooks"`
 	}
 	if err := c.do(ctx, request{method: http.MethodGet, path: "/v1/webhooks"}, &out); err != nil {
-		return nil, fmt.Errorf("listing webhooks: %w", err)
+		return nil, wrapf(err, "listing webhooks")
 	}
 	return out.Webhooks, nil
 }
@@ -68,7 +67,7 @@ func (c *Client) Webhooks(ctx context.Context) ([]Webhook, error) {
 func (c *Client) DeleteWebhook(ctx context.Context, id string) (Webhook, error) {
 	var out Webhook
 	if err := c.do(ctx, request{method: http.MethodDelete, path: webhookPath(id, "")}, &out); err != nil {
-		return Webhook{}, fmt.Errorf("deleting webhook %s: %w", id, err)
+		return Webhook{}, wrapf(err, "deleting webhook %s", id)
 	}
 	return out, nil
 }
@@ -80,7 +79,7 @@ func (c *Client) WebhookDeliveries(ctx context.Context, id string) ([]Delivery, 
 		Deliveries []Delivery `json:"deliveries"`
 	}
 	if err := c.do(ctx, request{method: http.MethodGet, path: webhookPath(id, "/deliveries")}, &out); err != nil {
-		return nil, fmt.Errorf("getting the deliveries of webhook %s: %w", id, err)
+		return nil, wrapf(err, "getting the deliveries of webhook %s", id)
 	}
 	return out.Deliveries, nil
 }
