@@ -24,6 +24,9 @@ type fakeAPI struct {
 	auths    []string // the Authorization header of each request
 	// polled is signalled when a follow-up long poll (after=c2) arrives.
 	polled chan struct{}
+	// bought is the body of each purchase by its client token, as the
+	// server keeps it for idempotency.
+	bought map[string]string
 }
 
 const (
@@ -61,7 +64,7 @@ func problem(w http.ResponseWriter, status int, code, detail string) {
 
 func newFakeAPI(t *testing.T) *fakeAPI {
 	t.Helper()
-	f := &fakeAPI{polled: make(chan struct{}, 1)}
+	f := &fakeAPI{polled: make(chan struct{}, 1), bought: map[string]string{}}
 	mux := http.NewServeMux()
 	reply := func(body string) http.HandlerFunc {
 		return func(w http.ResponseWriter, r *http.Request) {
@@ -90,8 +93,24 @@ func newFakeAPI(t *testing.T) *fakeAPI {
 		reply(`{"offerings": [`+offering1+`, `+offering2+`]}`)(w, r)
 	})
 	mux.HandleFunc("POST /v1/blocks", func(w http.ResponseWriter, r *http.Request) {
-		var body struct{ OfferingID string }
+		var body struct{ OfferingID, ClientToken string }
 		json.NewDecoder(strings.NewReader(f.lastBody())).Decode(&body)
+		f.mu.Lock()
+		first, seen := f.bought[body.ClientToken]
+		if !seen {
+			f.bought[body.ClientToken] = f.lastBodyLocked()
+		}
+		f.mu.Unlock()
+		switch {
+		case seen && first != f.lastBody():
+			problem(w, http.StatusConflict, "idempotency_mismatch", `client token reused with other parameters: client token "`+
+				body.ClientToken+`" was used for cb-1 with other parameters; use a new token for a new purchase`)
+			return
+		case seen:
+			w.Header().Set("Content-Type", "application/json")
+			io.WriteString(w, block1) // 200: the same block, not bought again
+			return
+		}
 		switch body.OfferingID {
 		case "cbo-gone":
 			problem(w, http.StatusConflict, "no_capacity", "only 1 of 2 h100.8x free from 2026-12-01T00:00:00Z")
@@ -172,6 +191,10 @@ func newFakeAPI(t *testing.T) *fakeAPI {
 func (f *fakeAPI) lastBody() string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	return f.lastBodyLocked()
+}
+
+func (f *fakeAPI) lastBodyLocked() string {
 	last := f.requests[len(f.requests)-1]
 	if i := strings.Index(last, " {"); i >= 0 {
 		return last[i+1:]

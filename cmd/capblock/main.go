@@ -200,6 +200,10 @@ func (a *app) newClient(url, token string) (*client.Client, error) {
 
 // hint adds how to fix a failure that the server explained.
 func hint(cmd *cobra.Command, err error) string {
+	var bought *boughtError
+	if errors.As(err, &bought) {
+		return "" // it says what to do
+	}
 	switch client.ProblemCode(err) {
 	case client.CodeBudgetExceeded:
 		return "; an admin can change the team's budget with 'capblock teams budget'"

@@ -398,22 +398,42 @@ func TestJSONOutput(t *testing.T) {
 	}
 }
 
-func TestBuyMakesARandomClientToken(t *testing.T) {
+// TestBuyingAQuoteTwice checks that a quote buys one block however often
+// it is bought: the second purchase shows the first one's block, and one
+// under another name says which block the quote bought.
+func TestBuyingAQuoteTwice(t *testing.T) {
 	api := newFakeAPI(t)
-	tokens := map[string]bool{}
-	for range 2 {
-		got := runApp(t.Context(), nil, "--url", api.URL, "-o", "json", "buy", "cbo-first")
-		var out struct{ ClientToken string }
-		if err := json.Unmarshal([]byte(got.stdout), &out); err != nil || got.code != 0 {
-			t.Fatalf("exit %d, stdout %q: %v", got.code, got.stdout, err)
-		}
-		if !strings.HasPrefix(out.ClientToken, "cli-") || len(out.ClientToken) < 20 {
-			t.Errorf("client token %q, want cli- and random hex", out.ClientToken)
-		}
-		tokens[out.ClientToken] = true
+	first := runApp(t.Context(), nil, "--url", api.URL, "buy", "cbo-first", "--name", "load-test")
+	if first.code != 0 || strings.Contains(first.stderr, "already bought") {
+		t.Fatalf("first purchase: %+v", first)
 	}
-	if len(tokens) != 2 {
-		t.Errorf("two purchases used the same client token: %v", tokens)
+	again := runApp(t.Context(), nil, "--url", api.URL, "buy", "cbo-first", "--name", "load-test")
+	wantNote := "this quote already bought block cb-1 on 2026-11-20 10:00 UTC; nothing was charged again (see it with 'capblock blocks show cb-1')\n"
+	if again.code != 0 || !strings.HasPrefix(again.stderr, wantNote) || !strings.Contains(again.stdout, "cb-1") {
+		t.Errorf("the same purchase again: %+v, want the block and the note %q", again, wantNote)
+	}
+	renamed := runApp(t.Context(), nil, "--url", api.URL, "buy", "cbo-first", "--name", "other")
+	want := result{code: 1, stderr: "capblock: this quote already bought block cb-1, with another --name, --tag or --team: " +
+		"see it with 'capblock blocks show cb-1', or search again for a new quote\n"}
+	if diff := cmp.Diff(want, renamed, cmp.AllowUnexported(result{})); diff != "" {
+		t.Errorf("the quote under another name (-want +got):\n%s", diff)
+	}
+	// Each purchase sent the same token, made from the offering id.
+	var tokens []string
+	for _, r := range api.seen() {
+		if _, body, ok := strings.Cut(r, "POST /v1/blocks "); ok {
+			var b struct{ ClientToken string }
+			json.Unmarshal([]byte(body), &b)
+			tokens = append(tokens, b.ClientToken)
+		}
+	}
+	if len(tokens) != 3 || tokens[0] != tokens[1] || tokens[1] != tokens[2] || !strings.HasPrefix(tokens[0], "cli-") {
+		t.Errorf("client tokens %q, want one token three times", tokens)
+	}
+	// Another quote is another purchase.
+	other := runApp(t.Context(), nil, "--url", api.URL, "-o", "json", "buy", "cbo-second")
+	if other.code != 0 || strings.Contains(other.stderr, "already bought") || strings.Contains(other.stdout, tokens[0]) {
+		t.Errorf("another quote: %+v", other)
 	}
 }
 

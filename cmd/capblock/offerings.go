@@ -1,9 +1,10 @@
 package main
 
 import (
-	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"regexp"
 	"strings"
 	"time"
 
@@ -127,9 +128,10 @@ func (a *app) buyCmd() *cobra.Command {
 		Short: "Buy an offering, making it a capacity block",
 		Long: `Buy an offering found with "capblock offerings": ROW is its row number in the
 last search's table (the search is remembered beside the login, for the
-server it was made on), OFFERING_ID its id. The purchase carries a client
-token (a random one unless --client-token is given): retrying with the same
-token returns the same block instead of buying twice.`,
+server it was made on), OFFERING_ID its id. A quote buys one block: the
+purchase carries a client token made from the offering id (unless
+--client-token is given), so buying the same quote again shows the block it
+bought instead of buying twice.`,
 		Example: `  capblock buy 1 --name load-test
   capblock buy cbo-… --name load-test --tag team=search --tag env=staging`,
 		Args: exactlyOne("row number or offering id (from 'capblock offerings')"),
@@ -137,11 +139,6 @@ token returns the same block instead of buying twice.`,
 			tagMap, err := parseTags(tags)
 			if err != nil {
 				return err
-			}
-			if clientToken == "" {
-				if clientToken, err = newClientToken(); err != nil {
-					return err
-				}
 			}
 			c, err := a.client()
 			if err != nil {
@@ -151,9 +148,16 @@ token returns the same block instead of buying twice.`,
 			if err != nil {
 				return err
 			}
-			b, err := c.Buy(cmd.Context(), client.BuyRequest{OfferingID: id, ClientToken: clientToken, Name: name, Tags: tagMap, Team: team})
+			ownToken := clientToken == ""
+			if ownToken {
+				clientToken = quoteToken(id)
+			}
+			b, created, err := c.Purchase(cmd.Context(), client.BuyRequest{OfferingID: id, ClientToken: clientToken, Name: name, Tags: tagMap, Team: team})
 			if err != nil {
-				return rowError(row, err)
+				return rowError(row, boughtBefore(blockThing, err, ownToken))
+			}
+			if !created {
+				a.note("this quote already bought block %s on %s UTC; nothing was charged again (see it with 'capblock blocks show %s')", b.ID, fmtTime(b.CreatedAt), b.ID)
 			}
 			if a.jsonOutput() {
 				return a.printJSON(struct {
@@ -171,7 +175,7 @@ token returns the same block instead of buying twice.`,
 	f := cmd.Flags()
 	f.StringVar(&name, "name", "", "a name for the block")
 	f.StringArrayVar(&tags, "tag", nil, "a tag KEY=VALUE (repeat for several)")
-	f.StringVar(&clientToken, "client-token", "", "idempotency token (default: a new random one)")
+	f.StringVar(&clientToken, "client-token", "", "idempotency token (default: one made from the offering id)")
 	f.StringVar(&team, "team", "", "buy for this team (an admin's choice; default: your own team)")
 	return cmd
 }
@@ -207,11 +211,38 @@ func parseTags(tags []string) (map[string]string, error) {
 	return m, nil
 }
 
-// newClientToken returns a random idempotency token for one purchase.
-func newClientToken() (string, error) {
-	b := make([]byte, 12)
-	if _, err := rand.Read(b); err != nil {
-		return "", fmt.Errorf("making a client token: %w", err)
-	}
-	return "cli-" + hex.EncodeToString(b), nil
+// quoteToken is the client token of a purchase of a quote when none is
+// given: the same for every purchase of that quote, so that buying it
+// again (a second run of the same command, a retry after a lost answer)
+// returns what the first purchase bought instead of buying twice.
+func quoteToken(offeringID string) string {
+	sum := sha256.Sum256([]byte(offeringID))
+	return "cli-" + hex.EncodeToString(sum[:12])
 }
+
+// boughtIDs finds the block or plan ids in a server's message.
+var boughtIDs = regexp.MustCompile(`\b(cb|tp)-[0-9a-z]+\b`)
+
+// boughtBefore explains the refusal of a purchase made with quoteToken's
+// token when that token already bought something under other terms
+// (another --name, --tag or --team): the quote bought it already.
+func boughtBefore(kind thingKind, err error, ownToken bool) error {
+	if !ownToken || client.ProblemCode(err) != client.CodeIdempotencyMismatch {
+		return err
+	}
+	id := boughtIDs.FindString(err.Error())
+	if id == "" {
+		return &boughtError{fmt.Sprintf("this quote already bought a %s, with another --name, --tag or --team: '%s' lists them; or search again for a new quote", kind.noun, kind.list), err}
+	}
+	return &boughtError{fmt.Sprintf("this quote already bought %s %s, with another --name, --tag or --team: see it with 'capblock %ss show %s', or search again for a new quote", kind.noun, id, kind.noun, id), err}
+}
+
+// boughtError is a refusal said in the CLI's words; it keeps the server's
+// problem for its code.
+type boughtError struct {
+	msg string
+	err error
+}
+
+func (e *boughtError) Error() string { return e.msg }
+func (e *boughtError) Unwrap() error { return e.err }

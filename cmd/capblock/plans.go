@@ -117,19 +117,14 @@ func (a *app) plansBuyCmd() *cobra.Command {
 		Short: "Buy a plan offering: each segment becomes a block",
 		Long: `Buy a plan offering found with "capblock plans offerings" (ROW is its row
 number in the last search's table, PLAN_OFFERING_ID its id): all its
-segments become blocks at once, or none does. The purchase carries a client
-token (a random one unless --client-token is given): retrying with the same
-token returns the same plan instead of buying twice.`,
+segments become blocks at once, or none does. A quote buys one plan: the
+purchase carries a client token made from the offering id (unless
+--client-token is given), so buying the same quote again returns the plan it
+bought instead of buying twice.`,
 		Example: `  capblock plans buy 1 --name llama-pretrain
   capblock plans buy tpo-… --name llama-pretrain`,
 		Args: exactlyOne("row number or plan offering id (from 'capblock plans offerings')"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if req.ClientToken == "" {
-				var err error
-				if req.ClientToken, err = newClientToken(); err != nil {
-					return err
-				}
-			}
 			c, err := a.client()
 			if err != nil {
 				return err
@@ -138,9 +133,13 @@ token returns the same plan instead of buying twice.`,
 			if req.OfferingID, row, err = a.offeringArg(planSearch, args[0], a.creds.url); err != nil {
 				return err
 			}
+			ownToken := req.ClientToken == ""
+			if ownToken {
+				req.ClientToken = quoteToken(req.OfferingID)
+			}
 			p, err := c.BuyPlan(cmd.Context(), req)
 			if err != nil {
-				return rowError(row, err)
+				return rowError(row, boughtBefore(planThing, err, ownToken))
 			}
 			if a.jsonOutput() {
 				return a.printJSON(struct {
@@ -157,7 +156,7 @@ token returns the same plan instead of buying twice.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&req.Name, "name", "", "a name for the plan")
-	f.StringVar(&req.ClientToken, "client-token", "", "idempotency token (default: a new random one)")
+	f.StringVar(&req.ClientToken, "client-token", "", "idempotency token (default: one made from the offering id)")
 	f.StringVar(&req.Team, "team", "", "buy for this team (an admin's choice; default: your own team)")
 	return cmd
 }
