@@ -28,7 +28,8 @@ import (
 //
 // An end is reported at least once: a server that stops between sending
 // it and removing the finalizer reports it again from its next start, as
-// the service allows (an instance's repeated end changes nothing).
+// the service allows (an instance's repeated end changes nothing). It is
+// reported only once the instance's Start is applied (starts.go).
 type instances struct {
 	wl     *Workloads
 	pods   cache.Indexer
@@ -44,6 +45,7 @@ type instances struct {
 	gone     map[string]*corev1.Pod // pods deleted from the cluster before their end was reported, by key
 	reported map[types.UID]bool     // ends sent, whose pods may still hold the finalizer
 	made     map[string]bool        // runs whose Job and Service exist
+	starts   *starts                // which instances the service counts as started
 }
 
 // runIndex indexes the informer's pods by their run's key.
@@ -65,6 +67,7 @@ func openInstances(wl *Workloads) (*instances, error) {
 		gone:     map[string]*corev1.Pod{},
 		reported: map[types.UID]bool{},
 		made:     map[string]bool{},
+		starts:   newStarts(),
 	}
 	if err := inf.AddIndexers(cache.Indexers{runIndex: podRun}); err != nil {
 		cancel()
@@ -187,9 +190,18 @@ func (in *instances) report(key string) error {
 	in.mu.Unlock()
 	if !sent {
 		x, ok := podExit(p, end)
-		if !ok {
+		verdict := reportEnd
+		if ok {
+			verdict = in.starts.verdict(x.JobID, x.Instance)
+		}
+		switch {
+		case verdict == holdEnd:
+			return nil // queued again when its Start or Stop applies
+		case !ok:
 			in.wl.log.Warn("a pod of capblock's jobs names no run or instance; its end is not reported", "pod", key)
-		} else {
+		case verdict == dropEnd:
+			in.wl.log.Info("a pod of a job's run ended before its instance started; the run was stopped meanwhile", "pod", key)
+		default:
 			select {
 			case in.exits <- x:
 			case <-in.ctx.Done():
@@ -237,8 +249,18 @@ func podExit(p *corev1.Pod, end podEnding) (backend.InstanceExit, bool) {
 // not made yet: the Job runs every instance of the run, so the start of
 // its first instance makes it, and the others' find it (AlreadyExists is
 // success). It returns once the Job is stored; the scheduler places its
-// pods.
+// pods. From then on the end of the instance's pod is reported, even if
+// it came before.
 func (in *instances) Start(ctx context.Context, w backend.Workload) error {
+	if err := in.start(ctx, w); err != nil {
+		return err
+	}
+	in.starts.start(w.Run, w.Rank)
+	in.requeue(w.Run, w.Rank)
+	return nil
+}
+
+func (in *instances) start(ctx context.Context, w backend.Workload) error {
 	in.mu.Lock()
 	made := in.made[w.Run]
 	in.mu.Unlock()
@@ -297,6 +319,8 @@ const stopTimeout = 30 * time.Second
 func (in *instances) Stop(run string, instance int, grace time.Duration) error {
 	ctx, cancel := context.WithTimeout(in.ctx, stopTimeout)
 	defer cancel()
+	in.starts.stop(run, instance)
+	in.requeue(run, instance)
 	pods := in.instancePods(run, instance)
 	if len(pods) == 0 {
 		return in.deleteJobs(ctx, run)
@@ -314,6 +338,21 @@ func (in *instances) Stop(run string, instance int, grace time.Duration) error {
 		}
 	}
 	return nil
+}
+
+// requeue queues the pods of one instance of a run, those deleted before
+// their end was reported too, whose end may have waited for its Start.
+func (in *instances) requeue(run string, instance int) {
+	for _, p := range in.instancePods(run, instance) {
+		in.enqueue(p)
+	}
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	for key, p := range in.gone {
+		if p.Annotations[RunKeyAnnotation] == run && p.Annotations[completionIndex] == strconv.Itoa(instance) {
+			in.queue.Add(key)
+		}
+	}
 }
 
 // instancePods are the informer's pods of one instance of a run.
@@ -369,6 +408,7 @@ func (in *instances) Adopt() ([]backend.RunningInstance, error) {
 		}
 		if x, ok := podExit(p, podEnding{}); ok {
 			out = append(out, backend.RunningInstance{Run: x.JobID, Instance: x.Instance})
+			in.starts.adopt(x.JobID, x.Instance)
 		}
 	}
 	slices.SortFunc(out, func(a, b backend.RunningInstance) int {
