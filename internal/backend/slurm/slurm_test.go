@@ -190,11 +190,13 @@ func TestBackend(t *testing.T) {
 			}
 			return strings.TrimSpace(string(out))
 		}
-		obeys := submit("--wrap", "trap 'exit 0' TERM; sleep 600 & wait")
-		ignores := submit("--wrap", "trap '' TERM; sleep 600")
+		// Each running one says, in its comment, when its trap is set.
+		const ready = `scontrol update JobId=$SLURM_JOB_ID Comment=ready; `
+		obeys := submit("--wrap", "trap 'exit 0' TERM; "+ready+"sleep 600 & wait")
+		ignores := submit("--wrap", "trap '' TERM; "+ready+"sleep 600")
 		waits := submit("--begin=now+1hour", "--wrap", "true")
-		eventually(t, "both jobs run", func() bool {
-			return jobState(t, c, obeys) == "RUNNING" && jobState(t, c, ignores) == "RUNNING" && jobState(t, c, waits) == "PENDING"
+		eventually(t, "both jobs run, their traps set", func() bool {
+			return jobComment(t, c, obeys) == "ready" && jobComment(t, c, ignores) == "ready" && jobState(t, c, waits) == "PENDING"
 		})
 		clock.Set(time.Now())
 		if err := be.Terminate(ctx, b); err != nil {
@@ -315,10 +317,20 @@ func jobState(t *testing.T, c *slurmtest.Cluster, id string) string {
 		t.Fatal(err)
 	}
 	s := strings.TrimSpace(string(out))
-	if slices.Contains([]string{"COMPLETED", "CANCELLED", "COMPLETING"}, s) {
-		return ""
+	if !slices.Contains([]string{"PENDING", "CONFIGURING", "RUNNING", "SUSPENDED"}, s) {
+		return "" // ended, or ending
 	}
 	return s
+}
+
+// jobComment is a job's comment.
+func jobComment(t *testing.T, c *slurmtest.Cluster, id string) string {
+	t.Helper()
+	out, err := c.Run(t.Context(), "", "squeue", "--noheader", "--jobs="+id, "--format=%k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(out))
 }
 
 // jobEnd is a running job's expected end.
