@@ -63,6 +63,7 @@ type offeringsInput struct {
 	EndBefore        string   `query:"endBefore" required:"true" format:"date-time" doc:"Latest end (RFC 3339)."`
 	Zone             string   `query:"zone" doc:"One zone; all zones when empty."`
 	MaxResults       int      `query:"maxResults" minimum:"1" maximum:"50" default:"6"`
+	Team             string   `query:"team" maxLength:"64" doc:"An admin searching for another team names it here (its id): that team's quota bounds the offerings, as its purchase would be bounded."`
 }
 
 // Resolve checks the parameters that go together. A parameter that is
@@ -94,7 +95,13 @@ func (in *offeringsInput) Resolve(huma.Context) []error {
 	return append(errs, checkRange("query.endBefore", "endBefore", in.StartAfter, in.EndBefore, "startAfter")...)
 }
 
+// searchOfferings searches for the caller's team, or the team an admin
+// names: offerings respect that team's quota.
 func (s *server) searchOfferings(ctx context.Context, in *offeringsInput) (*out[offeringsJSON], error) {
+	team, err := s.teamFor(ctx, in.Team)
+	if err != nil {
+		return nil, serviceProblem(ctx, err)
+	}
 	req := core.SearchRequest{
 		Types:       in.InstanceType,
 		Count:       in.InstanceCount,
@@ -105,6 +112,7 @@ func (s *server) searchOfferings(ctx context.Context, in *offeringsInput) (*out[
 		EndBefore:   parseTime(in.EndBefore),
 		Zone:        in.Zone,
 		MaxResults:  in.MaxResults,
+		Team:        team,
 	}
 	offerings, err := s.svc.Offerings(ctx, req)
 	if err != nil {

@@ -1,13 +1,16 @@
 package api
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"capblock/internal/contract"
 	"capblock/internal/core"
@@ -38,14 +41,14 @@ func TestSearchOfferings(t *testing.T) {
 			query:     "instanceType=h100.8x&instanceCount=2&durationHours=48" + window,
 			offerings: []core.Offering{testOffering()},
 			wantReq: core.SearchRequest{Types: []string{"h100.8x"}, Count: 2, Duration: 48 * time.Hour,
-				StartAfter: start, EndBefore: end, MaxResults: 6},
+				StartAfter: start, EndBefore: end, MaxResults: 6, Team: "default"},
 			wantBody: `{"offerings": [` + offeringJSONWant + `]}`,
 		},
 		"an alternative is marked": {
 			query:     "instanceType=h100.8x&instanceCount=2&durationHours=48" + window,
 			offerings: []core.Offering{testOffering(), shorterOffering()},
 			wantReq: core.SearchRequest{Types: []string{"h100.8x"}, Count: 2, Duration: 48 * time.Hour,
-				StartAfter: start, EndBefore: end, MaxResults: 6},
+				StartAfter: start, EndBefore: end, MaxResults: 6, Team: "default"},
 			wantBody: `{"offerings": [` + offeringJSONWant + `, ` + strings.NewReplacer(`"cbo-abc.sig"`, `"cbo-short.sig"`,
 				`"2026-05-04T10:00:00Z"`, `"2026-05-04T05:00:00Z"`, `"durationHours": 48`, `"durationHours": 43`,
 				`"alternative": false`, `"alternative": true`).Replace(offeringJSONWant) + `]}`,
@@ -53,7 +56,7 @@ func TestSearchOfferings(t *testing.T) {
 		"duration range, several types, zone": {
 			query: "instanceType=h100.8x&instanceType=a100.8x&instanceCount=1&minDurationHours=4&maxDurationHours=8&zone=zone-a&maxResults=50" + window,
 			wantReq: core.SearchRequest{Types: []string{"h100.8x", "a100.8x"}, Count: 1, MinDuration: 4 * time.Hour,
-				MaxDuration: 8 * time.Hour, StartAfter: start, EndBefore: end, Zone: "zone-a", MaxResults: 50},
+				MaxDuration: 8 * time.Hour, StartAfter: start, EndBefore: end, Zone: "zone-a", MaxResults: 50, Team: "default"},
 			wantBody: `{"offerings": []}`,
 		},
 	}
@@ -65,6 +68,58 @@ func TestSearchOfferings(t *testing.T) {
 			checkJSON(t, a.do(t, http.MethodGet, "/v1/offerings?"+tc.query, ""), http.StatusOK, tc.wantBody)
 			if diff := cmp.Diff(tc.wantReq, fake.gotSearch); diff != "" {
 				t.Errorf("search request (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// teamsFake knows the teams "default" and "team-ml", for an admin's
+// search for another team.
+type teamsFake struct{ *fakeService }
+
+func (f teamsFake) Team(_ context.Context, _, id string) (core.Team, error) {
+	if id != "default" && id != "team-ml" {
+		return core.Team{}, fmt.Errorf("%w: team %s", core.ErrNotFound, id)
+	}
+	return core.Team{ID: id, Name: id}, nil
+}
+
+func TestSearchOfferingsForATeam(t *testing.T) {
+	const query = "/v1/offerings?instanceType=h100.8x&instanceCount=10&durationHours=96" +
+		"&startAfter=2026-05-01T12:00:00Z&endBefore=2026-05-15T00:00:00Z"
+	quotaErr := fmt.Errorf("%w: 10 instances in one block, above the team's limit of 8 per block", core.ErrQuotaExceeded)
+	tests := map[string]struct {
+		token    string
+		team     string
+		err      error
+		wantTeam string
+		want     *wantProblem
+	}{
+		"a member searches for its team":               {token: memberToken, wantTeam: "default"},
+		"a member may name its own team":               {token: memberToken, team: "default", wantTeam: "default"},
+		"a member may not name another":                {token: memberToken, team: "team-ml", want: &wantProblem{http.StatusForbidden, CodeForbidden, "only an admin"}},
+		"an admin searches for the team it names":      {token: adminToken, team: "team-ml", wantTeam: "team-ml"},
+		"an admin names a team that does not exist":    {token: adminToken, team: "team-x", want: &wantProblem{http.StatusBadRequest, CodeInvalidArgument, "team-x"}},
+		"a search beyond the quota names the limit":    {token: memberToken, err: quotaErr, wantTeam: "default", want: &wantProblem{http.StatusForbidden, CodeQuotaExceeded, "limit of 8 per block"}},
+		"an admin without a team searches for its own": {token: adminToken, wantTeam: "team-ops"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			fake := newFake()
+			fake.err = tc.err
+			a := &testAPI{handler: New(teamsFake{fake}, Options{Logger: slog.New(slog.DiscardHandler), Registry: prometheus.NewRegistry()}), fake: fake}
+			target := query
+			if tc.team != "" {
+				target += "&team=" + tc.team
+			}
+			r := a.doAs(t, tc.token, http.MethodGet, target, "")
+			if tc.want != nil {
+				checkProblem(t, r, *tc.want)
+			} else if r.status != http.StatusOK {
+				t.Fatalf("status %d: %s", r.status, r.body)
+			}
+			if fake.gotSearch.Team != tc.wantTeam {
+				t.Errorf("searched for team %q, want %q", fake.gotSearch.Team, tc.wantTeam)
 			}
 		})
 	}

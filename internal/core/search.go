@@ -1,6 +1,7 @@
 package core
 
 import (
+	"cmp"
 	"fmt"
 	"sort"
 	"time"
@@ -8,7 +9,10 @@ import (
 
 // SearchRequest asks for offerings. Exactly one of Duration or the
 // MinDuration/MaxDuration range is set; Types lists one or more instance
-// types; an empty Zone means all zones.
+// types; an empty Zone means all zones. Team is the team that would buy
+// (the service fills Quotas from it); Quotas holds its effective quota
+// per instance type, and a type without one is bounded by the operator's
+// limits alone.
 type SearchRequest struct {
 	Types       []string
 	Count       int
@@ -19,6 +23,8 @@ type SearchRequest struct {
 	EndBefore   time.Time
 	Zone        string
 	MaxResults  int
+	Team        string
+	Quotas      map[string]Quota
 }
 
 // Search returns up to MaxResults offerings, unsigned, best first: those
@@ -28,29 +34,63 @@ type SearchRequest struct {
 // ranked the same way among themselves. An alternative never displaces
 // the best offering of the duration asked for. A window where nothing
 // fits gives an empty list, not an error.
+//
+// Offerings respect the team's quota of each type (req.Quotas), as a
+// purchase does: a type whose quota refuses the request itself (count,
+// duration, a start too far ahead) is skipped, and when every type is,
+// the search answers the first refusal (ErrQuotaExceeded, naming the
+// limit). Starts stop at the quota's lead limit, a longer alternative
+// beyond its longest block is not offered, and an offering that would
+// take the team above the instances it may hold is left out; when that
+// leaves nothing, the search answers that refusal instead of an empty
+// list.
 func (ix *Index) Search(req SearchRequest, now time.Time) ([]Offering, error) {
 	// 1. Validate against the operator's limits.
 	q, err := ix.validateSearch(req, now)
 	if err != nil {
 		return nil, err
 	}
-	// 2. Collect candidates per type, pool and duration.
+	// 2. Collect candidates per type, pool and duration, within the
+	//    type's quota.
 	var exact, shorter, longer []Offering
+	var refused, overHeld error
+	searched := false
 	for _, t := range q.types {
-		for _, p := range ix.poolsFor(t, req.Zone) {
-			// Prefix sums of booked GPUs, for pricing, once per pool.
-			longest := max(q.durations[len(q.durations)-1], q.longer)
-			prefix := p.usedPrefix(max(min(q.lastEnd, q.lastStart+longest), 0))
-			for _, d := range q.durations {
-				exact = append(exact, ix.candidates(p, t, req.Count, d, q, prefix, now)...)
-			}
-			if q.shorter > 0 {
-				shorter = append(shorter, ix.candidates(p, t, req.Count, q.shorter, q, prefix, now)...)
-			}
-			if q.longer > 0 {
-				longer = append(longer, ix.candidates(p, t, req.Count, q.longer, q, prefix, now)...)
+		quota, limited := req.Quotas[t.Name]
+		tq := q
+		if limited {
+			if tq, err = ix.quotaQuery(q, quota, req.Count, now); err != nil {
+				refused = cmp.Or(refused, err)
+				continue
 			}
 		}
+		searched = true
+		var typeExact, typeShorter, typeLonger []Offering
+		for _, p := range ix.poolsFor(t, req.Zone) {
+			// Prefix sums of booked GPUs, for pricing, once per pool.
+			longest := max(tq.durations[len(tq.durations)-1], tq.longer)
+			prefix := p.usedPrefix(max(min(tq.lastEnd, tq.lastStart+longest), 0))
+			for _, d := range tq.durations {
+				typeExact = append(typeExact, ix.candidates(p, t, req.Count, d, tq, prefix, now)...)
+			}
+			if tq.shorter > 0 {
+				typeShorter = append(typeShorter, ix.candidates(p, t, req.Count, tq.shorter, tq, prefix, now)...)
+			}
+			if tq.longer > 0 {
+				typeLonger = append(typeLonger, ix.candidates(p, t, req.Count, tq.longer, tq, prefix, now)...)
+			}
+		}
+		if limited {
+			typeExact = ix.withinHeld(typeExact, quota, now, &overHeld)
+			typeShorter = ix.withinHeld(typeShorter, quota, now, &overHeld)
+			typeLonger = ix.withinHeld(typeLonger, quota, now, &overHeld)
+		}
+		exact = append(exact, typeExact...)
+		shorter = append(shorter, typeShorter...)
+		longer = append(longer, typeLonger...)
+	}
+	if !searched {
+		return nil, refused
 	}
 	// 3. Rank and pick: the duration asked for first, then the alternatives.
 	rank(exact)
@@ -71,7 +111,48 @@ func (ix *Index) Search(req SearchRequest, now time.Time) ([]Offering, error) {
 	for i := range extras {
 		extras[i].Alternative = true
 	}
-	return append(exact[:min(n, len(exact))], extras...), nil
+	out := append(exact[:min(n, len(exact))], extras...)
+	if len(out) == 0 && overHeld != nil {
+		return nil, overHeld
+	}
+	return out, nil
+}
+
+// quotaQuery narrows q to what quota lets its team buy: a request that no
+// offering within it could meet is refused as a purchase would be (the
+// count alone above the instances it may hold, the count per block, a
+// duration, the earliest start beyond the lead limit); otherwise starts
+// stop at the lead limit and a longer alternative beyond the longest
+// block is dropped.
+func (ix *Index) quotaQuery(q searchQuery, quota Quota, count int, now time.Time) (searchQuery, error) {
+	first := ix.timeOf(q.first)
+	for _, h := range q.durations {
+		if err := CheckQuota(quota, count, first, first.Add(time.Duration(h)*time.Hour), now, 0); err != nil {
+			return q, err
+		}
+	}
+	if quota.MaxLead > 0 {
+		q.lastStart = min(q.lastStart, int(now.Add(quota.MaxLead).Sub(ix.Origin)/time.Hour))
+	}
+	if quota.MaxDuration > 0 && time.Duration(q.longer)*time.Hour > quota.MaxDuration {
+		q.longer = 0
+	}
+	return q, nil
+}
+
+// withinHeld keeps the offerings that would not take quota's team above
+// the instances it may hold at once, and records the first refusal in
+// refused when it has none yet.
+func (ix *Index) withinHeld(os []Offering, quota Quota, now time.Time, refused *error) []Offering {
+	kept := os[:0]
+	for _, o := range os {
+		if err := ix.CheckQuota(quota.Team, quota, o.Count, o.Start, o.End, now); err != nil {
+			*refused = cmp.Or(*refused, err)
+			continue
+		}
+		kept = append(kept, o)
+	}
+	return kept
 }
 
 type searchQuery struct {

@@ -192,7 +192,7 @@ func (h *harness) reserve(t *testing.T, args map[string]string) string {
 		h.ix.Add(m)
 		fmt.Fprintf(&out, "moved %s to %s\n", m.ID, placementString(m.Placements))
 	}
-	b := Block{ID: args["id"], InstanceType: typ.Name, GPUModel: typ.GPUModel, Count: atoi(t, args["count"]), Zone: args["zone"],
+	b := Block{ID: args["id"], Team: args["team"], InstanceType: typ.Name, GPUModel: typ.GPUModel, Count: atoi(t, args["count"]), Zone: args["zone"],
 		Start: start, End: end, State: StateScheduled, Placements: plan.Placements}
 	if err := h.ix.Add(b); err != nil {
 		t.Fatal(err)
@@ -237,6 +237,12 @@ func (h *harness) search(t *testing.T, args map[string]string) string {
 	if v, ok := args["max-results"]; ok {
 		req.MaxResults = atoi(t, v)
 	}
+	if team, ok := args["team"]; ok {
+		req.Team, req.Quotas = team, map[string]Quota{}
+		for _, name := range req.Types {
+			req.Quotas[name] = h.quota(t, team, args)
+		}
+	}
 	offers, err := h.ix.Search(req, h.now)
 	if err != nil {
 		return "error: " + err.Error() + "\n"
@@ -254,6 +260,27 @@ func (h *harness) search(t *testing.T, args map[string]string) string {
 			h.rel(o.Start), h.rel(o.End), o.DurationHours(), o.Fee, o.OnDemandFee, alt)
 	}
 	return out.String()
+}
+
+// quota reads a team's quota from a command's arguments: quota-block
+// (instances per block), quota-held (instances held at once), quota-hours
+// (longest block) and quota-lead (hours ahead); an absent one is 0, no
+// limit.
+func (h *harness) quota(t *testing.T, team string, args map[string]string) Quota {
+	q := Quota{Team: team}
+	if v, ok := args["quota-block"]; ok {
+		q.MaxInstancesPerBlock = atoi(t, v)
+	}
+	if v, ok := args["quota-held"]; ok {
+		q.MaxInstancesHeld = atoi(t, v)
+	}
+	if v, ok := args["quota-hours"]; ok {
+		q.MaxDuration = time.Duration(atoi(t, v)) * time.Hour
+	}
+	if v, ok := args["quota-lead"]; ok {
+		q.MaxLead = time.Duration(atoi(t, v)) * time.Hour
+	}
+	return q
 }
 
 // timeline prints one line per node: one character per hour from the

@@ -328,11 +328,18 @@ func (s *Service) Availability(_ context.Context, instanceType, zone string, fro
 	return s.index.Availability(t, zone, from, to)
 }
 
-// Offerings searches offerings and signs them.
-func (s *Service) Offerings(_ context.Context, req core.SearchRequest) ([]core.Offering, error) {
+// Offerings searches offerings and signs them. When req names a team,
+// they respect its effective quota of each type, as its purchase would
+// (core.Index.Search); a request beyond it is refused with the limit.
+func (s *Service) Offerings(ctx context.Context, req core.SearchRequest) ([]core.Offering, error) {
 	if req.Zone != "" && !s.knownZone(req.Zone) {
 		return nil, core.Invalidf("unknown zone %q", req.Zone)
 	}
+	quotas, err := s.searchQuotas(ctx, req.Team, req.Types)
+	if err != nil {
+		return nil, err
+	}
+	req.Quotas = quotas
 	s.mu.RLock()
 	offers, err := s.index.Search(req, s.clock.Now())
 	s.mu.RUnlock()
