@@ -17,15 +17,21 @@ import (
 )
 
 // jobsConfig decides how this server runs jobs. With --backend
-// kubernetes, as Indexed Jobs on the cluster (kubeJobsConfig). Else as
+// kubernetes, as Indexed Jobs on the cluster (kubeJobsConfig); with
+// --backend slurm, not at all (users submit with sbatch). Else as
 // processes of this machine: as root, each team's jobs run as a user of
 // their own, in cgroups, with limits; as another user the server cannot
 // isolate them, and runs none unless told to run them as itself with
 // --allow-unisolated-jobs.
 func jobsConfig(f serveFlags, dir string) (service.Config, error) {
 	var cfg service.Config
-	if f.backend == "kubernetes" {
+	switch f.backend {
+	case "kubernetes":
 		return kubeJobsConfig(f.kubeJobs)
+	case "slurm":
+		// The work runs on the cluster's nodes, not on this machine.
+		cfg.JobsOff = "with --backend slurm, capblock does not run jobs itself yet: submit them to the block's reservation with sbatch --reservation=<block id> (docs/slurm.md)"
+		return cfg, nil
 	}
 	limits, err := jobLimits(f)
 	if err != nil {

@@ -70,3 +70,15 @@ func TestKubeJobsConfig(t *testing.T) {
 		t.Errorf("the sim backend's workloads: %v, %v; want none, so that jobs run in the jobs directory", w, err)
 	}
 }
+
+// TestSlurmRunsNoJobsHere: with --backend slurm the server runs no jobs
+// on its own machine, and says how to run them instead.
+func TestSlurmRunsNoJobsHere(t *testing.T) {
+	cfg, err := jobsConfig(serveFlags{backend: "slurm"}, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(cfg.JobsOff, "sbatch --reservation") || cfg.JobsDir != "" {
+		t.Errorf("jobs with --backend slurm: JobsOff %q, JobsDir %q; want off, pointing at sbatch, and no jobs directory", cfg.JobsOff, cfg.JobsDir)
+	}
+}
