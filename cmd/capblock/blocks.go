@@ -164,26 +164,63 @@ func (a *app) blocksApproveCmd() *cobra.Command {
 }
 
 func (a *app) blocksCancelCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:   "cancel BLOCK",
+	var yes bool
+	cmd := &cobra.Command{
+		Use:   "cancel BLOCK [--yes]",
 		Short: "Cancel a block, or release it early once started (refund per the operator's policy)",
-		Args:  exactlyOne("block id or name"),
+		Long: `Cancel a block before its start, or release it early once it has started.
+It first shows the block and its refund and asks for confirmation (--yes
+does not ask; without a terminal to answer, --yes is needed), then says
+what was refunded. The refund shown first is the default policy's (the
+whole fee before the start, nothing after): an operator may set another,
+and what was refunded is read from the team's ledger afterwards.`,
+		Args: exactlyOne("block id or name"),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := a.mayAsk(yes, "cancel"); err != nil {
+				return err
+			}
+			ctx := cmd.Context()
 			c, err := a.client()
 			if err != nil {
 				return err
 			}
-			id, err := blockID(cmd.Context(), c, args[0])
+			id, err := blockID(ctx, c, args[0])
 			if err != nil {
 				return err
 			}
-			b, err := c.CancelBlock(cmd.Context(), id)
+			b, err := c.Block(ctx, id)
 			if err != nil {
 				return err
 			}
-			return a.showBlock(b)
+			now, err := c.Now(ctx)
+			if err != nil {
+				return err
+			}
+			what := fmt.Sprintf("cancelling block %s: %s, %d × %s in %s, %s to %s UTC, fee %s; %s",
+				blockLabel(b), b.State, b.InstanceCount, b.InstanceType, b.Zone, fmtTime(b.StartTime), fmtTime(b.EndTime), b.UpfrontFee, refundPreview(b, now))
+			if err := a.confirm(yes, what, "Cancel it?", "block "+b.ID+" was not cancelled"); err != nil {
+				return err
+			}
+			cancelled, err := c.CancelBlock(ctx, id)
+			if err != nil {
+				return err
+			}
+			if err := a.showBlock(cancelled); err != nil {
+				return err
+			}
+			switch minor, amount, ok := refunded(ctx, c, cancelled.Team, cancelled.ID, cancelled.UpfrontFee.Currency); {
+			case !ok:
+				a.note("cancelled block %s; its refund is in the team's ledger ('capblock teams ledger %s')", cancelled.ID, cancelled.Team)
+			case minor == 0:
+				a.note("cancelled block %s: nothing was refunded", cancelled.ID)
+			default:
+				a.note("cancelled block %s: refunded %s", cancelled.ID, amount)
+			}
+			return nil
 		},
 	}
+	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "cancel without asking")
+	return cmd
 }
 
 func (a *app) blocksExtensionOfferingsCmd() *cobra.Command {
@@ -229,12 +266,20 @@ func (a *app) blocksExtensionOfferingsCmd() *cobra.Command {
 }
 
 func (a *app) blocksExtendCmd() *cobra.Command {
-	var duration, offeringID string
+	var (
+		duration, offeringID string
+		yes                  bool
+	)
 	cmd := &cobra.Command{
-		Use:   "extend BLOCK (--duration D | --offering cbe-…)",
+		Use:   "extend BLOCK (--duration D | --offering cbe-…) [--yes]",
 		Short: "Extend a block: buy the best extension offering for a duration, or a given one",
+		Long: `Extend a block: buy the best extension offering for --duration, or the
+extension offering --offering (from 'capblock blocks extension-offerings').
+It first shows the new end and the fee and asks for confirmation (--yes
+does not ask; without a terminal to answer, --yes is needed), then says
+what was charged.`,
 		Example: `  capblock blocks extend cb-… --duration 24h
-  capblock blocks extend cb-… --offering cbe-…`,
+  capblock blocks extend cb-… --offering cbe-… --yes`,
 		Args: exactlyOne("block id or name"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			switch {
@@ -250,16 +295,26 @@ func (a *app) blocksExtendCmd() *cobra.Command {
 					return err
 				}
 			}
+			if err := a.mayAsk(yes, "extend"); err != nil {
+				return err
+			}
+			ctx := cmd.Context()
 			c, err := a.client()
 			if err != nil {
 				return err
 			}
-			id, err := blockID(cmd.Context(), c, args[0])
+			id, err := blockID(ctx, c, args[0])
 			if err != nil {
 				return err
 			}
+			b, err := c.Block(ctx, id)
+			if err != nil {
+				return err
+			}
+			what := fmt.Sprintf("extending block %s, which ends at %s UTC, with extension offering %s for the fee it was listed with",
+				blockLabel(b), fmtTime(b.EndTime), offeringID)
 			if offeringID == "" {
-				offerings, err := c.ExtensionOfferings(cmd.Context(), id, hours)
+				offerings, err := c.ExtensionOfferings(ctx, id, hours)
 				if err != nil {
 					return err
 				}
@@ -268,19 +323,27 @@ func (a *app) blocksExtendCmd() *cobra.Command {
 				}
 				o := offerings[0]
 				offeringID = o.OfferingID
-				if !a.jsonOutput() {
-					a.note("buying extension to %s UTC for %s", fmtTime(o.EndTime), o.UpfrontFee)
-				}
+				what = fmt.Sprintf("extending block %s by %dh, from %s to %s UTC, for %s (%s on demand)",
+					blockLabel(b), o.DurationHours, fmtTime(b.EndTime), fmtTime(o.EndTime), o.UpfrontFee, o.OnDemandFee)
 			}
-			b, err := c.ExtendBlock(cmd.Context(), id, offeringID)
+			if err := a.confirm(yes, what, "Extend it?", "block "+b.ID+" was not extended"); err != nil {
+				return err
+			}
+			extended, err := c.ExtendBlock(ctx, id, offeringID)
 			if err != nil {
 				return err
 			}
-			return a.showBlock(b)
+			if err := a.showBlock(extended); err != nil {
+				return err
+			}
+			a.note("extended block %s to %s UTC: charged %s (its fee is now %s)",
+				extended.ID, fmtTime(extended.EndTime), feeChange(b.UpfrontFee, extended.UpfrontFee), extended.UpfrontFee)
+			return nil
 		},
 	}
 	cmd.Flags().StringVar(&duration, "duration", "", "how much longer, e.g. 24h or 2d")
 	cmd.Flags().StringVar(&offeringID, "offering", "", "buy this extension offering (cbe-…) instead of searching")
+	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "extend without asking")
 	return cmd
 }
 

@@ -127,16 +127,25 @@ func newFakeAPI(t *testing.T) *fakeAPI {
 	})
 	mux.HandleFunc("GET /v1/blocks", reply(`{"blocks": [`+block1+`, `+block2+`]}`))
 	mux.HandleFunc("GET /v1/blocks/{id}", func(w http.ResponseWriter, r *http.Request) {
-		if r.PathValue("id") != "cb-1" {
+		switch r.PathValue("id") {
+		case "cb-1":
+			reply(block1)(w, r)
+		case "cb-2":
+			reply(block2)(w, r)
+		default:
 			problem(w, http.StatusNotFound, "not_found", "block "+r.PathValue("id")+" not found")
-			return
 		}
-		reply(block1)(w, r)
 	})
 	mux.HandleFunc("GET /v1/blocks/{id}/status", reply(`{"totalCapacity": 2, "availableCapacity": 1,
 		"unavailableCapacity": 1, "degraded": true, "placementFinal": false, "lockInTime": "2026-11-30T23:00:00Z",
 		"placements": [{"node": "a-h100-01", "gpus": [0,1,2,3,4,5,6,7]}, {"node": "a-h100-02", "gpus": [0,1,2,3,5]}]}`))
-	mux.HandleFunc("POST /v1/blocks/{id}/cancel", reply(strings.Replace(block1, `"scheduled"`, `"cancelled"`, 1)))
+	mux.HandleFunc("POST /v1/blocks/{id}/cancel", func(w http.ResponseWriter, r *http.Request) {
+		if r.PathValue("id") == "cb-2" {
+			reply(strings.Replace(block2, `"active"`, `"cancelled"`, 1))(w, r)
+			return
+		}
+		reply(strings.Replace(block1, `"scheduled"`, `"cancelled"`, 1))(w, r)
+	})
 	mux.HandleFunc("GET /v1/blocks/{id}/extension-offerings", func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Query().Get("durationHours") == "999" {
 			reply(`{"offerings": []}`)(w, r)
@@ -205,7 +214,7 @@ func (f *fakeAPI) lastBodyLocked() string {
 func (f *fakeAPI) seen() []string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return append([]string(nil), f.requests...)
+	return append([]string{}, f.requests...)
 }
 
 func (f *fakeAPI) seenAuth() []string {

@@ -33,7 +33,8 @@ func main() {
 func run(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	a := &app{stdout: stdout, stderr: stderr, getenv: os.Getenv, now: time.Now, configDir: os.UserConfigDir}
+	a := &app{stdout: stdout, stderr: stderr, getenv: os.Getenv, now: time.Now, configDir: os.UserConfigDir,
+		stdin: os.Stdin, interactive: func() bool { return isTerminal(os.Stdin) }}
 	return a.execute(ctx, args)
 }
 
@@ -44,6 +45,10 @@ type app struct {
 	getenv         func(string) string
 	now            func() time.Time
 	configDir      func() (string, error) // os.UserConfigDir
+	// stdin answers questions, when interactive says a person is there
+	// to answer them (stdin is a terminal); nil interactive means none.
+	stdin       io.Reader
+	interactive func() bool
 
 	url     string
 	token   string

@@ -227,9 +227,26 @@ func TestCommands(t *testing.T) {
 			wantRequests: []string{"GET /v1/blocks/cb-1/status"},
 		},
 		"blocks cancel": {
+			args: []string{"blocks", "cancel", "cb-1", "--yes"},
+			want: result{stdout: "*", stderr: lines(
+				"cancelling block cb-1 (load-test): scheduled, 2 × h100.8x in zone-a, 2026-12-01 00:00 to 2026-12-03 00:00 UTC, fee 7078.08 USD; "+
+					"it has not started: refund 7078.08 USD (by the default policy: the whole fee before the start, nothing after; the operator may set another)",
+				"cancelled block cb-1: nothing was refunded",
+			)},
+			wantRequests: []string{"GET /v1/blocks/cb-1", "GET /healthz", "POST /v1/blocks/cb-1/cancel", "GET /v1/teams/ml/ledger"},
+		},
+		"blocks cancel: started, and the ledger's refund": {
+			args: []string{"blocks", "cancel", "cb-2", "-y"},
+			want: result{stdout: "*", stderr: lines(
+				"cancelling block cb-2: active, 1 × l4.1x in zone-b, 2026-11-20 12:00 to 2026-11-20 16:00 UTC, fee 3.00 USD; "+
+					"it started at 2026-11-20 12:00 UTC: no refund, an early release (by the default policy: the whole fee before the start, nothing after; the operator may set another)",
+				"cancelled block cb-2: refunded 3.00 USD",
+			)},
+		},
+		"blocks cancel: no terminal and no --yes": {
 			args:         []string{"blocks", "cancel", "cb-1"},
-			want:         result{stdout: "*"},
-			wantRequests: []string{"POST /v1/blocks/cb-1/cancel"},
+			want:         result{code: 2, stderr: "capblock: cancel asks for confirmation, and there is no terminal to answer: pass --yes to cancel without asking (see 'capblock blocks cancel --help')\n"},
+			wantRequests: []string{},
 		},
 		"blocks extension-offerings": {
 			args: []string{"blocks", "extension-offerings", "cb-1", "--duration", "1d"},
@@ -243,28 +260,41 @@ func TestCommands(t *testing.T) {
 			wantRequests: []string{"GET /v1/blocks/cb-1/extension-offerings?durationHours=24"},
 		},
 		"blocks extend by a duration buys the first offering": {
-			args: []string{"blocks", "extend", "cb-1", "--duration", "24h"},
-			want: result{stdout: "*", stderr: "buying extension to 2026-12-04 00:00 UTC for 3539.04 USD\n"},
+			args: []string{"blocks", "extend", "cb-1", "--duration", "24h", "--yes"},
+			want: result{stdout: "*", stderr: lines(
+				"extending block cb-1 (load-test) by 24h, from 2026-12-03 00:00 to 2026-12-04 00:00 UTC, for 3539.04 USD (4719.36 USD on demand)",
+				"extended block cb-1 to 2026-12-04 00:00 UTC: charged 3539.04 USD (its fee is now 10617.12 USD)",
+			)},
 			wantRequests: []string{
+				"GET /v1/blocks/cb-1",
 				"GET /v1/blocks/cb-1/extension-offerings?durationHours=24",
 				`POST /v1/blocks/cb-1/extensions {"offeringId":"cbe-ext"}`,
 			},
 		},
 		"blocks extend with an offering": {
-			args:         []string{"blocks", "extend", "cb-1", "--offering", "cbe-chosen"},
-			want:         result{stdout: "*"},
-			wantRequests: []string{`POST /v1/blocks/cb-1/extensions {"offeringId":"cbe-chosen"}`},
+			args: []string{"blocks", "extend", "cb-1", "--offering", "cbe-chosen", "--yes"},
+			want: result{stdout: "*", stderr: lines(
+				"extending block cb-1 (load-test), which ends at 2026-12-03 00:00 UTC, with extension offering cbe-chosen for the fee it was listed with",
+				"extended block cb-1 to 2026-12-04 00:00 UTC: charged 3539.04 USD (its fee is now 10617.12 USD)",
+			)},
+			wantRequests: []string{"GET /v1/blocks/cb-1", `POST /v1/blocks/cb-1/extensions {"offeringId":"cbe-chosen"}`},
+		},
+		"blocks extend: no terminal and no --yes": {
+			args:         []string{"blocks", "extend", "cb-1", "--duration", "24h"},
+			want:         result{code: 2, stderr: "capblock: extend asks for confirmation, and there is no terminal to answer: pass --yes to extend without asking (see 'capblock blocks extend --help')\n"},
+			wantRequests: []string{},
 		},
 		"blocks extend: the offering extended already": {
-			args: []string{"blocks", "extend", "cb-1", "--offering", "cbe-used"},
-			want: result{code: 1, stderr: "capblock: offering_used: this extension offering already extended block cb-1 " +
+			args: []string{"blocks", "extend", "cb-1", "--offering", "cbe-used", "-y"},
+			want: result{code: 1, stderr: "extending block cb-1 (load-test), which ends at 2026-12-03 00:00 UTC, with extension offering cbe-used for the fee it was listed with\n" +
+				"capblock: offering_used: this extension offering already extended block cb-1 " +
 				"(an extension offering extends once); ask for a fresh one; search again with 'capblock blocks extension-offerings', or extend with --duration\n"},
-			wantRequests: []string{`POST /v1/blocks/cb-1/extensions {"offeringId":"cbe-used"}`},
+			wantRequests: []string{"GET /v1/blocks/cb-1", `POST /v1/blocks/cb-1/extensions {"offeringId":"cbe-used"}`},
 		},
 		"blocks extend: nothing available": {
-			args:         []string{"blocks", "extend", "cb-1", "--duration", "999h"},
+			args:         []string{"blocks", "extend", "cb-1", "--duration", "999h", "--yes"},
 			want:         result{code: 1, stderr: "capblock: no extension of block cb-1 by 999h is available (the capacity after its end is taken, or it ends too soon); try a shorter --duration\n"},
-			wantRequests: []string{"GET /v1/blocks/cb-1/extension-offerings?durationHours=999"},
+			wantRequests: []string{"GET /v1/blocks/cb-1", "GET /v1/blocks/cb-1/extension-offerings?durationHours=999"},
 		},
 		"blocks extend: neither flag": {
 			args: []string{"blocks", "extend", "cb-1"},

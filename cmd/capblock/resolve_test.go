@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -31,6 +32,11 @@ func namesAPI(t *testing.T) (url string, seen func() []string) {
 	mux.HandleFunc("GET /v1/blocks/{id}", reply(block1))
 	mux.HandleFunc("GET /v1/blocks/{id}/status", reply(`{"totalCapacity": 2, "availableCapacity": 2, "placementFinal": true}`))
 	mux.HandleFunc("POST /v1/blocks/{id}/cancel", reply(block1))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Capblock-Now", serverNow.Format(time.RFC3339))
+		reply(`{"status": "ok"}`)(w, r)
+	})
+	mux.HandleFunc("GET /v1/teams/{id}/ledger", reply(`{"entries": [], "spent": {"amount": "0.00", "currency": "USD"}}`))
 	mux.HandleFunc("GET /v1/blocks/{id}/extension-offerings", reply(`{"offerings": [`+extension+`]}`))
 	mux.HandleFunc("POST /v1/blocks/{id}/extensions", reply(block1Extended))
 	mux.HandleFunc("GET /v1/plans", reply(`{"plans": [{"id": "tp-1", "name": "llama-ft", "state": "active"},
@@ -84,12 +90,12 @@ func TestNamesStandForIDs(t *testing.T) {
 			wantRequests: []string{"GET /v1/blocks", "GET /v1/blocks/cb-1/status"},
 		},
 		"blocks cancel": {
-			args:         []string{"blocks", "cancel", "load-test"},
-			wantRequests: []string{"GET /v1/blocks", "POST /v1/blocks/cb-1/cancel"},
+			args:         []string{"blocks", "cancel", "load-test", "--yes"},
+			wantRequests: []string{"GET /v1/blocks", "GET /v1/blocks/cb-1", "GET /healthz", "POST /v1/blocks/cb-1/cancel", "GET /v1/teams/ml/ledger"},
 		},
 		"blocks extend": {
-			args:         []string{"blocks", "extend", "load-test", "--duration", "24h"},
-			wantRequests: []string{"GET /v1/blocks", "GET /v1/blocks/cb-1/extension-offerings?durationHours=24", `POST /v1/blocks/cb-1/extensions {"offeringId":"cbe-ext"}`},
+			args:         []string{"blocks", "extend", "load-test", "--duration", "24h", "--yes"},
+			wantRequests: []string{"GET /v1/blocks", "GET /v1/blocks/cb-1", "GET /v1/blocks/cb-1/extension-offerings?durationHours=24", `POST /v1/blocks/cb-1/extensions {"offeringId":"cbe-ext"}`},
 		},
 		"blocks: a name no block has": {
 			args:         []string{"blocks", "show", "llama"},
