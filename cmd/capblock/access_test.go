@@ -96,6 +96,10 @@ func TestAccessCommands(t *testing.T) {
 				`PUT /v1/teams/team-1/quotas {"instanceType":"l4.1x","maxInstancesPerBlock":0,"maxInstancesHeld":2,"maxDurationHours":0,"maxLeadDays":0}`,
 			},
 		},
+		"teams quota: not a duration": {
+			args: []string{"teams", "quota", "team-1", "--max-lead", "soon"},
+			want: result{code: 2, stderr: "capblock: --max-lead \"soon\" is not a duration; write it in whole days, like 28d or 4w, or 0 for the default (see 'capblock teams quota --help')\n"},
+		},
 		"teams quota: not whole hours": {
 			args: []string{"teams", "quota", "team-1", "--max-duration", "90m"},
 			want: result{code: 2, stderr: "capblock: --max-duration 90m is not a whole number of hours (see 'capblock teams quota --help')\n"},

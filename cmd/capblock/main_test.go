@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -146,7 +147,7 @@ func TestCommands(t *testing.T) {
 		},
 		"offerings: bad duration": {
 			args: []string{"offerings", "--type", "h100.8x", "--duration", "two days"},
-			want: result{code: 2, stderr: "capblock: --duration: \"two days\" is not a duration; write it like 48h, 3d, 2w, 90m or 1d12h (see 'capblock offerings --help')\n"},
+			want: result{code: 2, stderr: "capblock: --duration \"two days\" is not a duration; write it in whole hours, like 48h, 3d, 2w or 1d12h (see 'capblock offerings --help')\n"},
 		},
 		"offerings: bad date": {
 			args: []string{"offerings", "--type", "h100.8x", "--duration", "48h", "--end-before", "soon"},
@@ -425,6 +426,21 @@ func TestJSONOutput(t *testing.T) {
 				t.Errorf("JSON mismatch (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestDurationHelpListsOnlyWholeHours checks that no help of a command
+// that sells by the hour gives an example that it then refuses.
+func TestDurationHelpListsOnlyWholeHours(t *testing.T) {
+	for _, args := range [][]string{{"offerings", "--help"}, {"plans", "offerings", "--help"}, {"blocks", "extend", "--help"},
+		{"blocks", "extension-offerings", "--help"}, {"teams", "quota", "--help"}} {
+		got := runApp(t.Context(), nil, args...)
+		if got.code != 0 || got.stdout == "" {
+			t.Fatalf("%v: %+v", args, got)
+		}
+		if m := regexp.MustCompile(`\b\d+m\b|\d+h\d+m`).FindString(got.stdout); m != "" {
+			t.Errorf("%v lists %q, a length that is not whole hours:\n%s", args, m, got.stdout)
+		}
 	}
 }
 

@@ -33,7 +33,7 @@ func (a *app) offeringsCmd() *cobra.Command {
 before it expires with "capblock buy ROW", the row's number in the table
 (the search is remembered beside the login), or "capblock buy OFFERING_ID".
 
-Durations: 48h, 3d, 2w, 90m, 1d12h (capacity is sold by the hour).
+Durations are whole hours (capacity is sold by the hour): 48h, 3d, 2w, 1d12h.
 Dates: now, today, tomorrow (midnight UTC), +14d, +6h, 2026-12-01, RFC 3339.
 Relative dates are read from the server's clock (its simulated clock on a
 server run with --sim-clock), not from this machine's.`,
@@ -180,11 +180,13 @@ bought instead of buying twice.`,
 	return cmd
 }
 
-// parseHours parses a duration flag into whole hours.
+// parseHours parses a duration flag into whole hours. Its errors give
+// examples in whole hours only: humantime's own ("90m") would suggest a
+// length that is refused.
 func parseHours(flag, s string) (int, error) {
 	d, err := humantime.ParseDuration(s)
 	if err != nil {
-		return 0, usageError(fmt.Errorf("%s: %w", flag, err))
+		return 0, usagef("%s %q is not a duration; write it in whole hours, like 48h, 3d, 2w or 1d12h", flag, s)
 	}
 	if d <= 0 || d%time.Hour != 0 {
 		return 0, usagef("%s %s is not a whole number of hours; capacity is sold by the hour (e.g. 1h, 48h, 3d)", flag, s)

@@ -240,7 +240,8 @@ func parseLimit(flag, s string, unit time.Duration, unitName string) (int, error
 	}
 	d, err := humantime.ParseDuration(s)
 	if err != nil {
-		return 0, usageError(fmt.Errorf("%s: %w", flag, err))
+		examples := map[string]string{"hours": "72h or 1w", "days": "28d or 4w"}[unitName]
+		return 0, usagef("%s %q is not a duration; write it in whole %s, like %s, or 0 for the default", flag, s, unitName, examples)
 	}
 	if d < 0 || d%unit != 0 {
 		return 0, usagef("%s %s is not a whole number of %s", flag, s, unitName)
