@@ -4,7 +4,8 @@ import "github.com/prometheus/client_golang/prometheus"
 
 // serviceMetrics count what replicas do to stay consistent with each
 // other: conflicts between their decisions and how each was settled.
-// The engine actions' gauges are read from the store (actionsCollector).
+// The engine actions' gauges are read from the store (actionsCollector),
+// the fleet's from the index and the store (fleetCollector).
 type serviceMetrics struct {
 	conflicts prometheus.Counter
 	catchUps  *prometheus.CounterVec
@@ -30,5 +31,5 @@ func newServiceMetrics() serviceMetrics {
 
 // Collectors returns the service's metrics, for /metrics.
 func (s *Service) Collectors() []prometheus.Collector {
-	return []prometheus.Collector{s.metrics.conflicts, s.metrics.catchUps, s.metrics.watchLost, newActionsCollector(s)}
+	return []prometheus.Collector{s.metrics.conflicts, s.metrics.catchUps, s.metrics.watchLost, newActionsCollector(s), newFleetCollector(s)}
 }
