@@ -37,4 +37,18 @@
 // touch only the block's key, so they need no read of the node and
 // cannot undo another block's; the taint's patch, which rewrites the
 // node's list of taints, carries the node's resourceVersion instead.
+//
+// Jobs. Workloads (workloads.go, jobspec.go, instances.go, logs.go) runs
+// capblock's jobs on the cluster: each run of a job is an Indexed Job of
+// one pod per instance, in the team's namespace (the one labelled
+// capblock.io/team=<team>), with the taint's toleration and a required
+// affinity on the block's label, RANK from the completion index and
+// MASTER_ADDR through a headless Service. The first instance's Start
+// makes the Job; the others' find it. An informer on the jobs' pods
+// reports each pod's end once on Exits, then removes the pod's finalizer
+// (ExitFinalizer), which kept it so that an end while no server watched
+// is still seen; a new Open adopts the pods that run. An end waits until
+// its instance's Start is applied (starts.go), so that the service never
+// counts the end of an instance it has not counted as started. Logs are
+// read through the API server. JobsPolicyRules are the rights this adds.
 package kubernetes
