@@ -1,0 +1,334 @@
+package slurm_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"capblock/internal/backend/slurm"
+	"capblock/internal/core"
+	"capblock/internal/slurmtest"
+)
+
+// The side-by-side trace: about 1,000 whole-node requests of 1–4 nodes
+// for 1–24 hours, starting on the hour over 4 weeks, on a 64-node
+// cluster, from a fixed seed. Each request arrives in trace order, all
+// of them at the half's start (a burst of purchases for the next month).
+const (
+	sideBySideNodes    = 64
+	sideBySideRequests = 1000
+	sideBySideWeeks    = 4
+)
+
+// traceRequest is one request of the trace: count whole nodes from
+// start hours after the half's base, for hours hours.
+type traceRequest struct{ count, start, hours int }
+
+func sideBySideTrace() []traceRequest {
+	rng := rand.New(rand.NewPCG(2026, 12))
+	out := make([]traceRequest, sideBySideRequests)
+	for i := range out {
+		out[i] = traceRequest{count: 1 + rng.IntN(4), start: rng.IntN(sideBySideWeeks * 7 * 24), hours: 1 + rng.IntN(24)}
+	}
+	return out
+}
+
+// hourlyBound is how many requests of trace a perfect hour-by-hour count
+// of nodes grants: in trace order, a request is granted when at every
+// hour of its window the nodes of the requests granted before it leave
+// at least its count free. It is what capblock's index accepts
+// (core.TestPackingWholeNodes holds Place to it).
+func hourlyBound(trace []traceRequest, nodes int) int {
+	booked := make([]int, sideBySideWeeks*7*24+24)
+	granted := 0
+	for _, r := range trace {
+		fits := true
+		for h := r.start; h < r.start+r.hours; h++ {
+			fits = fits && booked[h]+r.count <= nodes
+		}
+		if !fits {
+			continue
+		}
+		for h := r.start; h < r.start+r.hours; h++ {
+			booked[h] += r.count
+		}
+		granted++
+	}
+	return granted
+}
+
+// halfResult is what one half of the side by side measured.
+type halfResult struct {
+	full, fewer, refused int
+	created              int           // reservations created
+	calls                time.Duration // wall time of the Slurm calls that create them (refusals included)
+	ctldCPU              time.Duration // slurmctld's CPU time over those calls
+	moves                int           // reservations moved to other nodes (capblock's re-packs)
+	moveCalls            time.Duration // wall time of the Slurm calls that move them
+	moveCPU              time.Duration // slurmctld's CPU time over those calls
+	place                time.Duration // capblock's own placement (Place and Add), wall
+}
+
+func (r halfResult) report(b *testing.B, bound int) {
+	b.ReportMetric(float64(r.full), "full")
+	b.ReportMetric(float64(r.fewer), "fewer")
+	b.ReportMetric(float64(r.refused), "refused")
+	b.ReportMetric(float64(bound), "hourly-bound")
+	b.ReportMetric(float64(r.created)/r.calls.Seconds(), "resv/s")
+	b.ReportMetric(float64(r.ctldCPU.Microseconds())/1000/float64(r.created), "ctld-ms/resv")
+	if r.moves > 0 {
+		b.ReportMetric(float64(r.moves), "moves")
+		b.ReportMetric(r.moveCalls.Seconds(), "move-s")
+		b.ReportMetric(float64(r.moveCPU.Microseconds())/1000/float64(r.created), "move-ctld-ms/resv")
+		b.ReportMetric(float64(r.created)/(r.calls+r.moveCalls).Seconds(), "with-moves-resv/s")
+	}
+	if r.place > 0 {
+		b.ReportMetric(float64(r.place.Microseconds())/float64(len(sideBySideTrace())), "place-µs/req")
+	}
+}
+
+// BenchmarkSlurmSideBySide places the trace on a fresh 64-node cluster
+// twice: by Slurm (`scontrol create reservation NodeCnt=k`, Slurm picks
+// the nodes) and by capblock (core.Index places, the backend's Reserve
+// creates the reservation with explicit Nodes=, and moves the
+// reservations of the tentative blocks a re-pack moves). responding is
+// how many of the 64 nodes run a slurmd; the others are declared only
+// and never respond (slurmtest.Options.Declared). Run it with
+// -benchtime 1x: each iteration starts its own cluster.
+func BenchmarkSlurmSideBySide(b *testing.B) {
+	trace := sideBySideTrace()
+	bound := hourlyBound(trace, sideBySideNodes)
+	opts := func(responding int) slurmtest.Options {
+		return slurmtest.Options{Nodes: responding, Declared: sideBySideNodes - responding, StartTimeout: 5 * time.Minute}
+	}
+	for _, responding := range []int{64, 2} {
+		b.Run(fmt.Sprintf("slurm-NodeCnt/responding=%d", responding), func(b *testing.B) {
+			var r halfResult
+			for range b.N {
+				b.StopTimer()
+				c := slurmtest.Start(b, opts(responding))
+				b.StartTimer()
+				r = slurmPlaces(b, c, trace)
+			}
+			r.report(b, bound)
+		})
+	}
+	// Explicit nodes do not depend on which nodes respond (Slurm takes
+	// even down ones): every node responds here, as in the first half.
+	b.Run("capblock-Nodes/responding=64", func(b *testing.B) {
+		var r halfResult
+		for range b.N {
+			b.StopTimer()
+			c := slurmtest.Start(b, opts(sideBySideNodes))
+			b.StartTimer()
+			r = capblockPlaces(b, c, trace)
+		}
+		r.report(b, bound)
+		if r.full != bound {
+			b.Errorf("capblock granted %d requests, the hourly count allows %d", r.full, bound)
+		}
+	})
+}
+
+// halfBase is the hour the trace's hour 0 stands for: two hours ahead,
+// so that every block is still tentative (before its lock-in, an hour
+// before its start) while the half runs, and Slurm takes every start.
+func halfBase() time.Time { return time.Now().UTC().Truncate(time.Hour).Add(2 * time.Hour) }
+
+// slurmPlaces asks Slurm for each request's reservation by node count,
+// then reads back how many nodes each one got.
+func slurmPlaces(b *testing.B, c *slurmtest.Cluster, trace []traceRequest) halfResult {
+	ctx := b.Context()
+	base := halfBase()
+	var r halfResult
+	cpu0 := controllerCPU(b, c)
+	for i, q := range trace {
+		args := []string{"create", "reservation", "ReservationName=" + sideBySideName("s", i),
+			"StartTime=" + base.Add(time.Duration(q.start)*time.Hour).In(c.Location()).Format("2006-01-02T15:04:05"),
+			"Duration=" + strconv.Itoa(q.hours*60), "NodeCnt=" + strconv.Itoa(q.count), "Users=nobody"}
+		t0 := time.Now()
+		_, err := c.Run(ctx, "", "scontrol", args...)
+		r.calls += time.Since(t0)
+		switch {
+		case err == nil:
+			r.created++
+		case strings.Contains(err.Error(), "Requested nodes are busy"):
+			r.refused++
+		default:
+			b.Fatal(err)
+		}
+	}
+	r.ctldCPU = controllerCPU(b, c) - cpu0
+	got := reservationNodeCounts(b, c)
+	for i, q := range trace {
+		n, ok := got[sideBySideName("s", i)]
+		switch {
+		case !ok:
+		case n >= q.count:
+			r.full++
+		default:
+			r.fewer++
+		}
+	}
+	if r.full+r.fewer != r.created {
+		b.Fatalf("Slurm created %d reservations, shows %d", r.created, r.full+r.fewer)
+	}
+	return r
+}
+
+// capblockPlaces places each request with capblock's index over the
+// cluster's nodes (read through the backend, as the service reads its
+// inventory) and has the backend reserve it, as the outbox does after a
+// purchase: first the moved blocks, then the new one.
+func capblockPlaces(b *testing.B, c *slurmtest.Cluster, trace []traceRequest) halfResult {
+	ctx := b.Context()
+	be, err := slurm.New(ctx, slurm.Config{Conf: c.Conf, SoldModels: []string{"H100"},
+		Teams: map[string]slurm.Access{"team-1": {Users: []string{"nobody"}}}}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	nodes, err := be.Inventory(ctx) // also what Reserve reads of the nodes
+	if err != nil {
+		b.Fatal(err)
+	}
+	f := core.Fleet{Currency: "USD", Limits: core.DefaultLimits(), Pricing: core.DefaultPricing(), Nodes: nodes,
+		Types: []core.InstanceType{{Name: "h100.8x", GPUModel: "H100", GPUsPerInstance: 8, OnDemand: core.Money{Minor: 9832, Currency: "USD"}}}}
+	now := time.Now()
+	ix, err := core.NewIndex(&f, nil, now)
+	if err != nil {
+		b.Fatal(err)
+	}
+	base := halfBase()
+	var r halfResult
+	for i, q := range trace {
+		t0 := time.Now()
+		req := core.PlaceRequest{Type: f.Types[0], Count: q.count, Zone: c.Name,
+			Start: base.Add(time.Duration(q.start) * time.Hour), End: base.Add(time.Duration(q.start+q.hours) * time.Hour)}
+		plan, err := ix.Place(req, now)
+		if errors.Is(err, core.ErrNoCapacity) {
+			r.place += time.Since(t0)
+			r.refused++
+			continue
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+		blk := core.Block{ID: sideBySideName("cb-", i), Team: "team-1", InstanceType: req.Type.Name, GPUModel: "H100",
+			Count: q.count, Zone: c.Name, Start: req.Start, End: req.End, State: core.StateScheduled, Placements: plan.Placements}
+		for _, m := range plan.Moves {
+			if err := ix.Add(m); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if err := ix.Add(blk); err != nil {
+			b.Fatal(err)
+		}
+		r.place += time.Since(t0)
+		// Each phase's share of slurmctld's CPU is read around it: a
+		// reading is to the hundredth of a second, its error random,
+		// so the sums over a thousand phases are close.
+		if len(plan.Moves) > 0 {
+			cpu0, t0 := controllerCPU(b, c), time.Now()
+			moveReservations(b, c, be, plan.Moves)
+			r.moveCalls += time.Since(t0)
+			r.moveCPU += controllerCPU(b, c) - cpu0
+			r.moves += len(plan.Moves)
+		}
+		cpu0, t0 := controllerCPU(b, c), time.Now()
+		if err := be.Reserve(ctx, blk); err != nil {
+			b.Fatal(err)
+		}
+		r.calls += time.Since(t0)
+		r.ctldCPU += controllerCPU(b, c) - cpu0
+		r.created++
+		r.full++
+	}
+	// What Slurm holds is what the index placed: one reservation per
+	// granted request, of its whole count.
+	got := reservationNodeCounts(b, c)
+	for _, blk := range ix.Blocks() {
+		if got[blk.ID] != blk.Count {
+			b.Fatalf("reservation %s holds %d nodes, its block %d", blk.ID, got[blk.ID], blk.Count)
+		}
+	}
+	if len(got) != r.created {
+		b.Fatalf("Slurm shows %d reservations, capblock created %d", len(got), r.created)
+	}
+	return r
+}
+
+// moveReservations brings the reservations of the blocks a re-pack moved
+// to their new nodes. A move onto nodes that another moved block still
+// holds is refused until that one has moved; what is left refused when
+// no move goes through any more (blocks that swap nodes) is deleted and
+// created again.
+func moveReservations(b *testing.B, c *slurmtest.Cluster, be *slurm.Backend, moves []core.Block) {
+	ctx := b.Context()
+	pending := moves
+	for len(pending) > 0 {
+		var left []core.Block
+		for _, m := range pending {
+			if err := be.Reserve(ctx, m); err != nil {
+				left = append(left, m)
+			}
+		}
+		if len(left) < len(pending) {
+			pending = left
+			continue
+		}
+		for _, m := range left {
+			if _, err := c.Run(ctx, "", "scontrol", "delete", "ReservationName="+m.ID); err != nil {
+				b.Fatal(err)
+			}
+		}
+		for _, m := range left {
+			if err := be.Reserve(ctx, m); err != nil {
+				b.Fatal(err)
+			}
+		}
+		return
+	}
+}
+
+func sideBySideName(prefix string, i int) string { return fmt.Sprintf("%s%04d", prefix, i) }
+
+func controllerCPU(b *testing.B, c *slurmtest.Cluster) time.Duration {
+	cpu, err := c.ControllerCPU()
+	if err != nil {
+		b.Fatal(err)
+	}
+	return cpu
+}
+
+// reservationNodeCounts reads every reservation's node count, in one
+// call.
+func reservationNodeCounts(b *testing.B, c *slurmtest.Cluster) map[string]int {
+	out, err := c.Run(context.Background(), "", "scontrol", "--oneliner", "show", "reservation")
+	if err != nil && !strings.Contains(err.Error(), "No reservations") {
+		b.Fatal(err)
+	}
+	got := map[string]int{}
+	for _, line := range strings.Split(string(out), "\n") {
+		var name string
+		count := -1
+		for _, w := range strings.Fields(line) {
+			if k, v, ok := strings.Cut(w, "="); ok {
+				switch k {
+				case "ReservationName":
+					name = v
+				case "NodeCnt":
+					count, _ = strconv.Atoi(v)
+				}
+			}
+		}
+		if name != "" {
+			got[name] = count
+		}
+	}
+	return got
+}
