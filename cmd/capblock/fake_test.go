@@ -82,7 +82,18 @@ func newFakeAPI(t *testing.T) *fakeAPI {
 		{"name": "a-h100-01", "zone": "zone-a", "rack": "a-r1", "gpuModel": "H100", "gpus": 8, "health": "healthy", "labels": {"fabric": "ib"}},
 		{"name": "b-l4-01", "zone": "zone-b", "rack": "b-r7", "gpuModel": "L4", "gpus": 4, "health": "unhealthy", "labels": {}}]}`))
 	mux.HandleFunc("GET /v1/offerings", func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case r.URL.Query().Get("instanceCount") == "0":
+			problem(w, http.StatusBadRequest, "invalid_argument", "query.instanceCount: expected number >= 1")
+			return
+		case r.URL.Query().Get("zone") == "zone-z":
+			problem(w, http.StatusBadRequest, "invalid_argument", "invalid argument: endBefore 2026-11-21T00:00:00Z must be after startAfter 2026-11-22T00:00:00Z")
+			return
+		}
 		switch r.URL.Query().Get("instanceType") {
+		case "bogus":
+			problem(w, http.StatusBadRequest, "invalid_argument", `searching offerings: invalid argument: unknown instance type "bogus" (GET /v1/instance-types lists them)`)
+			return
 		case "b200.8x":
 			reply(`{"offerings": []}`)(w, r)
 			return

@@ -93,6 +93,10 @@ func (a *app) execute(ctx context.Context, args []string) int {
 	if errors.Is(err, context.Canceled) {
 		msg = "interrupted"
 	}
+	var problem *client.Problem
+	if errors.As(err, &problem) {
+		msg = inFlagWords(cmd.CommandPath(), msg)
+	}
 	switch {
 	case usage:
 		msg += fmt.Sprintf(" (see '%s --help')", cmd.CommandPath())
@@ -230,6 +234,9 @@ func hint(cmd *cobra.Command, err error) string {
 			return "; search again for a fresh quote with 'capblock offerings'"
 		}
 	case client.CodeOfferingUsed:
+		if strings.Contains(err.Error(), "search again") {
+			return "" // the server said what to do; saying it again is noise
+		}
 		switch path := cmd.CommandPath(); {
 		case strings.HasPrefix(path, "capblock blocks extend"):
 			return "; search again with 'capblock blocks extension-offerings', or extend with --duration"

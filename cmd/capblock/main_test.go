@@ -129,6 +129,18 @@ func TestCommands(t *testing.T) {
 			args: []string{"offerings", "--type", "b200.8x", "--duration", "1w"},
 			want: result{stderr: "no offering fits: try a wider window (--start-after/--end-before), a smaller --count, another --zone or a shorter --duration\n"},
 		},
+		"offerings: the server's words for a field are the flag's": {
+			args: []string{"offerings", "--type", "h100.8x", "--count", "0", "--duration", "1d"},
+			want: result{code: 1, stderr: "capblock: invalid_argument: --count: expected number >= 1\n"},
+		},
+		"offerings: the server's field names in a sentence are flags": {
+			args: []string{"offerings", "--type", "h100.8x", "--duration", "1d", "--zone", "zone-z"},
+			want: result{code: 1, stderr: "capblock: invalid_argument: --end-before 2026-11-21T00:00:00Z must be after --start-after 2026-11-22T00:00:00Z\n"},
+		},
+		"offerings: a route the server names is the command that shows it": {
+			args: []string{"offerings", "--type", "bogus", "--duration", "1d"},
+			want: result{code: 1, stderr: "capblock: invalid_argument: unknown instance type \"bogus\" ('capblock types' lists them)\n"},
+		},
 		"offerings: no type": {
 			args: []string{"offerings", "--duration", "48h"},
 			want: result{code: 2, stderr: "capblock: required flag(s) \"type\" not set (see 'capblock offerings --help')\n"},
@@ -186,8 +198,7 @@ func TestCommands(t *testing.T) {
 		"buy: the quote bought already": {
 			args: []string{"buy", "cbo-used", "--client-token", "tok-3"},
 			want: result{code: 1, stderr: "capblock: offering_used: this quote already bought a block (a quote buys one); " +
-				"search again for a new quote, or repeat the first purchase's clientToken to get its block; " +
-				"search again for a new quote with 'capblock offerings', or repeat the first purchase with its --client-token\n"},
+				"search again for a new quote, or repeat the first purchase's --client-token to get its block\n"},
 			wantRequests: []string{`POST /v1/blocks {"offeringId":"cbo-used","clientToken":"tok-3"}`},
 		},
 		"buy: no offering": {

@@ -181,8 +181,7 @@ func TestPlanCommands(t *testing.T) {
 		"buy: the quote bought already": {
 			args: []string{"plans", "buy", "tpo-used", "--client-token", "tok-4"},
 			want: result{code: 1, stderr: "capblock: offering_used: this quote already bought a plan (a quote buys one); " +
-				"search again for a new quote, or repeat the first purchase's clientToken to get its plan; " +
-				"search again for a new quote with 'capblock plans offerings', or repeat the first purchase with its --client-token\n"},
+				"search again for a new quote, or repeat the first purchase's --client-token to get its plan\n"},
 		},
 		"buy: no offering": {
 			args: []string{"plans", "buy"},
