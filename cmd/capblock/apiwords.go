@@ -36,8 +36,8 @@ var commandFlags = map[string]map[string]string{
 		"instanceCount": "--instances", "maxRestarts": "--max-restarts"},
 	"capblock teams quota": {"maxInstancesPerBlock": "--max-per-block", "maxInstancesHeld": "--max-held",
 		"maxDurationHours": "--max-duration", "maxLeadDays": "--max-lead", "instanceType": "--type"},
-	"capblock teams budget": {"amount": "--amount", "period": "--period", "currency": "--currency"},
-	"capblock users create": {"name": "NAME", "team": "--team", "role": "--role"},
+	"capblock teams budget":  {"amount": "--amount", "period": "--period", "currency": "--currency"},
+	"capblock users create":  {"name": "NAME", "team": "--team", "role": "--role"},
 	"capblock tokens create": {"expiresIn": "--expires-in"},
 	"capblock spend":         {"team": "--team", "from": "--from", "to": "--to"},
 }
