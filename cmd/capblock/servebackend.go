@@ -45,6 +45,7 @@ type slurmFlags struct {
 	zoneFeature string
 	holdUsers   []string
 	grace       string
+	jobDir      string
 }
 
 // addSlurmFlags defines the flags of --backend slurm.
@@ -58,6 +59,7 @@ func addSlurmFlags(fl *pflag.FlagSet, f *slurmFlags) {
 	fl.StringVar(&f.zoneFeature, "slurm-zone-feature", slurm.DefaultZoneFeature, "prefix of the node feature that names a node's zone")
 	fl.StringSliceVar(&f.holdUsers, "slurm-hold-users", nil, "Slurm users of the reservations of a team that the fleet file's slurm section does not map: its nodes are held, no job of the team may use them (default: the user capblock runs as)")
 	fl.StringVar(&f.grace, "slurm-grace", slurm.DefaultGrace.String(), "how long a terminating block's jobs have between SIGTERM and their end, such as 5m")
+	fl.StringVar(&f.jobDir, "slurm-job-dir", "", "folder, at the same path on this host and on every node (a shared file system), of capblock's jobs on Slurm: their working and checkpoint directories and output files (default: none, and capblock runs no jobs; users submit with sbatch --reservation)")
 }
 
 // checkBackend refuses, before anything is opened, a backend this build
@@ -65,7 +67,7 @@ func addSlurmFlags(fl *pflag.FlagSet, f *slurmFlags) {
 func checkBackend(f serveFlags) error {
 	kubeSet := f.kube.kubeconfig != "" || len(f.kube.gpuModels) > 0 || f.kube.rackLabel != kubernetes.DefaultRackLabel
 	sf := f.slurm
-	slurmSet := sf.conf != "" || sf.bin != "" || sf.zone != "" || len(sf.gpuModels) > 0 || len(sf.partitions) > 0 || len(sf.holdUsers) > 0 ||
+	slurmSet := sf.conf != "" || sf.bin != "" || sf.zone != "" || len(sf.gpuModels) > 0 || len(sf.partitions) > 0 || len(sf.holdUsers) > 0 || sf.jobDir != "" ||
 		sf.rackFeature != slurm.DefaultRackFeature || sf.zoneFeature != slurm.DefaultZoneFeature || sf.grace != slurm.DefaultGrace.String()
 	if kubeSet && f.backend != "kubernetes" {
 		return usagef("--kubeconfig, --kube-gpu-model and --kube-rack-label need --backend kubernetes")

@@ -12,13 +12,16 @@ import (
 
 	"capblock/internal/backend"
 	"capblock/internal/backend/kubernetes"
+	"capblock/internal/backend/slurm"
 	"capblock/internal/executor"
 	"capblock/internal/service"
 )
 
 // jobsConfig decides how this server runs jobs. With --backend
 // kubernetes, as Indexed Jobs on the cluster (kubeJobsConfig); with
-// --backend slurm, not at all (users submit with sbatch). Else as
+// --backend slurm, as batch jobs of the blocks' reservations when
+// --slurm-job-dir is given, else not at all (users submit with sbatch).
+// Else as
 // processes of this machine: as root, each team's jobs run as a user of
 // their own, in cgroups, with limits; as another user the server cannot
 // isolate them, and runs none unless told to run them as itself with
@@ -30,7 +33,9 @@ func jobsConfig(f serveFlags, dir string) (service.Config, error) {
 		return kubeJobsConfig(f.kubeJobs)
 	case "slurm":
 		// The work runs on the cluster's nodes, not on this machine.
-		cfg.JobsOff = "with --backend slurm, capblock does not run jobs itself yet: submit them to the block's reservation with sbatch --reservation=<block id> (docs/slurm.md)"
+		if f.slurm.jobDir == "" {
+			cfg.JobsOff = "with --backend slurm, capblock runs jobs as batch jobs of the block's reservation once --slurm-job-dir names a folder that this host and the nodes share; else submit them with sbatch --reservation=<block id> (docs/slurm.md)"
+		}
 		return cfg, nil
 	}
 	limits, err := jobLimits(f)
@@ -163,8 +168,17 @@ func kubeWorkloadsConfig(f kubeJobFlags) (kubernetes.JobsConfig, error) {
 
 // engineWorkloads are the workloads of jobs that the engine runs itself:
 // with --backend kubernetes and --kube-job-image, Indexed Jobs on the
-// cluster; else none (the local engine's processes, or no jobs).
+// cluster; with --backend slurm and --slurm-job-dir, batch jobs in the
+// blocks' reservations; else none (the local engine's processes, or no
+// jobs).
 func engineWorkloads(f serveFlags, engine backend.Backend) (backend.Workloads, error) {
+	if be, ok := engine.(*slurm.Backend); ok && f.slurm.jobDir != "" {
+		w, err := slurm.NewWorkloads(be, slurm.JobsConfig{Dir: f.slurm.jobDir})
+		if err != nil {
+			return nil, fmt.Errorf("starting jobs on Slurm: %w", err)
+		}
+		return w, nil
+	}
 	be, ok := engine.(*kubernetes.Backend)
 	if !ok || f.kubeJobs.image == "" {
 		return nil, nil

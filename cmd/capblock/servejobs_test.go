@@ -72,13 +72,22 @@ func TestKubeJobsConfig(t *testing.T) {
 }
 
 // TestSlurmRunsNoJobsHere: with --backend slurm the server runs no jobs
-// on its own machine, and says how to run them instead.
+// on its own machine: without --slurm-job-dir none at all, saying how to
+// run them instead; with it, through the engine's workloads, without the
+// local engine's directory.
 func TestSlurmRunsNoJobsHere(t *testing.T) {
 	cfg, err := jobsConfig(serveFlags{backend: "slurm"}, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(cfg.JobsOff, "sbatch --reservation") || cfg.JobsDir != "" {
-		t.Errorf("jobs with --backend slurm: JobsOff %q, JobsDir %q; want off, pointing at sbatch, and no jobs directory", cfg.JobsOff, cfg.JobsDir)
+	if !strings.Contains(cfg.JobsOff, "--slurm-job-dir") || !strings.Contains(cfg.JobsOff, "sbatch --reservation") || cfg.JobsDir != "" {
+		t.Errorf("jobs with --backend slurm: JobsOff %q, JobsDir %q; want off, naming --slurm-job-dir and sbatch, and no jobs directory", cfg.JobsOff, cfg.JobsDir)
+	}
+	cfg, err = jobsConfig(serveFlags{backend: "slurm", slurm: slurmFlags{jobDir: t.TempDir()}}, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.JobsOff != "" || cfg.JobsDir != "" {
+		t.Errorf("jobs with --backend slurm --slurm-job-dir: JobsOff %q, JobsDir %q; want on, without the local jobs directory", cfg.JobsOff, cfg.JobsDir)
 	}
 }
