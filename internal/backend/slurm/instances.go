@@ -194,6 +194,9 @@ func (in *instances) findJob(ctx context.Context, run string) (string, error) {
 // submit runs sbatch as the team's Slurm user, the batch script on its
 // standard input, and returns the job's id.
 func (in *instances) submit(ctx context.Context, w backend.Workload, account string, owner ids, userName string) (string, error) {
+	if euid := os.Geteuid(); euid != 0 && uint32(euid) != owner.uid {
+		return "", fmt.Errorf("%w: capblock runs as uid %d, and only root may submit a job as Slurm user %s of team %s: run capblock as root, or map the team to capblock's own user", backend.ErrPermanent, euid, userName, w.Team)
+	}
 	args := in.wl.sbatchArgs(w, account, in.wl.be.cfg.Now())
 	cmd := exec.CommandContext(ctx, in.wl.sbatch, args...)
 	cmd.Env = in.wl.env(w)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"capblock/internal/backend"
+	"capblock/internal/core"
 )
 
 // sbatchArgs are the options of run w's batch job: one task per
@@ -17,10 +18,7 @@ import (
 // a node is the service's to run again).
 func (wl *Workloads) sbatchArgs(w backend.Workload, account string, now time.Time) []string {
 	gpus := max(w.GPUsPerInstance, 1)
-	perNode := 1
-	if len(w.Block.Placements) > 0 {
-		perNode = max(len(w.Block.Placements[0].GPUs)/gpus, 1)
-	}
+	perNode := instancesPerNode(w.Block, gpus)
 	nodes := (w.WorldSize + perNode - 1) / perNode
 	jobID, n, _ := splitRun(w.Run)
 	args := []string{"--parsable", "--job-name=" + w.Run, "--comment=" + jobComment,
@@ -36,6 +34,19 @@ func (wl *Workloads) sbatchArgs(w backend.Workload, account string, now time.Tim
 		args = append(args, "--account="+account)
 	}
 	return args
+}
+
+// instancesPerNode is how many instances of gpus GPUs the block holds
+// on each of its nodes, at most: a block of part of a node has several
+// placements there.
+func instancesPerNode(b core.Block, gpus int) int {
+	held := map[string]int{}
+	most := 0
+	for _, p := range b.Placements {
+		held[p.Node] += len(p.GPUs)
+		most = max(most, held[p.Node])
+	}
+	return max(most/gpus, 1)
 }
 
 // jobComment marks the batch jobs of capblock's runs.
