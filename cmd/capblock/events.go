@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -22,17 +23,22 @@ func (a *app) eventsCmd() *cobra.Command {
 	var (
 		after, until string
 		follow       bool
+		filter       eventFilter
 	)
 	cmd := &cobra.Command{
-		Use:   "events [--after CURSOR] [-f] [--until TYPE]",
+		Use:   "events [--after CURSOR] [-f] [--until TYPE] [--type TYPE] [--subject ID]",
 		Short: "Print the events of your blocks, plans and jobs",
-		Long: `Print events (block.active, block.expiration-warning, …) one per line:
-time, type, subject and data. Without --follow it prints what is there and
-the cursor to pass as --after next time; with --follow it keeps waiting for
-new events until Ctrl-C, or with --until TYPE until it has printed an event
-of that type. With -o json, --follow prints one JSON event a line.`,
+		Long: `Print events (block.active, block.expiration-warning, …) one per line under
+a header: time, type, subject, the event's id and its data. Without
+--follow it prints what is there and the cursor to pass as --after next
+time; with --follow it keeps waiting for new events until Ctrl-C, or with
+--until TYPE until an event of that type comes. --type (block.active, or
+block.* for a family) and --subject (a block's, plan's or job's id) print
+only the events that match. With -o json, --follow prints one JSON event a
+line.`,
 		Example: `  capblock events
-  capblock events -f
+  capblock events --type 'job.*'
+  capblock events --subject cb-… -f
   capblock events -f --until block.active    # wait for a block to start`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -41,14 +47,20 @@ of that type. With -o json, --follow prints one JSON event a line.`,
 				return err
 			}
 			if follow || until != "" {
-				return a.followEvents(cmd.Context(), c, after, until)
+				return a.followEvents(cmd.Context(), c, after, until, filter)
 			}
 			page, err := c.Events(cmd.Context(), after, 0)
 			if err != nil {
 				return err
 			}
+			page.Events = filter.keep(page.Events)
 			if a.jsonOutput() {
 				return a.printJSON(page)
+			}
+			if len(page.Events) == 0 {
+				a.note("no events%s", filter.says())
+			} else {
+				a.printEventHeader()
 			}
 			for _, e := range page.Events {
 				if err := a.printEvent(e); err != nil {
@@ -63,13 +75,56 @@ of that type. With -o json, --follow prints one JSON event a line.`,
 	}
 	cmd.Flags().StringVar(&after, "after", "", "print only events after this cursor")
 	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing new events until interrupted")
-	cmd.Flags().StringVar(&until, "until", "", "follow until an event of this type (e.g. block.expired) is printed")
+	cmd.Flags().StringVar(&until, "until", "", "follow until an event of this type (e.g. block.expired) comes")
+	cmd.Flags().StringVar(&filter.typ, "type", "", "only events of this type (block.active), or family (block.*)")
+	cmd.Flags().StringVar(&filter.subject, "subject", "", "only events of this block, plan or job (its id)")
 	return cmd
+}
+
+// eventFilter is what --type and --subject keep.
+type eventFilter struct{ typ, subject string }
+
+// match reports whether e is kept: its type is typ, or starts with the
+// family of a typ that ends in ".*"; its subject is subject.
+func (f eventFilter) match(e client.Event) bool {
+	if f.subject != "" && e.Subject != f.subject {
+		return false
+	}
+	if family, ok := strings.CutSuffix(f.typ, "*"); ok {
+		return strings.HasPrefix(e.Type, family)
+	}
+	return f.typ == "" || e.Type == f.typ
+}
+
+// keep returns the events that match.
+func (f eventFilter) keep(events []client.Event) []client.Event {
+	kept := events[:0:0]
+	for _, e := range events {
+		if f.match(e) {
+			kept = append(kept, e)
+		}
+	}
+	return kept
+}
+
+// says is what the filter asks for, for a sentence: " of type block.* ".
+func (f eventFilter) says() string {
+	s := ""
+	if f.typ != "" {
+		s += " of type " + f.typ
+	}
+	if f.subject != "" {
+		s += " of " + f.subject
+	}
+	return s
 }
 
 // followEvents long-polls until ctx is cancelled, which ends it cleanly,
 // or until it has printed an event of type until (when not empty).
-func (a *app) followEvents(ctx context.Context, c *client.Client, after, until string) error {
+func (a *app) followEvents(ctx context.Context, c *client.Client, after, until string, filter eventFilter) error {
+	if !a.jsonOutput() {
+		a.printEventHeader()
+	}
 	for {
 		started := time.Now()
 		page, err := c.Events(ctx, after, pollWait)
@@ -80,8 +135,10 @@ func (a *app) followEvents(ctx context.Context, c *client.Client, after, until s
 			return err
 		}
 		for _, e := range page.Events {
-			if err := a.printEvent(e); err != nil {
-				return err
+			if filter.match(e) {
+				if err := a.printEvent(e); err != nil {
+					return err
+				}
 			}
 			if until != "" && e.Type == until {
 				return nil
@@ -100,9 +157,19 @@ func (a *app) followEvents(ctx context.Context, c *client.Client, after, until s
 	}
 }
 
+// eventColumns lays out an event's line; its columns are wide enough for
+// the service's ids, so that lines printed one at a time line up.
+const eventColumns = "%-16s  %-26s %-21s %-21s %s"
+
+// printEventHeader writes the header of the lines printEvent writes.
+func (a *app) printEventHeader() {
+	fmt.Fprintln(a.stdout, strings.TrimRight(fmt.Sprintf(eventColumns, "TIME (UTC)", "TYPE", "SUBJECT", "EVENT", "DATA"), " "))
+}
+
 // printEvent writes one event as one line: JSON with -o json, otherwise
-// "time  type  subject  data". Both are escaped (printableJSON, printable):
-// the event's fields come from the server.
+// time, type, subject, id and data under printEventHeader's header. Both
+// are escaped (printableJSON, printable): the event's fields come from
+// the server.
 func (a *app) printEvent(e client.Event) error {
 	if a.jsonOutput() {
 		data, err := json.Marshal(e)
@@ -112,14 +179,15 @@ func (a *app) printEvent(e client.Event) error {
 		_, err = fmt.Fprintf(a.stdout, "%s\n", printableJSON(data))
 		return err
 	}
-	line := fmt.Sprintf("%s  %-26s %s", e.Time.UTC().Format(time.RFC3339), e.Type, e.Subject)
+	data := ""
 	if len(e.Data) > 0 {
-		data, err := json.Marshal(e.Data)
+		raw, err := json.Marshal(e.Data)
 		if err != nil {
 			return fmt.Errorf("encoding the data of event %s: %w", e.ID, err)
 		}
-		line += "  " + string(data)
+		data = string(raw)
 	}
+	line := strings.TrimRight(fmt.Sprintf(eventColumns, fmtTime(e.Time), e.Type, e.Subject, e.ID, data), " ")
 	_, err := fmt.Fprintln(a.stdout, printable(line))
 	if err != nil {
 		return fmt.Errorf("writing event: %w", err)

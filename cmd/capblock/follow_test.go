@@ -115,15 +115,12 @@ func TestEventsUntil(t *testing.T) {
 	}{
 		"the first": {
 			until:        "block.active",
-			want:         `2026-12-01T00:00:00Z  block.active               cb-1  {"zone":"zone-a"}` + "\n",
+			want:         lines("TIME (UTC)        TYPE                       SUBJECT               EVENT                 DATA", "2026-12-01 00:00  block.active               cb-1                  evt-1                 {\"zone\":\"zone-a\"}"),
 			wantRequests: []string{"GET /v1/events?wait=30s"},
 		},
 		"the second": {
-			until: "block.expiration-warning",
-			want: lines(
-				`2026-12-01T00:00:00Z  block.active               cb-1  {"zone":"zone-a"}`,
-				`2026-12-02T23:20:00Z  block.expiration-warning   cb-1`,
-			),
+			until:        "block.expiration-warning",
+			want:         lines("TIME (UTC)        TYPE                       SUBJECT               EVENT                 DATA", "2026-12-01 00:00  block.active               cb-1                  evt-1                 {\"zone\":\"zone-a\"}", "2026-12-02 23:20  block.expiration-warning   cb-1                  evt-2"),
 			wantRequests: []string{"GET /v1/events?wait=30s"},
 		},
 	}

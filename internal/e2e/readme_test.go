@@ -89,7 +89,7 @@ func TestReadmeWalkThroughs(t *testing.T) {
 	wantLine(t, "blocks show after 80h more", output("./capblock blocks show llama-eval", 1), `(?m)^state:\s+expired$`)
 	events := output("./capblock events -f --until block.expired", 0)
 	for _, typ := range []string{"block.purchased", "block.active", "block.expiration-warning", "block.terminating", "block.expired"} {
-		wantLine(t, "events", events, `(?m)^\S+\s+`+regexp.QuoteMeta(typ)+`\s+cb-`)
+		wantLine(t, "events", events, `(?m)^\S+ \S+\s+`+regexp.QuoteMeta(typ)+`\s+cb-\S+\s+evt-`)
 	}
 
 	// 3. The plan came in two segments, and the job ran across them.
@@ -97,7 +97,7 @@ func TestReadmeWalkThroughs(t *testing.T) {
 	if segments := regexp.MustCompile(`(?m)^\d+\s+cb-\S+\s+scheduled\s`).FindAllString(plan, -1); len(segments) != 2 {
 		t.Errorf("the plan has %d segments, want 2:\n%s", len(segments), plan)
 	}
-	wantLine(t, "events until the interruption", output("./capblock events -f --until job.interrupted", 0), `(?m)^\S+\s+job\.interrupted\s+job-\S+\s.*capacity_ended`)
+	wantLine(t, "events until the interruption", output("./capblock events -f --until job.interrupted", 0), `(?m)^\S+ \S+\s+job\.interrupted\s+job-\S+\s+evt-\S+\s.*capacity_ended`)
 	logs := output("./capblock jobs logs train -f", 0)
 	stopped := regexp.MustCompile(`(?m)^rank 0: SIGTERM: stopped at step (\d+)$`).FindStringSubmatchIndex(logs)
 	resumed := regexp.MustCompile(`(?m)^rank 0: resuming from step (\d+) of 60$`).FindStringSubmatchIndex(logs)
