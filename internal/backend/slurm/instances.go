@@ -355,14 +355,26 @@ func active(state string) bool {
 	return true
 }
 
-// states reads the state of every job of capblock's runs that squeue
-// lists (it lists an ended job for MinJobAge, 300 s by default).
+// states reads the state of the watched runs' jobs that squeue lists
+// (it lists an ended job for MinJobAge, 300 s by default), by Slurm job
+// id; it asks for them by name, so that its cost follows capblock's
+// runs, not the cluster's jobs.
 func (in *instances) states(ctx context.Context) (map[string]string, error) {
-	out, err := in.wl.be.run(ctx, "squeue", "--noheader", "--all", "--states=all", "--format=%A|%T|%k")
+	in.mu.Lock()
+	names := make([]string, 0, len(in.runs))
+	for run := range in.runs {
+		names = append(names, run)
+	}
+	in.mu.Unlock()
+	states := map[string]string{}
+	if len(names) == 0 {
+		return states, nil
+	}
+	slices.Sort(names)
+	out, err := in.wl.be.run(ctx, "squeue", "--noheader", "--all", "--states=all", "--name="+strings.Join(names, ","), "--format=%A|%T|%k")
 	if err != nil {
 		return nil, fmt.Errorf("reading the jobs of capblock's runs: %w", err)
 	}
-	states := map[string]string{}
 	for _, line := range strings.Split(out, "\n") {
 		f := strings.Split(strings.TrimSpace(line), "|")
 		if len(f) == 3 && f[2] == jobComment {

@@ -1,6 +1,7 @@
 package slurm_test
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -90,6 +91,17 @@ func TestWorkloads(t *testing.T) {
 		}
 		if log, next, err := wl.ReadLog(ctx, "job-none", 0, 0, 0); err != nil || len(log) != 0 || next != 0 {
 			t.Errorf("the log of a job not started: %q, %d, %v; want empty at 0", log, next, err)
+		}
+	})
+
+	t.Run("a team without a Slurm user", func(t *testing.T) {
+		w := workload("job-u/0", 1, 0, "true")
+		w.Team = "team-2"
+		if err := in.Start(ctx, w); !errors.Is(err, backend.ErrPermanent) {
+			t.Errorf("a run of a team the fleet file does not map: %v, want ErrPermanent", err)
+		}
+		if jobs := slurmJobs(t, c, "job-u/0"); len(jobs) != 0 {
+			t.Errorf("Slurm jobs of the unmapped team's run: %v", jobs)
 		}
 	})
 
