@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -31,7 +32,8 @@ func TestWorkloads(t *testing.T) {
 	if err := be.Activate(ctx, blk); err != nil {
 		t.Fatal(err)
 	}
-	wl, err := slurm.NewWorkloads(be, slurm.JobsConfig{Dir: jobsDir(t), Poll: 200 * time.Millisecond})
+	dir := jobsDir(t)
+	wl, err := slurm.NewWorkloads(be, slurm.JobsConfig{Dir: dir, Poll: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,6 +139,45 @@ func TestWorkloads(t *testing.T) {
 		if diff := cmp.Diff(map[string]int{"job-c/0 0": 143, "job-c/0 1": 143}, got); diff != "" {
 			t.Errorf("exits after a stop (-want +got):\n%s", diff)
 		}
+	})
+
+	t.Run("a stop of a run that ignores SIGTERM", func(t *testing.T) {
+		start("job-i/0", 1, "/bin/sh", "-c", `trap '' TERM; sleep 600`)
+		eventually(t, "the run's job runs", func() bool { return runState(t, c, "job-i/0") == "RUNNING" })
+		id := slurmJobs(t, c, "job-i/0")[0]
+		if err := in.Stop("job-i/0", 0, 4*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		// Slurm itself ends the job at the grace, should capblock stop.
+		if end := jobEnd(t, c, id); end.After(time.Now().Add(5*time.Second)) || end.Before(time.Now().Add(2*time.Second)) {
+			t.Errorf("the stopped job ends at %v, want at the end of the 4 s grace", end)
+		}
+		got := awaitExits(t, in, 1)
+		if code := got["job-i/0 0"]; code <= 128 {
+			t.Errorf("the exit of a run killed after its grace: %d, want a signal's", code)
+		}
+	})
+
+	t.Run("submitted, then its record lost", func(t *testing.T) {
+		// A server that stopped between sbatch and its record: the next
+		// finds the job by its name in squeue.
+		start("job-e/0", 1, "sleep", "600")
+		if err := os.Remove(filepath.Join(dir, "runs", "job-e", "run-0")); err != nil {
+			t.Fatal(err)
+		}
+		in.Close()
+		var err error
+		if in, err = wl.Open(); err != nil {
+			t.Fatal(err)
+		}
+		start("job-e/0", 1, "sleep", "600")
+		if jobs := slurmJobs(t, c, "job-e/0"); len(jobs) != 1 {
+			t.Errorf("Slurm jobs of run job-e/0 after a Start applied again: %v, want one", jobs)
+		}
+		if err := in.Stop("job-e/0", 0, time.Second); err != nil {
+			t.Fatal(err)
+		}
+		awaitExits(t, in, 1)
 	})
 
 	t.Run("adopted by a new Open", func(t *testing.T) {
