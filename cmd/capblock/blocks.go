@@ -121,6 +121,9 @@ func (a *app) printStatus(s client.BlockStatus) error {
 		capacity += " (degraded: no free node to replace a failed one)"
 	}
 	placement := "final"
+	if !s.LockInTime.IsZero() {
+		placement = "final since its lock-in at " + fmtTime(s.LockInTime) + " UTC"
+	}
 	if !s.PlacementFinal {
 		placement = "tentative until " + fmtTime(s.LockInTime) + " UTC (may still move)"
 	}

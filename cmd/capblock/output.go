@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"capblock/internal/client"
+	"capblock/internal/core"
 	"capblock/internal/fleet"
 )
 
@@ -122,7 +124,7 @@ func (a *app) printBlock(b client.Block) error {
 	if b.Team != "" {
 		t.row("team:", b.Team)
 	}
-	t.row("state:", b.State)
+	t.row("state:", blockState(b))
 	t.row("instances:", fmt.Sprintf("%d × %s (%s)", b.InstanceCount, b.InstanceType, b.GPUModel))
 	t.row("zone:", b.Zone)
 	t.row("start:", fmtTime(b.StartTime)+" UTC")
@@ -139,15 +141,45 @@ func (a *app) printBlock(b client.Block) error {
 	return t.flush()
 }
 
+// approvalDeadline is how long before its start a payment-pending block
+// fails unapproved, unless the operator set another (the fleet file's
+// limits.approvalDeadline, which the API does not tell).
+var approvalDeadline = core.DefaultLimits().ApprovalDeadline
+
+// blockState is a block's state for people: a payment-pending block says
+// what it waits for, and until when.
+func blockState(b client.Block) string {
+	if b.State != "payment-pending" {
+		return b.State
+	}
+	return fmt.Sprintf("payment-pending: waits for an administrator's approval ('capblock blocks approve %s') until %s UTC, "+
+		"%d minutes before its start by default; then it is payment-failed and its charge reversed",
+		b.ID, fmtTime(b.StartTime.Add(-approvalDeadline)), int(approvalDeadline/time.Minute))
+}
+
+// printBlocks writes blocks as a table; a TEAM column when they are of
+// several teams (an administrator's view).
 func (a *app) printBlocks(blocks []client.Block) error {
-	t := newTable(a.stdout, "ID", "NAME", "STATE", "TYPE", "COUNT", "ZONE", "START (UTC)", "END (UTC)", "HOURS", "FEE")
+	teams := false
+	for _, b := range blocks {
+		teams = teams || b.Team != blocks[0].Team
+	}
+	headers := []string{"ID", "NAME", "STATE", "TYPE", "COUNT", "ZONE", "START (UTC)", "END (UTC)", "HOURS", "FEE"}
+	if teams {
+		headers = slices.Insert(headers, 2, "TEAM")
+	}
+	t := newTable(a.stdout, headers...)
 	for _, b := range blocks {
 		name := b.Name
 		if name == "" {
 			name = "-"
 		}
-		t.row(b.ID, name, b.State, b.InstanceType, strconv.Itoa(b.InstanceCount), b.Zone,
-			fmtTime(b.StartTime), fmtTime(b.EndTime), strconv.Itoa(b.DurationHours), b.UpfrontFee.String())
+		row := []string{b.ID, name, b.State, b.InstanceType, strconv.Itoa(b.InstanceCount), b.Zone,
+			fmtTime(b.StartTime), fmtTime(b.EndTime), strconv.Itoa(b.DurationHours), b.UpfrontFee.String()}
+		if teams {
+			row = slices.Insert(row, 2, b.Team)
+		}
+		t.row(row...)
 	}
 	return t.flush()
 }

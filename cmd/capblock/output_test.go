@@ -1,0 +1,70 @@
+package main
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// serveJSON answers every GET of path with body.
+func serveJSON(t *testing.T, routes map[string]string) string {
+	t.Helper()
+	mux := http.NewServeMux()
+	for route, body := range routes {
+		mux.HandleFunc(route, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			io.WriteString(w, body)
+		})
+	}
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+func TestBlockViews(t *testing.T) {
+	pending := strings.Replace(strings.Replace(block1, `"scheduled"`, `"payment-pending"`, 1), `"cb-1"`, `"cb-7"`, 1)
+	otherTeam := strings.Replace(strings.Replace(block2, `"ml"`, `"vision"`, 1), `"cb-2"`, `"cb-3"`, 1)
+	tests := map[string]struct {
+		routes map[string]string
+		args   []string
+		want   string // lines of stdout that must be there
+	}{
+		"blocks of several teams have a TEAM column": {
+			routes: map[string]string{"GET /v1/blocks": `{"blocks": [` + block1 + `, ` + otherTeam + `]}`},
+			args:   []string{"blocks", "list"},
+			want: lines(
+				"ID    NAME       TEAM    STATE      TYPE     COUNT  ZONE    START (UTC)       END (UTC)         HOURS  FEE",
+				"cb-1  load-test  ml      scheduled  h100.8x  2      zone-a  2026-12-01 00:00  2026-12-03 00:00  48     7078.08 USD",
+				"cb-3  -          vision  active     l4.1x    1      zone-b  2026-11-20 12:00  2026-11-20 16:00  4      3.00 USD",
+			),
+		},
+		"a payment-pending block says what it waits for, and until when": {
+			routes: map[string]string{"GET /v1/blocks/{id}": pending},
+			args:   []string{"blocks", "show", "cb-7"},
+			want: "state:       payment-pending: waits for an administrator's approval ('capblock blocks approve cb-7') until 2026-11-30 23:55 UTC, " +
+				"5 minutes before its start by default; then it is payment-failed and its charge reversed\n",
+		},
+		"a final placement says since when": {
+			routes: map[string]string{"GET /v1/blocks/{id}/status": `{"totalCapacity": 2, "availableCapacity": 2, "placementFinal": true,
+				"lockInTime": "2026-11-30T23:00:00Z", "placements": [{"node": "a-h100-01", "gpus": [0,1,2,3,4,5,6,7]}]}`},
+			args: []string{"blocks", "status", "cb-1"},
+			want: "placement:  final since its lock-in at 2026-11-30 23:00 UTC\n",
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			url := serveJSON(t, tc.routes)
+			got := runApp(t.Context(), nil, append([]string{"--url", url}, tc.args...)...)
+			if got.code != 0 {
+				t.Fatalf("exit %d: %s", got.code, got.stderr)
+			}
+			if !strings.Contains(got.stdout, tc.want) {
+				t.Errorf("stdout lacks the lines (-want +got):\n%s", cmp.Diff(tc.want, got.stdout))
+			}
+		})
+	}
+}
