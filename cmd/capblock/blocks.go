@@ -122,10 +122,10 @@ func (a *app) printStatus(s client.BlockStatus) error {
 	}
 	placement := "final"
 	if !s.LockInTime.IsZero() {
-		placement = "final since its lock-in at " + fmtTime(s.LockInTime) + " UTC"
+		placement = "final since its lock-in at " + fmtZoned(s.LockInTime)
 	}
 	if !s.PlacementFinal {
-		placement = "tentative until " + fmtTime(s.LockInTime) + " UTC (may still move)"
+		placement = "tentative until " + fmtZoned(s.LockInTime) + " (may still move)"
 	}
 	t := newTable(a.stdout, "capacity:", capacity)
 	t.row("placement:", placement)
@@ -199,8 +199,8 @@ and what was refunded is read from the team's ledger afterwards.`,
 			if err != nil {
 				return err
 			}
-			what := fmt.Sprintf("cancelling block %s: %s, %d × %s in %s, %s to %s UTC, fee %s; %s",
-				blockLabel(b), b.State, b.InstanceCount, b.InstanceType, b.Zone, fmtTime(b.StartTime), fmtTime(b.EndTime), b.UpfrontFee, refundPreview(b, now))
+			what := fmt.Sprintf("cancelling block %s: %s, %d × %s in %s, %s to %s, fee %s; %s",
+				blockLabel(b), b.State, b.InstanceCount, b.InstanceType, b.Zone, fmtTime(b.StartTime), fmtZoned(b.EndTime), b.UpfrontFee, refundPreview(b, now))
 			if err := a.confirm(yes, what, "Cancel it?", "block "+b.ID+" was not cancelled"); err != nil {
 				return err
 			}
@@ -314,8 +314,8 @@ what was charged.`,
 			if err != nil {
 				return err
 			}
-			what := fmt.Sprintf("extending block %s, which ends at %s UTC, with extension offering %s for the fee it was listed with",
-				blockLabel(b), fmtTime(b.EndTime), offeringID)
+			what := fmt.Sprintf("extending block %s, which ends at %s, with extension offering %s for the fee it was listed with",
+				blockLabel(b), fmtZoned(b.EndTime), offeringID)
 			if offeringID == "" {
 				offerings, err := c.ExtensionOfferings(ctx, id, hours)
 				if err != nil {
@@ -326,8 +326,8 @@ what was charged.`,
 				}
 				o := offerings[0]
 				offeringID = o.OfferingID
-				what = fmt.Sprintf("extending block %s by %dh, from %s to %s UTC, for %s (%s on demand)",
-					blockLabel(b), o.DurationHours, fmtTime(b.EndTime), fmtTime(o.EndTime), o.UpfrontFee, o.OnDemandFee)
+				what = fmt.Sprintf("extending block %s by %dh, from %s to %s, for %s (%s on demand)",
+					blockLabel(b), o.DurationHours, fmtTime(b.EndTime), fmtZoned(o.EndTime), o.UpfrontFee, o.OnDemandFee)
 			}
 			if err := a.confirm(yes, what, "Extend it?", "block "+b.ID+" was not extended"); err != nil {
 				return err
@@ -339,8 +339,8 @@ what was charged.`,
 			if err := a.showBlock(extended); err != nil {
 				return err
 			}
-			a.note("extended block %s to %s UTC: charged %s (its fee is now %s)",
-				extended.ID, fmtTime(extended.EndTime), feeChange(b.UpfrontFee, extended.UpfrontFee), extended.UpfrontFee)
+			a.note("extended block %s to %s: charged %s (its fee is now %s)",
+				extended.ID, fmtZoned(extended.EndTime), feeChange(b.UpfrontFee, extended.UpfrontFee), extended.UpfrontFee)
 			return nil
 		},
 	}

@@ -89,7 +89,7 @@ func refundPreview(b client.Block, now time.Time) string {
 	if now.Before(b.StartTime) {
 		return fmt.Sprintf("it has not started: refund %s (%s)", b.UpfrontFee, policy)
 	}
-	return fmt.Sprintf("it started at %s UTC: no refund, an early release (%s)", fmtTime(b.StartTime), policy)
+	return fmt.Sprintf("it started at %s: no refund, an early release (%s)", fmtZoned(b.StartTime), policy)
 }
 
 // blockLabel names a block for a sentence: its id, and its name if any.

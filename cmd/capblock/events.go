@@ -163,7 +163,7 @@ const eventColumns = "%-16s  %-26s %-21s %-21s %s"
 
 // printEventHeader writes the header of the lines printEvent writes.
 func (a *app) printEventHeader() {
-	fmt.Fprintln(a.stdout, strings.TrimRight(fmt.Sprintf(eventColumns, "TIME (UTC)", "TYPE", "SUBJECT", "EVENT", "DATA"), " "))
+	fmt.Fprintln(a.stdout, strings.TrimRight(fmt.Sprintf(eventColumns, "TIME ("+zoneLabel()+")", "TYPE", "SUBJECT", "EVENT", "DATA"), " "))
 }
 
 // printEvent writes one event as one line: JSON with -o json, otherwise

@@ -5,6 +5,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -54,6 +55,10 @@ type app struct {
 	token   string
 	timeout time.Duration
 	output  string
+	// localTime shows times in this machine's zone, local (nil:
+	// time.Local), instead of UTC (displayZone).
+	localTime bool
+	local     *time.Location
 
 	// running is set once a command's own code runs: an error before that
 	// came from cobra's parsing and is a usage error.
@@ -77,6 +82,8 @@ func usagef(format string, args ...any) error {
 
 // execute runs args and prints any error as one line on stderr.
 func (a *app) execute(ctx context.Context, args []string) int {
+	displayZone = time.UTC
+	defer func() { displayZone = time.UTC }()
 	root := a.rootCmd()
 	root.SetArgs(args)
 	root.SetOut(a.stdout)
@@ -148,6 +155,9 @@ administrator's token, written beside its database:
 			if a.output != "table" && a.output != "json" {
 				return usagef("-o %q: choose table or json", a.output)
 			}
+			if a.localTime {
+				displayZone = cmp.Or(a.local, time.Local)
+			}
 			return nil
 		},
 	}
@@ -157,6 +167,7 @@ administrator's token, written beside its database:
 	pf.StringVar(&a.token, "token", "", "API token (default $CAPBLOCK_TOKEN or the login's)")
 	pf.DurationVar(&a.timeout, "timeout", client.DefaultTimeout, "how long to wait for each answer")
 	pf.StringVarP(&a.output, "output", "o", "table", "output format: table or json")
+	pf.BoolVar(&a.localTime, "local-time", false, "show times in this machine's time zone instead of UTC (JSON stays UTC)")
 
 	root.AddCommand(
 		newServeCmd(),

@@ -100,7 +100,7 @@ server run with --sim-clock), not from this machine's.`,
 			if err := a.printOfferings(offerings); err != nil {
 				return err
 			}
-			a.note("buy one with: capblock buy ROW, e.g. capblock buy 1 (quotes expire at %s UTC)", fmtTime(expires))
+			a.note("buy one with: capblock buy ROW, e.g. capblock buy 1 (quotes expire at %s)", fmtZoned(expires))
 			return nil
 		},
 	}
@@ -157,7 +157,7 @@ bought instead of buying twice.`,
 				return rowError(row, boughtBefore(blockThing, err, ownToken))
 			}
 			if !created {
-				a.note("this quote already bought block %s on %s UTC; nothing was charged again (see it with 'capblock blocks show %s')", b.ID, fmtTime(b.CreatedAt), b.ID)
+				a.note("this quote already bought block %s on %s; nothing was charged again (see it with 'capblock blocks show %s')", b.ID, fmtZoned(b.CreatedAt), b.ID)
 			}
 			if a.jsonOutput() {
 				return a.printJSON(struct {

@@ -17,8 +17,31 @@ import (
 	"capblock/internal/fleet"
 )
 
-// timeLayout is how tables show times; headers say they are UTC.
+// timeLayout is how tables and messages show times, in displayZone;
+// headers and messages name the zone (zoneLabel).
 const timeLayout = "2006-01-02 15:04"
+
+// displayZone is the zone times are shown in: UTC, or this machine's with
+// --local-time. It is the process's, not the app's, so that every table
+// shows one zone; execute sets it for each command line.
+var displayZone = time.UTC
+
+// zoneLabel names displayZone for headers and messages: "UTC", or the
+// local zone's abbreviation (CET, or +0530 where it has none).
+func zoneLabel() string {
+	if displayZone == time.UTC {
+		return "UTC"
+	}
+	return time.Now().In(displayZone).Format("MST")
+}
+
+// fmtZoned is fmtTime with the zone named: "2026-12-01 00:00 UTC".
+func fmtZoned(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return fmtTime(t) + " " + zoneLabel()
+}
 
 func (a *app) jsonOutput() bool { return a.output == "json" }
 
@@ -56,6 +79,12 @@ type table struct{ w *tabwriter.Writer }
 
 func newTable(out io.Writer, headers ...string) *table {
 	t := &table{w: tabwriter.NewWriter(out, 0, 8, 2, ' ', 0)}
+	if displayZone != time.UTC {
+		headers = slices.Clone(headers)
+		for i, h := range headers {
+			headers[i] = strings.Replace(h, "(UTC)", "("+zoneLabel()+")", 1)
+		}
+	}
 	t.row(headers...)
 	return t
 }
@@ -79,7 +108,7 @@ func fmtTime(t time.Time) string {
 	if t.IsZero() {
 		return "-"
 	}
-	return t.UTC().Format(timeLayout)
+	return t.In(displayZone).Format(timeLayout)
 }
 
 // savings is how much less than on-demand a fee is, in whole percent.
@@ -127,11 +156,11 @@ func (a *app) printBlock(b client.Block) error {
 	t.row("state:", blockState(b))
 	t.row("instances:", fmt.Sprintf("%d × %s (%s)", b.InstanceCount, b.InstanceType, b.GPUModel))
 	t.row("zone:", b.Zone)
-	t.row("start:", fmtTime(b.StartTime)+" UTC")
-	t.row("end:", fmtTime(b.EndTime)+" UTC")
+	t.row("start:", fmtZoned(b.StartTime))
+	t.row("end:", fmtZoned(b.EndTime))
 	t.row("hours:", strconv.Itoa(b.DurationHours))
 	t.row("upfront fee:", b.UpfrontFee.String())
-	t.row("created:", fmtTime(b.CreatedAt)+" UTC")
+	t.row("created:", fmtZoned(b.CreatedAt))
 	if len(b.Tags) > 0 {
 		t.row("tags:", formatLabels(b.Tags))
 	}
@@ -152,9 +181,9 @@ func blockState(b client.Block) string {
 	if b.State != "payment-pending" {
 		return b.State
 	}
-	return fmt.Sprintf("payment-pending: waits for an administrator's approval ('capblock blocks approve %s') until %s UTC, "+
+	return fmt.Sprintf("payment-pending: waits for an administrator's approval ('capblock blocks approve %s') until %s, "+
 		"%d minutes before its start by default; then it is payment-failed and its charge reversed",
-		b.ID, fmtTime(b.StartTime.Add(-approvalDeadline)), int(approvalDeadline/time.Minute))
+		b.ID, fmtZoned(b.StartTime.Add(-approvalDeadline)), int(approvalDeadline/time.Minute))
 }
 
 // printBlocks writes blocks as a table; a TEAM column when they are of

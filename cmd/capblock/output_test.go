@@ -1,11 +1,14 @@
 package main
 
 import (
+	"bytes"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -66,5 +69,41 @@ func TestBlockViews(t *testing.T) {
 				t.Errorf("stdout lacks the lines (-want +got):\n%s", cmp.Diff(tc.want, got.stdout))
 			}
 		})
+	}
+}
+
+// TestLocalTime checks that --local-time shows every time of a command in
+// the machine's zone and names it, in tables and in messages alike.
+func TestLocalTime(t *testing.T) {
+	api := newFakeAPI(t)
+	for _, tc := range []struct {
+		args       []string
+		wantStdout string
+		wantStderr string
+	}{
+		{args: []string{"blocks", "list"}, wantStdout: "START (CET)       END (CET)  ", wantStderr: ""},
+		{args: []string{"blocks", "list"}, wantStdout: "2026-12-01 01:00  2026-12-03 01:00"},
+		{args: []string{"blocks", "show", "cb-1"}, wantStdout: "start:       2026-12-01 01:00 CET\n"},
+		{args: []string{"events"}, wantStdout: "TIME (CET)        TYPE"},
+		{args: []string{"offerings", "--type", "h100.8x", "--duration", "2d"}, wantStdout: "START (CET)",
+			wantStderr: "(quotes expire at 2026-11-20 11:10 CET)"},
+	} {
+		var out, errOut bytes.Buffer
+		a := &app{stdout: &out, stderr: &errOut, getenv: func(string) string { return "" }, now: func() time.Time { return testNow },
+			configDir: os.UserConfigDir, local: time.FixedZone("CET", 3600)}
+		if code := a.execute(t.Context(), append([]string{"--url", api.URL, "--local-time"}, tc.args...)); code != 0 {
+			t.Fatalf("%v: exit %d: %s", tc.args, code, errOut.String())
+		}
+		if !strings.Contains(out.String(), tc.wantStdout) || !strings.Contains(errOut.String(), tc.wantStderr) {
+			t.Errorf("%v: stdout %q, stderr %q; want %q and %q in them", tc.args, out.String(), errOut.String(), tc.wantStdout, tc.wantStderr)
+		}
+		if strings.Contains(out.String()+errOut.String(), "UTC") {
+			t.Errorf("%v: a time in UTC under --local-time:\n%s%s", tc.args, out.String(), errOut.String())
+		}
+	}
+	// Without the flag, UTC again: the zone is the command line's, not the process's.
+	got := runApp(t.Context(), nil, "--url", api.URL, "blocks", "show", "cb-1")
+	if !strings.Contains(got.stdout, "start:       2026-12-01 00:00 UTC\n") {
+		t.Errorf("after --local-time, a command without it shows:\n%s", got.stdout)
 	}
 }

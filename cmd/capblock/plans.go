@@ -92,7 +92,7 @@ Relative dates (now, +5d, tomorrow) are read from the server's clock.`,
 			if err := a.printPlanOfferings(offerings); err != nil {
 				return err
 			}
-			a.note("buy one with: capblock plans buy ROW, e.g. capblock plans buy 1 (quotes expire at %s UTC)", fmtTime(expires))
+			a.note("buy one with: capblock plans buy ROW, e.g. capblock plans buy 1 (quotes expire at %s)", fmtZoned(expires))
 			return nil
 		},
 	}
@@ -255,7 +255,7 @@ func (a *app) printPlan(p client.Plan) error {
 	t.row("state:", p.State)
 	t.row("capacity:", fmt.Sprintf("%d total, %d available, %d in use, %d unhealthy", p.Total, p.Available, p.InUse, p.Unhealthy))
 	t.row("upfront fee:", p.UpfrontFee.String())
-	t.row("created:", fmtTime(p.CreatedAt)+" UTC")
+	t.row("created:", fmtZoned(p.CreatedAt))
 	if err := t.flush(); err != nil {
 		return err
 	}

@@ -118,7 +118,7 @@ func (a *app) teamsShowCmd() *cobra.Command {
 			t := &table{w: tabwriter.NewWriter(a.stdout, 0, 8, 1, ' ', 0)}
 			t.row("id:", team.ID)
 			t.row("name:", team.Name)
-			t.row("created:", fmtTime(team.CreatedAt)+" UTC")
+			t.row("created:", fmtZoned(team.CreatedAt))
 			if len(quotas) == 0 {
 				t.row("quotas:", "the operator's defaults")
 			}

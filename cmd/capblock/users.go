@@ -176,7 +176,7 @@ func fmtExpiry(t *time.Time) string {
 	if t == nil {
 		return "never"
 	}
-	return fmtTime(*t) + " UTC"
+	return fmtZoned(*t)
 }
 
 func (a *app) tokensListCmd() *cobra.Command {
