@@ -69,10 +69,12 @@ type halfResult struct {
 	calls                time.Duration // wall time of the Slurm calls that create them (refusals included)
 	ctldCPU              time.Duration // slurmctld's CPU time over those calls
 	moves                int           // reservations moved to other nodes (capblock's re-packs)
+	repacks              int           // purchases that moved reservations
 	moveCalls            time.Duration // wall time of the Slurm calls that move them
 	moveCPU              time.Duration // slurmctld's CPU time over those calls
 	recreated            int           // moved reservations deleted and created again (blocks that swapped nodes)
 	place                time.Duration // capblock's own placement (Place and Add), wall
+	loggedRefusal        bool
 }
 
 func (r halfResult) report(b *testing.B, bound int) {
@@ -84,6 +86,7 @@ func (r halfResult) report(b *testing.B, bound int) {
 	b.ReportMetric(float64(r.ctldCPU.Microseconds())/1000/float64(r.created), "ctld-ms/resv")
 	if r.moves > 0 {
 		b.ReportMetric(float64(r.moves), "moves")
+		b.ReportMetric(float64(r.repacks), "repacks")
 		b.ReportMetric(r.moveCalls.Seconds(), "move-s")
 		b.ReportMetric(float64(r.recreated), "recreated")
 		b.ReportMetric(float64(r.moveCPU.Microseconds())/1000/float64(r.created), "move-ctld-ms/resv")
@@ -277,10 +280,11 @@ func capblockPlaces(b *testing.B, c *slurmtest.Cluster, trace []traceRequest, vi
 		// so the sums over a thousand phases are close.
 		if len(plan.Moves) > 0 {
 			cpu0, t0 := controllerCPU(b, c), time.Now()
-			r.recreated += moveReservations(b, c, res, plan.Moves)
+			r.recreated += moveReservations(b, c, res, plan.Moves, &r.loggedRefusal)
 			r.moveCalls += time.Since(t0)
 			r.moveCPU += controllerCPU(b, c) - cpu0
 			r.moves += len(plan.Moves)
+			r.repacks++
 		}
 		cpu0, t0 := controllerCPU(b, c), time.Now()
 		if err := res.Reserve(ctx, blk); err != nil {
@@ -311,13 +315,17 @@ func capblockPlaces(b *testing.B, c *slurmtest.Cluster, trace []traceRequest, vi
 // no move goes through any more (blocks that swap nodes) is deleted and
 // created again.
 // It returns how many were created again.
-func moveReservations(b *testing.B, c *slurmtest.Cluster, res reserver, moves []core.Block) int {
+func moveReservations(b *testing.B, c *slurmtest.Cluster, res reserver, moves []core.Block, logged *bool) int {
 	ctx := b.Context()
 	pending := moves
 	for len(pending) > 0 {
 		var left []core.Block
 		for _, m := range pending {
 			if err := res.Reserve(ctx, m); err != nil {
+				if !*logged {
+					*logged = true
+					b.Logf("a move refused (later ones not logged): %v", err)
+				}
 				left = append(left, m)
 			}
 		}
