@@ -221,12 +221,12 @@ func TestAccessCommands(t *testing.T) {
 		"spend": {
 			args: []string{"spend", "--team", "team-1", "--from", "2026-11", "--to", "2026-12"},
 			want: result{stdout: lines(
-				"TEAM    TYPE     MONTH    SPENT        ON-DEMAND    SAVINGS      SAVINGS %",
-				"team-1  h100.8x  2026-11  7078.08 USD  9438.72 USD  2360.64 USD  25%",
-				"team-1  l4.1x    2026-12  3.00 USD     4.00 USD     1.00 USD     25%",
-				"total                     7081.08 USD  9442.72 USD  2361.64 USD  25%",
+				"TEAM      TYPE     MONTH    SPENT        ON-DEMAND    SAVINGS      SAVINGS %",
+				"research  h100.8x  2026-11  7078.08 USD  9438.72 USD  2360.64 USD  25%",
+				"research  l4.1x    2026-12  3.00 USD     4.00 USD     1.00 USD     25%",
+				"total                       7081.08 USD  9442.72 USD  2361.64 USD  25%",
 			)},
-			wantRequests: []string{"GET /v1/spend?from=2026-11&team=team-1&to=2026-12"},
+			wantRequests: []string{"GET /v1/spend?from=2026-11&team=team-1&to=2026-12", "GET /v1/teams"},
 		},
 		"spend: none": {
 			args:         []string{"spend", "--team", "team-0"},
@@ -245,13 +245,13 @@ func TestAccessCommands(t *testing.T) {
 			args: []string{"audit", "--after", "6"},
 			want: result{
 				stdout: lines(
-					"SEQ  TIME (UTC)        USER   TEAM    TOKEN  METHOD  ROUTE       SUBJECT  STATUS  OUTCOME",
-					"7    2026-11-20 10:00  usr-1  team-0  tok-1  POST    /v1/teams   -        201     ok",
-					"8    2026-11-20 10:05  usr-2  team-1  tok-2  POST    /v1/blocks  -        409     no_capacity",
+					"SEQ  TIME (UTC)        USER  TEAM      TOKEN  METHOD  ROUTE       SUBJECT  STATUS  OUTCOME",
+					"7    2026-11-20 10:00  root  ops       tok-1  POST    /v1/teams   -        201     ok",
+					"8    2026-11-20 10:05  ada   research  tok-2  POST    /v1/blocks  -        409     no_capacity",
 				),
 				stderr: "next: capblock audit --after 8\n",
 			},
-			wantRequests: []string{"GET /v1/audit?after=6"},
+			wantRequests: []string{"GET /v1/audit?after=6", "GET /v1/teams", "GET /v1/users"},
 		},
 		"buy for another team": {
 			args:         []string{"buy", "cbo-first", "--client-token", "tok-1", "--team", "team-1"},

@@ -48,9 +48,10 @@ func (a *app) spendCmd() *cobra.Command {
 				a.note("no spend in that period")
 				return nil
 			}
+			teams := teamNames(cmd.Context(), c)
 			t := newTable(a.stdout, "TEAM", "TYPE", "MONTH", "SPENT", "ON-DEMAND", "SAVINGS", "SAVINGS %")
 			for _, r := range s.Rows {
-				t.row(r.Team, r.InstanceType, r.Month, r.Spent.String(), r.OnDemand.String(), r.Savings.String(), percent(r.Savings, r.OnDemand))
+				t.row(nameOf(teams, r.Team), r.InstanceType, r.Month, r.Spent.String(), r.OnDemand.String(), r.Savings.String(), percent(r.Savings, r.OnDemand))
 			}
 			t.row("total", "", "", s.Total.Spent.String(), s.Total.OnDemand.String(), s.Total.Savings.String(), percent(s.Total.Savings, s.Total.OnDemand))
 			return t.flush()
@@ -119,13 +120,14 @@ next time.`,
 				}
 				return nil
 			}
+			teams, users := teamNames(cmd.Context(), c), userNames(cmd.Context(), c)
 			t := newTable(a.stdout, "SEQ", "TIME (UTC)", "USER", "TEAM", "TOKEN", "METHOD", "ROUTE", "SUBJECT", "STATUS", "OUTCOME")
 			for _, r := range page.Records {
 				subject := r.Subject
 				if subject == "" {
 					subject = "-"
 				}
-				t.row(strconv.FormatInt(r.Seq, 10), fmtTime(r.Time), r.User, r.Team, r.TokenID, r.Method, r.Route,
+				t.row(strconv.FormatInt(r.Seq, 10), fmtTime(r.Time), nameOf(users, r.User), nameOf(teams, r.Team), r.TokenID, r.Method, r.Route,
 					subject, strconv.Itoa(r.Status), r.Outcome)
 			}
 			if err := t.flush(); err != nil {
