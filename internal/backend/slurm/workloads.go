@@ -100,12 +100,17 @@ func NewWorkloads(be *Backend, cfg JobsConfig) (*Workloads, error) {
 	if sbatch, err = exec.LookPath(sbatch); err != nil {
 		return nil, fmt.Errorf("finding Slurm's sbatch (install Slurm's client commands, or give their folder with --slurm-bin): %w", err)
 	}
+	// runs/ is capblock's alone; the teams' users pass through logs/
+	// to their jobs' folders, whatever capblock's umask.
 	for _, d := range []string{dir, filepath.Join(dir, runsDir), filepath.Join(dir, logsDir)} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return nil, fmt.Errorf("making the jobs directory: %w", err)
 		}
 	}
-	if err := backend.CheckJobsDirReachable(filepath.Join(dir, logsDir)); err != nil {
+	if err := os.Chmod(filepath.Join(dir, logsDir), 0o755); err != nil {
+		return nil, fmt.Errorf("making the jobs directory: %w", err)
+	}
+	if err := backend.CheckJobsDirReachable(filepath.Join(dir, logsDir, "job")); err != nil {
 		return nil, err
 	}
 	return &Workloads{be: be, cfg: cfg, sbatch: sbatch}, nil
