@@ -60,15 +60,14 @@ func TestKubernetes(t *testing.T) {
 	// 1. The operator logs in: capblock sells the cluster's 16 nodes. The
 	// team's namespace, and another team's, are labelled with their ids.
 	op := newCLI(t, bin)
-	op.run("login", "--url", srv.url, "--token-file", filepath.Join(dir, "admin.token"))
+	var login struct{ User client.User }
+	op.json(&login, "login", "--url", srv.url, "--token-file", filepath.Join(dir, "admin.token"))
+	team := login.User.Team
 	var inventory struct{ Nodes []client.Node }
 	op.json(&inventory, "nodes")
 	if diff := cmp.Diff(c.nodeNames(t), nodeNames(inventory.Nodes)); diff != "" {
 		t.Fatalf("the nodes capblock sells (-cluster +capblock):\n%s", diff)
 	}
-	var teams struct{ Teams []client.Team }
-	op.json(&teams, "teams", "list")
-	team := teams.Teams[0].ID
 	var other client.Team
 	op.json(&other, "teams", "create", "other")
 	alice := c.teamNamespace(t, "ml-research", team)
@@ -124,7 +123,8 @@ func TestKubernetes(t *testing.T) {
 	if len(jobs.Items) != 1 || *jobs.Items[0].Spec.CompletionMode != batchv1.IndexedCompletion || *jobs.Items[0].Spec.Completions != 4 {
 		t.Errorf("Jobs of the run: %d, want one Indexed Job of 4 completions", len(jobs.Items))
 	}
-	if op.json(&job, "jobs", "show", job.ID); job.State != "running" {
+	op.json(&job, "jobs", "show", job.ID)
+	if job.State != "running" {
 		t.Errorf("jobs show: state %s, want running", job.State)
 	}
 
@@ -165,6 +165,11 @@ func TestKubernetes(t *testing.T) {
 		return !slices.Contains(moved, failed), nil
 	})
 	eventually(t, "the new node set is labelled", func() (bool, error) { return cmp.Equal(labels(moved, team), c.labelled(t, key)), nil })
+	op.json(&inventory, "nodes")
+	if i := slices.IndexFunc(inventory.Nodes, func(n client.Node) bool { return n.Name == failed }); i < 0 ||
+		inventory.Nodes[i].Health != "unhealthy" || !strings.HasPrefix(inventory.Nodes[i].HealthReason, "NotReady since ") {
+		t.Errorf("capblock nodes does not show %s unhealthy, NotReady since …: %+v", failed, inventory.Nodes)
+	}
 	again := c.runningPods(t, "ml-research", job.ID+"/2", 4)
 	if diff := cmp.Diff(moved, podNodes(again)); diff != "" {
 		t.Errorf("the second run's nodes (-block +pods):\n%s", diff)
@@ -175,7 +180,8 @@ func TestKubernetes(t *testing.T) {
 	// pods: the job's and the team's own. Its nodes stay its own.
 	op.run("admin", "clock", "--advance", "3h30m")
 	eventually(t, "the block's pods are evicted", func() (bool, error) { return len(c.blockPods(t, blk.ID)) == 0, nil })
-	if op.json(&job, "jobs", "show", job.ID); job.State != "interrupted" || job.Reason != "capacity_ended" {
+	op.json(&job, "jobs", "show", job.ID)
+	if job.State != "interrupted" || job.Reason != "capacity_ended" {
 		t.Errorf("jobs show after the termination: %s (%s), want interrupted (capacity_ended)", job.State, job.Reason)
 	}
 	if got := c.labelled(t, key); len(got) != 4 {
@@ -185,7 +191,8 @@ func TestKubernetes(t *testing.T) {
 	// 8. Its end: no node carries its label, no pod of it is left.
 	op.run("admin", "clock", "--advance", "30m")
 	eventually(t, "the block's label is gone from every node", func() (bool, error) { return len(c.labelled(t, key)) == 0, nil })
-	if op.json(&blk, "blocks", "show", blk.ID); blk.State != "expired" {
+	op.json(&blk, "blocks", "show", blk.ID)
+	if blk.State != "expired" {
 		t.Errorf("blocks show at the end: %s, want expired", blk.State)
 	}
 	if left := c.blockPods(t, blk.ID); len(left) != 0 {
