@@ -43,8 +43,8 @@ func TestKubernetes(t *testing.T) {
 		t.Skip("builds capblock and runs it on a Kubernetes control plane")
 	}
 	start := time.Now()
+	c := startCluster(t) // first: without the binaries it skips, or fails under CI=true
 	bin := buildBinary(t)
-	c := startCluster(t)
 	ctx := t.Context()
 	dir := t.TempDir()
 	pki := newTestPKI(t, dir)
