@@ -123,6 +123,10 @@ func newFakeAPI(t *testing.T) *fakeAPI {
 			return
 		}
 		switch body.OfferingID {
+		case "cbo-budget":
+			problem(w, http.StatusPaymentRequired, "budget_exceeded", "storing block cb-never: budget exceeded: team ml would have spent "+
+				"10000.01 of 10000.00 USD since 2026-11-01T00:00:00Z (2921.93 USD before this change)")
+			return
 		case "cbo-gone":
 			problem(w, http.StatusConflict, "no_capacity", "only 1 of 2 h100.8x free from 2026-12-01T00:00:00Z")
 			return

@@ -195,6 +195,11 @@ func TestCommands(t *testing.T) {
 			want:         result{code: 1, stderr: "capblock: no_capacity: only 1 of 2 h100.8x free from 2026-12-01T00:00:00Z; search again for other times, zones or counts\n"},
 			wantRequests: []string{`POST /v1/blocks {"offeringId":"cbo-gone","clientToken":"tok-2"}`},
 		},
+		"buy: a refusal names no block that was never made": {
+			args: []string{"buy", "cbo-budget"},
+			want: result{code: 1, stderr: "capblock: budget_exceeded: team ml would have spent 10000.01 of 10000.00 USD since 2026-11-01T00:00:00Z " +
+				"(2921.93 USD before this change); an admin can change the team's budget with 'capblock teams budget'\n"},
+		},
 		"buy: the quote bought already": {
 			args: []string{"buy", "cbo-used", "--client-token", "tok-3"},
 			want: result{code: 1, stderr: "capblock: offering_used: this quote already bought a block (a quote buys one); " +
