@@ -59,7 +59,11 @@ func (a *app) blocksListCmd() *cobra.Command {
 				a.note("no blocks; find one to buy with 'capblock offerings'")
 				return nil
 			}
-			return a.printBlocks(blocks)
+			var teams map[string]string
+			if severalTeams(blocks) {
+				teams = teamNames(cmd.Context(), c)
+			}
+			return a.printBlocks(blocks, teams)
 		},
 	}
 	cmd.Flags().StringVar(&state, "state", "", "only blocks in this state (scheduled, active, expired, cancelled, …)")

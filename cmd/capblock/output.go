@@ -186,13 +186,21 @@ func blockState(b client.Block) string {
 		b.ID, fmtZoned(b.StartTime.Add(-approvalDeadline)), int(approvalDeadline/time.Minute))
 }
 
-// printBlocks writes blocks as a table; a TEAM column when they are of
-// several teams (an administrator's view).
-func (a *app) printBlocks(blocks []client.Block) error {
-	teams := false
+// severalTeams reports whether blocks are of more than one team: an
+// administrator's view, which shows whose each block is.
+func severalTeams(blocks []client.Block) bool {
 	for _, b := range blocks {
-		teams = teams || b.Team != blocks[0].Team
+		if b.Team != blocks[0].Team {
+			return true
+		}
 	}
+	return false
+}
+
+// printBlocks writes blocks as a table; a TEAM column, of the names in
+// teamNames (by id), when they are of several teams.
+func (a *app) printBlocks(blocks []client.Block, teamNames map[string]string) error {
+	teams := severalTeams(blocks)
 	headers := []string{"ID", "NAME", "STATE", "TYPE", "COUNT", "ZONE", "START (UTC)", "END (UTC)", "HOURS", "FEE"}
 	if teams {
 		headers = slices.Insert(headers, 2, "TEAM")
@@ -206,7 +214,7 @@ func (a *app) printBlocks(blocks []client.Block) error {
 		row := []string{b.ID, name, b.State, b.InstanceType, strconv.Itoa(b.InstanceCount), b.Zone,
 			fmtTime(b.StartTime), fmtTime(b.EndTime), strconv.Itoa(b.DurationHours), b.UpfrontFee.String()}
 		if teams {
-			row = slices.Insert(row, 2, b.Team)
+			row = slices.Insert(row, 2, nameOf(teamNames, b.Team))
 		}
 		t.row(row...)
 	}

@@ -37,12 +37,13 @@ func TestBlockViews(t *testing.T) {
 		want   string // lines of stdout that must be there
 	}{
 		"blocks of several teams have a TEAM column": {
-			routes: map[string]string{"GET /v1/blocks": `{"blocks": [` + block1 + `, ` + otherTeam + `]}`},
-			args:   []string{"blocks", "list"},
+			routes: map[string]string{"GET /v1/blocks": `{"blocks": [` + block1 + `, ` + otherTeam + `]}`,
+				"GET /v1/teams": `{"teams": [{"id": "vision", "name": "Vision"}, {"id": "ml", "name": "ML research"}]}`},
+			args: []string{"blocks", "list"},
 			want: lines(
-				"ID    NAME       TEAM    STATE      TYPE     COUNT  ZONE    START (UTC)       END (UTC)         HOURS  FEE",
-				"cb-1  load-test  ml      scheduled  h100.8x  2      zone-a  2026-12-01 00:00  2026-12-03 00:00  48     7078.08 USD",
-				"cb-3  -          vision  active     l4.1x    1      zone-b  2026-11-20 12:00  2026-11-20 16:00  4      3.00 USD",
+				"ID    NAME       TEAM         STATE      TYPE     COUNT  ZONE    START (UTC)       END (UTC)         HOURS  FEE",
+				"cb-1  load-test  ML research  scheduled  h100.8x  2      zone-a  2026-12-01 00:00  2026-12-03 00:00  48     7078.08 USD",
+				"cb-3  -          Vision       active     l4.1x    1      zone-b  2026-11-20 12:00  2026-11-20 16:00  4      3.00 USD",
 			),
 		},
 		"a payment-pending block says what it waits for, and until when": {
