@@ -1,6 +1,9 @@
 package kubernetes
 
-import "sync"
+import (
+	"strconv"
+	"sync"
+)
 
 // starts keeps, for one Open, which instances the service counts as
 // started, so that an end is reported only for those.
@@ -82,5 +85,20 @@ func (s *starts) verdict(run string, rank int) endVerdict {
 		return dropEnd
 	default:
 		return holdEnd
+	}
+}
+
+// requeue queues the pods of one instance of a run, those deleted before
+// their end was reported too, whose end may have waited for its Start.
+func (in *instances) requeue(run string, instance int) {
+	for _, p := range in.instancePods(run, instance) {
+		in.enqueue(p)
+	}
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	for key, p := range in.gone {
+		if p.Annotations[RunKeyAnnotation] == run && p.Annotations[completionIndex] == strconv.Itoa(instance) {
+			in.queue.Add(key)
+		}
 	}
 }
