@@ -217,9 +217,9 @@ func TestCommands(t *testing.T) {
 		"blocks list": {
 			args: []string{"blocks", "list", "--state", "scheduled"},
 			want: result{stdout: lines(
-				"ID    NAME       STATE      TYPE     COUNT  ZONE    START (UTC)       END (UTC)         HOURS  FEE",
-				"cb-1  load-test  scheduled  h100.8x  2      zone-a  2026-12-01 00:00  2026-12-03 00:00  48     7078.08 USD",
-				"cb-2  -          active     l4.1x    1      zone-b  2026-11-20 12:00  2026-11-20 16:00  4      3.00 USD",
+				"ID    NAME       STATE      INSTANCES    START (UTC)       END (UTC)         FEE",
+				"cb-1  load-test  scheduled  2 × h100.8x  2026-12-01 00:00  2026-12-03 00:00  7078.08 USD",
+				"cb-2  -          active     1 × l4.1x    2026-11-20 12:00  2026-11-20 16:00  3.00 USD",
 			)},
 			wantRequests: []string{"GET /v1/blocks?state=scheduled"},
 		},

@@ -197,11 +197,12 @@ func severalTeams(blocks []client.Block) bool {
 	return false
 }
 
-// printBlocks writes blocks as a table; a TEAM column, of the names in
-// teamNames (by id), when they are of several teams.
+// printBlocks writes blocks as a table that fits 120 columns with the
+// service's ids (zone and hours are in 'blocks show'); a TEAM column, of the
+// names in teamNames (by id), when they are of several teams.
 func (a *app) printBlocks(blocks []client.Block, teamNames map[string]string) error {
 	teams := severalTeams(blocks)
-	headers := []string{"ID", "NAME", "STATE", "TYPE", "COUNT", "ZONE", "START (UTC)", "END (UTC)", "HOURS", "FEE"}
+	headers := []string{"ID", "NAME", "STATE", "INSTANCES", "START (UTC)", "END (UTC)", "FEE"}
 	if teams {
 		headers = slices.Insert(headers, 2, "TEAM")
 	}
@@ -211,8 +212,8 @@ func (a *app) printBlocks(blocks []client.Block, teamNames map[string]string) er
 		if name == "" {
 			name = "-"
 		}
-		row := []string{b.ID, name, b.State, b.InstanceType, strconv.Itoa(b.InstanceCount), b.Zone,
-			fmtTime(b.StartTime), fmtTime(b.EndTime), strconv.Itoa(b.DurationHours), b.UpfrontFee.String()}
+		row := []string{b.ID, name, b.State, fmt.Sprintf("%d × %s", b.InstanceCount, b.InstanceType),
+			fmtTime(b.StartTime), fmtTime(b.EndTime), b.UpfrontFee.String()}
 		if teams {
 			row = slices.Insert(row, 2, nameOf(teamNames, b.Team))
 		}

@@ -41,9 +41,9 @@ func TestBlockViews(t *testing.T) {
 				"GET /v1/teams": `{"teams": [{"id": "vision", "name": "Vision"}, {"id": "ml", "name": "ML research"}]}`},
 			args: []string{"blocks", "list"},
 			want: lines(
-				"ID    NAME       TEAM         STATE      TYPE     COUNT  ZONE    START (UTC)       END (UTC)         HOURS  FEE",
-				"cb-1  load-test  ML research  scheduled  h100.8x  2      zone-a  2026-12-01 00:00  2026-12-03 00:00  48     7078.08 USD",
-				"cb-3  -          Vision       active     l4.1x    1      zone-b  2026-11-20 12:00  2026-11-20 16:00  4      3.00 USD",
+				"ID    NAME       TEAM         STATE      INSTANCES    START (UTC)       END (UTC)         FEE",
+				"cb-1  load-test  ML research  scheduled  2 × h100.8x  2026-12-01 00:00  2026-12-03 00:00  7078.08 USD",
+				"cb-3  -          Vision       active     1 × l4.1x    2026-11-20 12:00  2026-11-20 16:00  3.00 USD",
 			),
 		},
 		"a payment-pending block says what it waits for, and until when": {
@@ -106,5 +106,31 @@ func TestLocalTime(t *testing.T) {
 	got := runApp(t.Context(), nil, "--url", api.URL, "blocks", "show", "cb-1")
 	if !strings.Contains(got.stdout, "start:       2026-12-01 00:00 UTC\n") {
 		t.Errorf("after --local-time, a command without it shows:\n%s", got.stdout)
+	}
+}
+
+// TestBlocksListFits checks that a list of blocks with the service's ids
+// (cb- and 17 hex digits), a name, a fee in the ten thousands and a TEAM
+// column fits 120 columns.
+func TestBlocksListFits(t *testing.T) {
+	long := func(b, id, team string) string {
+		b = strings.Replace(b, `"id": "cb-1"`, `"id": "`+id+`"`, 1)
+		b = strings.Replace(b, `"id": "cb-2"`, `"id": "`+id+`"`, 1)
+		b = strings.Replace(b, `"name": "load-test"`, `"name": "llama-eval"`, 1)
+		return strings.Replace(b, `"team": "ml"`, `"team": "`+team+`"`, 1)
+	}
+	url := serveJSON(t, map[string]string{
+		"GET /v1/blocks": `{"blocks": [` + long(strings.Replace(block1, `"7078.08"`, `"17078.08"`, 1), "cb-d7de01116f0cc3c09", "team-6043aca048fd77baf") + `, ` +
+			long(block2, "cb-b7872be785e77d697", "team-9acd505953480e97d") + `]}`,
+		"GET /v1/teams": `{"teams": [{"id": "team-6043aca048fd77baf", "name": "research"}, {"id": "team-9acd505953480e97d", "name": "vision"}]}`,
+	})
+	got := runApp(t.Context(), nil, "--url", url, "blocks", "list")
+	if got.code != 0 || !strings.Contains(got.stdout, "TEAM") {
+		t.Fatalf("exit %d, stdout:\n%s%s", got.code, got.stdout, got.stderr)
+	}
+	for _, line := range strings.Split(strings.TrimSuffix(got.stdout, "\n"), "\n") {
+		if n := len([]rune(line)); n > 120 {
+			t.Errorf("a line of %d columns, more than 120:\n%s", n, line)
+		}
 	}
 }
