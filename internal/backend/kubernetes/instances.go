@@ -315,7 +315,8 @@ const stopTimeout = 30 * time.Second
 // makes no other pod (backoffLimit 0). When the pod is not made yet (or
 // the informer has not seen it yet), the run's Job is deleted instead, so
 // that it never makes it. The Job of a run that ended stays until its TTL,
-// its ended pods with it, for their logs.
+// its ended pods with it, for their logs. An instance stopped before its
+// Start, in a run this Open started, never reports its end (starts.go).
 func (in *instances) Stop(run string, instance int, grace time.Duration) error {
 	ctx, cancel := context.WithTimeout(in.ctx, stopTimeout)
 	defer cancel()
