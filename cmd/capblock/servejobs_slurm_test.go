@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -19,6 +20,10 @@ import (
 // as Slurm user nobody: both instances succeed, and their logs read back
 // with their ranks and Slurm's GPUs.
 func TestServeSlurmJobs(t *testing.T) {
+	// An earlier serve of this process left its umask, 077: the
+	// cluster's files must be readable by the job's user, as a real
+	// cluster's slurm.conf is.
+	syscall.Umask(0o022)
 	c := slurmtest.Start(t, slurmtest.Options{Nodes: 2})
 	dir := t.TempDir()
 	fleetFile := filepath.Join(dir, "fleet.yaml")
@@ -114,6 +119,10 @@ func TestServeSlurmJobs(t *testing.T) {
 			break
 		}
 		if j.State == "failed" || j.State == "stopped" || time.Now().After(deadline) {
+			for _, f := range []string{"instance-0.log", "instance-1.log", "run-1.batch.log"} {
+				b, _ := os.ReadFile(filepath.Join(jobs, "logs", job.ID, f))
+				t.Logf("%s: %s", f, b)
+			}
 			t.Fatalf("the job is %s (%s), want succeeded", j.State, j.Reason)
 		}
 		time.Sleep(200 * time.Millisecond)
