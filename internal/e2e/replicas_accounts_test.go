@@ -33,13 +33,20 @@ func TestReplicasForgetAccounts(t *testing.T) {
 	// the quota holds, each try buys again.)
 	s := t0.Add(3 * time.Hour)
 	buy := func(base string, count int) (int, problem) {
-		var out struct{ Offerings []offering }
-		call(t, base, "GET", "/v1/offerings?"+searchQuery("l4.1x", count, 2, s, s.Add(14*24*time.Hour)), nil, &out, tok.Token)
+		var out struct {
+			Offerings []offering
+			problem
+		}
+		// The search answers for the team's quota as the purchase does.
+		code := call(t, base, "GET", "/v1/offerings?"+searchQuery("l4.1x", count, 2, s, s.Add(14*24*time.Hour)), nil, &out, tok.Token)
+		if code != 200 {
+			return code, out.problem
+		}
 		if len(out.Offerings) == 0 {
 			return 0, problem{Detail: "no offering left"}
 		}
 		var p problem
-		code := call(t, base, "POST", "/v1/blocks", map[string]any{"offeringId": out.Offerings[0].OfferingID,
+		code = call(t, base, "POST", "/v1/blocks", map[string]any{"offeringId": out.Offerings[0].OfferingID,
 			"clientToken": fmt.Sprintf("acc-%d", time.Now().UnixNano())}, &p, tok.Token)
 		return code, p
 	}
@@ -51,7 +58,7 @@ func TestReplicasForgetAccounts(t *testing.T) {
 	if code := call(t, a, "PUT", "/v1/teams/"+team.ID+"/quotas", map[string]any{"maxInstancesPerBlock": 1, "maxInstancesHeld": 0, "maxDurationHours": 0, "maxLeadDays": 0}, nil); code != 200 {
 		t.Fatalf("setting the quota: %d", code)
 	}
-	waitFor(t, "the quota to hold on b", func() (bool, string) {
+	waitFor(t, "the quota to hold on b's search", func() (bool, string) {
 		code, p := buy(b, 2)
 		return code == 403 && p.Code == "quota_exceeded", fmt.Sprintf("%d %s %s", code, p.Code, p.Detail)
 	})
