@@ -3,6 +3,7 @@ package slurm
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -148,16 +149,29 @@ func (in *instances) start(ctx context.Context, w backend.Workload) error {
 	if err := in.wl.prepareDirs(jobID, owner); err != nil {
 		return fmt.Errorf("preparing the directories of job %s: %w", jobID, err)
 	}
-	// 2. Submitted before a crash, not recorded?
-	slurmID, err := in.findJob(ctx, w.Run)
+	// 2. Submit, unless submitted before a crash and not recorded. A
+	// failure Slurm may mend (a controller out of reach, or busy) is
+	// tried again a few times, looking for the job first, since sbatch
+	// may have failed after the controller took it: an error here ends
+	// the instance.
+	var slurmID string
+	for attempt := 1; ; attempt++ {
+		slurmID, err = in.findJob(ctx, w.Run)
+		if err == nil && slurmID == "" {
+			slurmID, err = in.submit(ctx, w, account, owner, u.Username)
+		}
+		if err == nil || errors.Is(err, backend.ErrPermanent) || attempt == submitAttempts {
+			break
+		}
+		in.wl.be.log.Warn("submitting a job's run; trying again", "run", w.Run, "err", err)
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(time.Duration(attempt) * time.Second):
+		}
+	}
 	if err != nil {
 		return err
-	}
-	// 3. Submit.
-	if slurmID == "" {
-		if slurmID, err = in.submit(ctx, w, account, owner, u.Username); err != nil {
-			return err
-		}
 	}
 	run := &watched{jobID: jobID, n: n, slurmID: slurmID, size: w.WorldSize, ended: map[int]bool{}}
 	if err := os.WriteFile(in.wl.runFile(jobID, n), fmt.Appendf(nil, "%s %d\n", slurmID, w.WorldSize), 0o644); err != nil {
@@ -166,6 +180,9 @@ func (in *instances) start(ctx context.Context, w backend.Workload) error {
 	in.watch(w.Run, run)
 	return nil
 }
+
+// submitAttempts bounds the tries of one Start's submission.
+const submitAttempts = 3
 
 func (in *instances) watch(run string, w *watched) {
 	in.mu.Lock()
