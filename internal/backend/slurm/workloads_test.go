@@ -1,6 +1,7 @@
 package slurm_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -203,6 +204,39 @@ func TestWorkloads(t *testing.T) {
 			t.Errorf("exits of the adopted run: %v", got)
 		}
 	})
+}
+
+// TestWorkloadsRetry: a submission that Slurm refuses for now (the
+// block's reservation is not made yet) is tried again within the Start,
+// and succeeds once the reservation is there.
+func TestWorkloadsRetry(t *testing.T) {
+	c := slurmtest.Start(t, slurmtest.Options{})
+	ctx := t.Context()
+	be := newBackend(t, c, slurm.Config{})
+	wl, err := slurm.NewWorkloads(be, slurm.JobsConfig{Dir: jobsDir(t), Poll: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := wl.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { in.Close() })
+	blk := block("cb-late", time.Now().Add(-time.Hour), time.Now().Add(time.Hour), "sim0")
+	blk.State = core.StateActive
+	go func() {
+		time.Sleep(500 * time.Millisecond)
+		if err := be.Activate(context.Background(), blk); err != nil {
+			t.Error(err)
+		}
+	}()
+	w := backend.Workload{JobID: "job-r", Run: "job-r/0", WorldSize: 1, Block: blk, GPUsPerInstance: 8, Command: []string{"true"}, Team: "team-1"}
+	if err := in.Start(ctx, w); err != nil {
+		t.Fatalf("a Start while the reservation is being made: %v", err)
+	}
+	if got := awaitExits(t, in, 1); got["job-r/0 0"] != 0 {
+		t.Errorf("exits: %v", got)
+	}
 }
 
 // jobsDir is a jobs directory that the cluster's users can reach.
