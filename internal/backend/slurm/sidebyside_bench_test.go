@@ -74,7 +74,7 @@ type halfResult struct {
 	moveCPU              time.Duration // slurmctld's CPU time over those calls
 	recreated            int           // moved reservations deleted and created again (blocks that swapped nodes)
 	place                time.Duration // capblock's own placement (Place and Add), wall
-	loggedRefusal        bool
+	loggedRefusal        bool          // a refused move has been logged
 }
 
 func (r halfResult) report(b *testing.B, bound int) {
@@ -93,18 +93,20 @@ func (r halfResult) report(b *testing.B, bound int) {
 		b.ReportMetric(float64(r.created)/(r.calls+r.moveCalls).Seconds(), "with-moves-resv/s")
 	}
 	if r.place > 0 {
-		b.ReportMetric(float64(r.place.Microseconds())/float64(len(sideBySideTrace())), "place-µs/req")
+		b.ReportMetric(float64(r.place.Microseconds())/sideBySideRequests, "place-µs/req")
 	}
 }
 
-// BenchmarkSlurmSideBySide places the trace on a fresh 64-node cluster
-// twice: by Slurm (`scontrol create reservation NodeCnt=k`, Slurm picks
-// the nodes) and by capblock (core.Index places, the backend's Reserve
-// creates the reservation with explicit Nodes=, and moves the
-// reservations of the tentative blocks a re-pack moves). responding is
-// how many of the 64 nodes run a slurmd; the others are declared only
-// and never respond (slurmtest.Options.Declared). Run it with
-// -benchtime 1x: each iteration starts its own cluster.
+// BenchmarkSlurmSideBySide places the trace, each time on a fresh 64-node
+// cluster: by Slurm (`scontrol create reservation NodeCnt=k`, Slurm picks
+// the nodes), with all 64 nodes responding and with 2, and by capblock
+// (core.Index places; the reservation is created with explicit Nodes=,
+// through the backend's Reserve or with its scontrol call alone, after
+// the reservations of the tentative blocks a re-pack moved are moved).
+// responding is how many of the 64 nodes run a slurmd; the others are
+// declared only and never respond (slurmtest.Options.Declared). Run it
+// with -benchtime 1x: each iteration starts its own cluster. The
+// figures are in docs/benchmarks.md.
 func BenchmarkSlurmSideBySide(b *testing.B) {
 	trace := sideBySideTrace()
 	bound := hourlyBound(trace, sideBySideNodes)
@@ -364,7 +366,7 @@ func controllerCPU(b *testing.B, c *slurmtest.Cluster) time.Duration {
 // reservationNodeCounts reads every reservation's node count, in one
 // call.
 func reservationNodeCounts(b *testing.B, c *slurmtest.Cluster) map[string]int {
-	out, err := c.Run(context.Background(), "", "scontrol", "--oneliner", "show", "reservation")
+	out, err := c.Run(b.Context(), "", "scontrol", "--oneliner", "show", "reservation")
 	if err != nil && !strings.Contains(err.Error(), "No reservations") {
 		b.Fatal(err)
 	}
