@@ -199,6 +199,10 @@ and what was refunded is read from the team's ledger afterwards.`,
 			if err != nil {
 				return err
 			}
+			if !slices.Contains([]string{"payment-pending", "scheduled", "active"}, b.State) {
+				// Asking to confirm what the server would refuse helps no one.
+				return fmt.Errorf("block %s is %s: only payment-pending, scheduled or active blocks can be cancelled", blockLabel(b), b.State)
+			}
 			now, err := c.Now(ctx)
 			if err != nil {
 				return err
@@ -317,6 +321,9 @@ what was charged.`,
 			b, err := c.Block(ctx, id)
 			if err != nil {
 				return err
+			}
+			if b.State != "scheduled" && b.State != "active" {
+				return fmt.Errorf("block %s is %s: only scheduled or active blocks can be extended", blockLabel(b), b.State)
 			}
 			what := fmt.Sprintf("extending block %s, which ends at %s, with extension offering %s for the fee it was listed with",
 				blockLabel(b), fmtZoned(b.EndTime), offeringID)

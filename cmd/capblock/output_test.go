@@ -134,3 +134,18 @@ func TestBlocksListFits(t *testing.T) {
 		}
 	}
 }
+
+// TestNothingToConfirm checks that cancel and extend of a block in a state
+// that allows neither say so at once, before asking anything.
+func TestNothingToConfirm(t *testing.T) {
+	url := serveJSON(t, map[string]string{"GET /v1/blocks/{id}": strings.Replace(block1, `"scheduled"`, `"expired"`, 1)})
+	for args, want := range map[string]string{
+		"blocks cancel cb-1 --yes":               "capblock: block cb-1 (load-test) is expired: only payment-pending, scheduled or active blocks can be cancelled\n",
+		"blocks extend cb-1 --duration 1d --yes": "capblock: block cb-1 (load-test) is expired: only scheduled or active blocks can be extended\n",
+	} {
+		got := runApp(t.Context(), nil, append([]string{"--url", url}, strings.Fields(args)...)...)
+		if diff := cmp.Diff(result{code: 1, stderr: want}, got, cmp.AllowUnexported(result{})); diff != "" {
+			t.Errorf("%s (-want +got):\n%s", args, diff)
+		}
+	}
+}
