@@ -166,6 +166,10 @@ func (b *Backend) ensure(ctx context.Context, blk core.Block) error {
 			return nil
 		}
 		err := b.create(ctx, want, now)
+		if b.onlyBlocksInTheWay(ctx, err, want) {
+			want.overlap = true
+			err = b.create(ctx, want, now)
+		}
 		if !slurmSays(err, "Duplicate reservation name") {
 			return err
 		}
@@ -182,12 +186,54 @@ func (b *Backend) ensure(ctx context.Context, blk core.Block) error {
 	if len(args) == 0 {
 		return nil
 	}
-	if _, err := b.run(ctx, "scontrol", append([]string{"update", "ReservationName=" + want.name}, args...)...); err != nil {
+	_, err = b.run(ctx, "scontrol", append([]string{"update", "ReservationName=" + want.name}, args...)...)
+	if b.onlyBlocksInTheWay(ctx, err, want) {
+		want.overlap = true
+		args = updateArgs(have, want, now)
+		_, err = b.run(ctx, "scontrol", append([]string{"update", "ReservationName=" + want.name}, args...)...)
+	}
+	if err != nil {
 		return refusal(fmt.Errorf("updating reservation %s: %w", want.name, err))
 	}
 	b.log.Info("updated a block's Slurm reservation", "block", want.name, "changes", strings.Join(args, " "))
 	return nil
 }
+
+// onlyBlocksInTheWay reports whether err is Slurm's refusal of want for
+// overlapping other reservations, all of them capblock's blocks. Moves
+// swap nodes among the blocks that wait for their start (a purchase
+// re-packs them), and each block's reserve applies alone: a block may
+// take nodes another block's reservation still holds until its own move
+// applies, moments later. capblock's placement keeps its blocks apart, so
+// the block's reservation may then overlap theirs (OVERLAP). A
+// reservation made by hand in the way (maintenance) is still refused, and
+// the action retried and shown failing until an operator resolves it.
+func (b *Backend) onlyBlocksInTheWay(ctx context.Context, err error, want reservation) bool {
+	if !slurmSays(err, "overlaps") || want.overlap {
+		return false
+	}
+	out, lerr := b.run(ctx, "scontrol", "--oneliner", "show", "reservation")
+	if lerr != nil {
+		return false
+	}
+	inTheWay := 0
+	for _, r := range parseRecords(out) {
+		other, perr := parseReservation(r)
+		if perr != nil || other.name == want.name || !other.start.Before(want.end) || !want.start.Before(other.end) ||
+			!slices.ContainsFunc(other.nodes, func(n string) bool { return slices.Contains(want.nodes, n) }) {
+			continue
+		}
+		if !strings.HasPrefix(other.name, blockIDPrefix) {
+			return false
+		}
+		inTheWay++
+	}
+	return inTheWay > 0
+}
+
+// blockIDPrefix begins the id of every block, and so the name of every
+// reservation of capblock's.
+const blockIDPrefix = "cb-"
 
 // show reads the reservation named name; found is false when there is
 // none.

@@ -244,6 +244,31 @@ func TestBackend(t *testing.T) {
 		}
 	})
 
+	t.Run("blocks swapping nodes", func(t *testing.T) {
+		// A purchase's re-pack moves waiting blocks onto each other's
+		// nodes; each move applies alone, the first while the other
+		// block's reservation still holds the node.
+		a := block("cb-swap-a", hour.Add(5*time.Hour), hour.Add(6*time.Hour), "sim1")
+		b := block("cb-swap-b", hour.Add(5*time.Hour), hour.Add(6*time.Hour), "sim2")
+		for _, blk := range []core.Block{a, b} {
+			if err := be.Reserve(ctx, blk); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { be.Release(context.Background(), blk) })
+		}
+		a.Placements[0].Node, b.Placements[0].Node = "sim2", "sim1"
+		for _, blk := range []core.Block{a, b} {
+			if err := be.Reserve(ctx, blk); err != nil {
+				t.Fatalf("moving %s onto the node of the other block: %v", blk.ID, err)
+			}
+		}
+		for _, want := range []struct{ id, node string }{{a.ID, "sim2"}, {b.ID, "sim1"}} {
+			if got, _ := reservation(t, c, want.id); got.Nodes != want.node {
+				t.Errorf("%s after the swap: %+v, want on %s", want.id, got, want.node)
+			}
+		}
+	})
+
 	t.Run("refusals", func(t *testing.T) {
 		// A node Slurm does not know: no retry mends it.
 		err := be.Reserve(ctx, block("cb-nowhere", hour.Add(2*time.Hour), hour.Add(3*time.Hour), "nosuch"))
