@@ -285,7 +285,7 @@ func (in *instances) Stop(run string, instance int, grace time.Duration) error {
 		err = in.wl.be.scancel(ctx, "--signal=TERM", w.slurmID)
 		if err == nil {
 			_, err = in.wl.be.run(ctx, "scontrol", "update", "JobId="+w.slurmID, "EndTime="+deadline.Format(slurmTime))
-			if ended(err) || slurmSays(err, "Job has already finished") { // ended on the SIGTERM
+			if ended(err) { // ended on the SIGTERM
 				err = nil
 			}
 		}

@@ -155,5 +155,6 @@ func (b *Backend) scancel(ctx context.Context, args ...string) error {
 
 // ended reports whether err says that the job has ended already.
 func ended(err error) bool {
-	return slurmSays(err, "already completing or completed") || slurmSays(err, "Invalid job id specified")
+	return slurmSays(err, "already completing or completed") || slurmSays(err, "Invalid job id specified") ||
+		slurmSays(err, "Job has already finished")
 }
