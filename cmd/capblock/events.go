@@ -159,7 +159,7 @@ func (a *app) followEvents(ctx context.Context, c *client.Client, after, until s
 
 // eventColumns lays out an event's line; its columns are wide enough for
 // the service's ids, so that lines printed one at a time line up.
-const eventColumns = "%-16s  %-26s %-21s %-21s %s"
+const eventColumns = "%-16s  %-26s %-22s %-22s %s"
 
 // printEventHeader writes the header of the lines printEvent writes.
 func (a *app) printEventHeader() {

@@ -115,12 +115,12 @@ func TestEventsUntil(t *testing.T) {
 	}{
 		"the first": {
 			until:        "block.active",
-			want:         lines("TIME (UTC)        TYPE                       SUBJECT               EVENT                 DATA", "2026-12-01 00:00  block.active               cb-1                  evt-1                 {\"zone\":\"zone-a\"}"),
+			want:         lines("TIME (UTC)        TYPE                       SUBJECT                EVENT                  DATA", "2026-12-01 00:00  block.active               cb-1                   evt-1                  {\"zone\":\"zone-a\"}"),
 			wantRequests: []string{"GET /v1/events?wait=30s"},
 		},
 		"the second": {
 			until:        "block.expiration-warning",
-			want:         lines("TIME (UTC)        TYPE                       SUBJECT               EVENT                 DATA", "2026-12-01 00:00  block.active               cb-1                  evt-1                 {\"zone\":\"zone-a\"}", "2026-12-02 23:20  block.expiration-warning   cb-1                  evt-2"),
+			want:         lines("TIME (UTC)        TYPE                       SUBJECT                EVENT                  DATA", "2026-12-01 00:00  block.active               cb-1                   evt-1                  {\"zone\":\"zone-a\"}", "2026-12-02 23:20  block.expiration-warning   cb-1                   evt-2"),
 			wantRequests: []string{"GET /v1/events?wait=30s"},
 		},
 	}

@@ -324,18 +324,18 @@ func TestCommands(t *testing.T) {
 		"events": {
 			args: []string{"events"},
 			want: result{
-				stdout: lines("TIME (UTC)        TYPE                       SUBJECT               EVENT                 DATA", "2026-12-01 00:00  block.active               cb-1                  evt-1                 {\"zone\":\"zone-a\"}", "2026-12-02 23:20  block.expiration-warning   cb-1                  evt-2"),
+				stdout: lines("TIME (UTC)        TYPE                       SUBJECT                EVENT                  DATA", "2026-12-01 00:00  block.active               cb-1                   evt-1                  {\"zone\":\"zone-a\"}", "2026-12-02 23:20  block.expiration-warning   cb-1                   evt-2"),
 				stderr: "next: capblock events --after c2\n",
 			},
 			wantRequests: []string{"GET /v1/events"},
 		},
 		"events of a type": {
 			args: []string{"events", "--type", "block.expiration-warning"},
-			want: result{stdout: lines("TIME (UTC)        TYPE                       SUBJECT               EVENT                 DATA", "2026-12-02 23:20  block.expiration-warning   cb-1                  evt-2"), stderr: "next: capblock events --after c2\n"},
+			want: result{stdout: lines("TIME (UTC)        TYPE                       SUBJECT                EVENT                  DATA", "2026-12-02 23:20  block.expiration-warning   cb-1                   evt-2"), stderr: "next: capblock events --after c2\n"},
 		},
 		"events of a family and a subject": {
 			args: []string{"events", "--type", "block.*", "--subject", "cb-1"},
-			want: result{stdout: lines("TIME (UTC)        TYPE                       SUBJECT               EVENT                 DATA", "2026-12-01 00:00  block.active               cb-1                  evt-1                 {\"zone\":\"zone-a\"}", "2026-12-02 23:20  block.expiration-warning   cb-1                  evt-2"), stderr: "next: capblock events --after c2\n"},
+			want: result{stdout: lines("TIME (UTC)        TYPE                       SUBJECT                EVENT                  DATA", "2026-12-01 00:00  block.active               cb-1                   evt-1                  {\"zone\":\"zone-a\"}", "2026-12-02 23:20  block.expiration-warning   cb-1                   evt-2"), stderr: "next: capblock events --after c2\n"},
 		},
 		"events: none match": {
 			args: []string{"events", "--type", "job.*"},

@@ -149,3 +149,15 @@ func TestNothingToConfirm(t *testing.T) {
 		}
 	}
 }
+
+// TestEventColumns checks that the service's longest ids (job- and evt-
+// with 17 hex digits) keep two spaces between the columns of an event.
+func TestEventColumns(t *testing.T) {
+	url := serveJSON(t, map[string]string{"GET /v1/events": `{"events": [{"id": "evt-121b1366005505e1c", "time": "2026-12-05T05:00:00Z",
+		"type": "job.pending", "subject": "job-aec9e54e1789853d2", "team": "ml", "data": {"state": "pending"}}], "next": "c1"}`})
+	got := runApp(t.Context(), nil, "--url", url, "events")
+	want := "2026-12-05 05:00  job.pending                job-aec9e54e1789853d2  evt-121b1366005505e1c  {\"state\":\"pending\"}\n"
+	if !strings.HasSuffix(got.stdout, want) {
+		t.Errorf("stdout:\n%s\nwant its last line:\n%s", got.stdout, want)
+	}
+}
