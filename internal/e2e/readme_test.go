@@ -100,8 +100,8 @@ func TestReadmeWalkThroughs(t *testing.T) {
 	wantLine(t, "events until the interruption", output("./capblock events -f --until job.interrupted", 0), `(?m)^\S+ \S+\s+job\.interrupted\s+job-\S+\s+evt-\S+\s.*capacity_ended`)
 	logs := output("./capblock jobs logs train -f", 0)
 	stopped := regexp.MustCompile(`(?m)^rank 0: SIGTERM: stopped at step (\d+)$`).FindStringSubmatchIndex(logs)
-	resumed := regexp.MustCompile(`(?m)^rank 0: resuming from step (\d+) of 60$`).FindStringSubmatchIndex(logs)
-	done := regexp.MustCompile(`(?m)^rank 0: done: 60 steps$`).FindStringIndex(logs)
+	resumed := regexp.MustCompile(`(?m)^rank 0: resuming from step (\d+) of 240$`).FindStringSubmatchIndex(logs)
+	done := regexp.MustCompile(`(?m)^rank 0: done: 240 steps$`).FindStringIndex(logs)
 	switch {
 	case stopped == nil || resumed == nil || done == nil || !(stopped[0] < resumed[0] && resumed[0] < done[0]):
 		t.Errorf("the job's log does not show a stop at SIGTERM, a resume and the end, in that order:\n%s", logs)
@@ -202,7 +202,7 @@ func runWalkThrough(t *testing.T, dir string, commands []string) (string, error)
 	}
 	defer transcript.Close()
 
-	ctx, cancel := context.WithTimeout(t.Context(), 8*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 12*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "bash", scriptPath)
 	cmd.Dir = dir
@@ -219,7 +219,7 @@ func runWalkThrough(t *testing.T, dir string, commands []string) (string, error)
 		t.Fatal(err)
 	}
 	if ctx.Err() != nil {
-		runErr = fmt.Errorf("%w: the walk-through took longer than 8 minutes", ctx.Err())
+		runErr = fmt.Errorf("%w: the walk-through took longer than 12 minutes", ctx.Err())
 	}
 	return string(out), runErr
 }
