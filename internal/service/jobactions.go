@@ -144,10 +144,10 @@ func (s *Service) startInstance(ctx context.Context, ins backend.Instances, ref 
 		s.jobs.mu.Unlock()
 		return nil // started by this runner, and maybe ended since
 	}
-	for run, n := range s.jobs.live {
-		if id, r, ok := parseRunKey(run); ok && id == j.ID && r < ref.Run && n > 0 {
+	for run, live := range s.jobs.live {
+		if id, r, ok := parseRunKey(run); ok && id == j.ID && r < ref.Run && len(live) > 0 {
 			s.jobs.mu.Unlock()
-			return waiting("waiting for %d instance(s) of run %d of job %s to end", n, r, j.ID)
+			return waiting("waiting for %d instance(s) of run %d of job %s to end", len(live), r, j.ID)
 		}
 	}
 	s.jobs.mu.Unlock()
@@ -164,7 +164,7 @@ func (s *Service) startInstance(ctx context.Context, ins backend.Instances, ref 
 	s.jobs.mu.Lock()
 	s.jobs.started[instanceKey{key, ref.Instance}] = true
 	s.jobs.seen[key] = true
-	s.jobs.live[key]++
+	s.jobs.markLive(key, ref.Instance)
 	s.jobs.holds[key] = j
 	s.jobs.mu.Unlock()
 	if err := ins.Start(ctx, w); err != nil {

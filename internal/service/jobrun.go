@@ -34,12 +34,12 @@ func (s *Service) runJobs(ctx context.Context, lost <-chan struct{}) {
 	s.jobs.instances = ins
 	s.jobs.seen = map[string]bool{}
 	s.jobs.started = map[instanceKey]bool{}
-	s.jobs.live = map[string]int{}
+	s.jobs.live = map[string]map[int]bool{}
 	s.jobs.holds = map[string]core.Job{}
 	for _, in := range adopted {
 		s.jobs.seen[in.Run] = true
 		s.jobs.started[instanceKey{in.Run, in.Instance}] = true
-		s.jobs.live[in.Run]++
+		s.jobs.markLive(in.Run, in.Instance)
 	}
 	s.jobs.mu.Unlock()
 	s.holdAdopted(ctx, ins, adopted)
@@ -223,7 +223,7 @@ func (s *Service) holdAdopted(ctx context.Context, ins backend.Instances, adopte
 			}
 		}
 		s.jobs.mu.Lock()
-		if s.jobs.live[in.Run] > 0 {
+		if len(s.jobs.live[in.Run]) > 0 {
 			s.jobs.holds[in.Run] = j
 		}
 		s.jobs.mu.Unlock()
@@ -237,10 +237,8 @@ func (s *Service) onExit(ctx context.Context, x backend.InstanceExit) {
 	s.jobs.mu.Lock()
 	s.jobs.seen[x.JobID] = true
 	s.jobs.started[instanceKey{x.JobID, x.Instance}] = true
-	if s.jobs.live[x.JobID] > 0 {
-		s.jobs.live[x.JobID]--
-	}
-	ended := s.jobs.live[x.JobID] == 0
+	delete(s.jobs.live[x.JobID], x.Instance) // an end reported twice counts once
+	ended := len(s.jobs.live[x.JobID]) == 0
 	if ended {
 		delete(s.jobs.live, x.JobID)
 		delete(s.jobs.holds, x.JobID)

@@ -34,10 +34,10 @@ type jobRuntime struct {
 	// an instance's start applied again (a worker that failed to record
 	// it) does not run it twice.
 	started map[instanceKey]bool
-	// live counts each run's instances still running; a new run of a job
-	// waits in the outbox until its earlier runs have none left, so that
-	// a job never runs twice at once.
-	live map[string]int
+	// live are each run's instances still running, by rank; a new run of
+	// a job waits in the outbox until its earlier runs have none left, so
+	// that a job never runs twice at once.
+	live map[string]map[int]bool
 	// holds are the runs with instances that may still run, by run key,
 	// with the block and slots they hold.
 	holds map[string]core.Job
@@ -60,7 +60,7 @@ func newJobs(cfg Config) (*jobRuntime, error) {
 		w = local
 	}
 	return &jobRuntime{workloads: w, grace: jobGrace, kick: make(chan struct{}, 1), uids: cfg.JobUIDs, limits: cfg.JobLimits,
-		seen: map[string]bool{}, started: map[instanceKey]bool{}, live: map[string]int{}, holds: map[string]core.Job{},
+		seen: map[string]bool{}, started: map[instanceKey]bool{}, live: map[string]map[int]bool{}, holds: map[string]core.Job{},
 		teamUIDs: map[string]int{}}, nil
 }
 
@@ -286,4 +286,12 @@ func (s *Service) commitJob(ctx context.Context, was, next core.Job, step core.J
 		s.kickOutbox()
 	}
 	return nil
+}
+
+// markLive records an instance of a run as running. Callers hold mu.
+func (r *jobRuntime) markLive(run string, instance int) {
+	if r.live[run] == nil {
+		r.live[run] = map[int]bool{}
+	}
+	r.live[run][instance] = true
 }
