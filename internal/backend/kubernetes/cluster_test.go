@@ -12,7 +12,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -118,20 +117,6 @@ func (c *testCluster) labelled(t *testing.T, key string) map[string]string {
 	return out
 }
 
-// versions returns the resourceVersion of every node.
-func (c *testCluster) versions(t *testing.T) map[string]string {
-	t.Helper()
-	list, err := c.admin.CoreV1().Nodes().List(t.Context(), metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]string{}
-	for _, n := range list.Items {
-		out[n.Name] = n.ResourceVersion
-	}
-	return out
-}
-
 // runPod starts a pod bound to node (no scheduler) with labels, and
 // returns its UID.
 func (c *testCluster) runPod(t *testing.T, name, node string, labels map[string]string) types.UID {
@@ -212,8 +197,6 @@ func (c *testCluster) pdb(t *testing.T, name string, labels map[string]string) {
 		t.Fatal(err)
 	}
 }
-
-func isNotFound(err error) bool { return apierrors.IsNotFound(err) }
 
 func names(prefix string, n int) []string {
 	out := make([]string, n)
