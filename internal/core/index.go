@@ -55,10 +55,8 @@ type Index struct {
 	// health (see Changes).
 	changes uint64
 
-	// rackNames names the racks (zone/rack); rackFree is scratch space
-	// for placement, all zero between calls.
+	// rackNames names the racks (zone/rack).
 	rackNames []string
-	rackFree  []int
 }
 
 type nodeState struct {
@@ -121,7 +119,6 @@ func NewIndex(f *Fleet, blocks []Block, now time.Time) (*Index, error) {
 		}
 		ix.nodes = append(ix.nodes, nodeState{node: n, pool: p, rack: r})
 	}
-	ix.rackFree = make([]int, len(ix.rackNames))
 	for _, p := range ix.pools {
 		sort.Slice(p.nodes, func(i, j int) bool { return ix.nodes[p.nodes[i]].node.Name < ix.nodes[p.nodes[j]].node.Name })
 	}
