@@ -45,7 +45,7 @@ type instances struct {
 	gone     map[string]*corev1.Pod // pods deleted from the cluster before their end was reported, by key
 	reported map[types.UID]bool     // ends sent, whose pods may still hold the finalizer
 	made     map[string]bool        // runs whose Job and Service exist
-	starts   *starts                // which instances the service counts as started
+	starts   *backend.Starts        // which instances the service counts as started
 }
 
 // runIndex indexes the informer's pods by their run's key.
@@ -67,7 +67,7 @@ func openInstances(wl *Workloads) (*instances, error) {
 		gone:     map[string]*corev1.Pod{},
 		reported: map[types.UID]bool{},
 		made:     map[string]bool{},
-		starts:   newStarts(),
+		starts:   backend.NewStarts(),
 	}
 	if err := inf.AddIndexers(cache.Indexers{runIndex: podRun}); err != nil {
 		cancel()
@@ -190,16 +190,16 @@ func (in *instances) report(key string) error {
 	in.mu.Unlock()
 	if !sent {
 		x, ok := podExit(p, end)
-		verdict := reportEnd
+		verdict := backend.ReportEnd
 		if ok {
-			verdict = in.starts.verdict(x.JobID, x.Instance)
+			verdict = in.starts.Verdict(x.JobID, x.Instance)
 		}
 		switch {
-		case verdict == holdEnd:
+		case verdict == backend.HoldEnd:
 			return nil // queued again when its Start or Stop applies
 		case !ok:
 			in.wl.log.Warn("a pod of capblock's jobs names no run or instance; its end is not reported", "pod", key)
-		case verdict == dropEnd:
+		case verdict == backend.DropEnd:
 			in.wl.log.Info("a pod of a job's run ended before its instance started; the run was stopped meanwhile", "pod", key)
 		default:
 			select {
@@ -255,7 +255,7 @@ func (in *instances) Start(ctx context.Context, w backend.Workload) error {
 	if err := in.start(ctx, w); err != nil {
 		return err
 	}
-	in.starts.start(w.Run, w.Rank)
+	in.starts.Start(w.Run, w.Rank)
 	in.requeue(w.Run, w.Rank)
 	return nil
 }
@@ -320,7 +320,7 @@ const stopTimeout = 30 * time.Second
 func (in *instances) Stop(run string, instance int, grace time.Duration) error {
 	ctx, cancel := context.WithTimeout(in.ctx, stopTimeout)
 	defer cancel()
-	in.starts.stop(run, instance)
+	in.starts.Stop(run, instance)
 	in.requeue(run, instance)
 	pods := in.instancePods(run, instance)
 	if len(pods) == 0 {
@@ -394,7 +394,7 @@ func (in *instances) Adopt() ([]backend.RunningInstance, error) {
 		}
 		if x, ok := podExit(p, podEnding{}); ok {
 			out = append(out, backend.RunningInstance{Run: x.JobID, Instance: x.Instance})
-			in.starts.adopt(x.JobID, x.Instance)
+			in.starts.Adopt(x.JobID, x.Instance)
 		}
 	}
 	slices.SortFunc(out, func(a, b backend.RunningInstance) int {

@@ -122,10 +122,10 @@ func (in *instances) report() error {
 				}
 				x.Code, x.Err = jobEnd.Code, jobEnd.Err
 			}
-			switch in.starts.verdict(run, r) {
-			case holdEnd:
+			switch in.starts.Verdict(run, r) {
+			case backend.HoldEnd:
 				continue
-			case reportEnd:
+			case backend.ReportEnd:
 				select {
 				case in.exits <- x:
 				case <-in.ctx.Done():

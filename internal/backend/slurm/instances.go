@@ -34,7 +34,7 @@ type instances struct {
 	mu       sync.Mutex
 	runs     map[string]*watched // by run key
 	starting sync.Map            // run key → *sync.Mutex, one Start of a run at a time
-	starts   *starts
+	starts   *backend.Starts
 }
 
 // watched is a run whose job was submitted.
@@ -50,7 +50,7 @@ type watched struct {
 func openInstances(wl *Workloads) (*instances, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	in := &instances{wl: wl, exits: make(chan backend.InstanceExit), ctx: ctx, cancel: cancel,
-		runs: map[string]*watched{}, starts: newStarts()}
+		runs: map[string]*watched{}, starts: backend.NewStarts()}
 	if err := in.load(); err != nil {
 		cancel()
 		return nil, err
@@ -115,7 +115,7 @@ func (in *instances) Start(ctx context.Context, w backend.Workload) error {
 	if err := in.start(ctx, w); err != nil {
 		return err
 	}
-	in.starts.start(w.Run, w.Rank)
+	in.starts.Start(w.Run, w.Rank)
 	return nil
 }
 
@@ -247,7 +247,7 @@ func (in *instances) submit(ctx context.Context, w backend.Workload, account str
 // after the grace. A run that is not submitted, or has ended, has
 // nothing to stop.
 func (in *instances) Stop(run string, instance int, grace time.Duration) error {
-	in.starts.stop(run, instance)
+	in.starts.Stop(run, instance)
 	in.mu.Lock()
 	w, ok := in.runs[run]
 	stopping := ok && w.stopping
@@ -335,7 +335,7 @@ func (in *instances) Adopt() ([]backend.RunningInstance, error) {
 		for r := range w.size {
 			if _, ok := in.wl.taskExit(w, r); !ok && !w.ended[r] {
 				out = append(out, backend.RunningInstance{Run: run, Instance: r})
-				in.starts.adopt(run, r)
+				in.starts.Adopt(run, r)
 			}
 		}
 	}
