@@ -17,6 +17,7 @@
 package kubetest
 
 import (
+	"capblock/internal/testproc"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -72,7 +73,7 @@ type Cluster struct {
 	Kubeconfig string // path of a kubeconfig file for the admin
 
 	dir   string
-	procs []*process // in start order
+	procs testproc.Group
 
 	mu    sync.Mutex
 	nodes int // fake nodes added so far, to name the next ones
@@ -152,7 +153,7 @@ func (c *Cluster) start(ctx context.Context, bin string, opts Options) error {
 	if err := os.WriteFile(tokens, []byte(c.AdminToken+",admin,admin,system:masters\n"), 0o600); err != nil {
 		return fmt.Errorf("writing token file: %w", err)
 	}
-	ports, err := freePorts(5)
+	ports, err := testproc.FreePorts(5)
 	if err != nil {
 		return err
 	}

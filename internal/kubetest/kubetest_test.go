@@ -26,8 +26,8 @@ func TestCluster(t *testing.T) {
 		start := time.Now()
 		c := Start(t, Options{})
 		t.Logf("control plane ready in %v", time.Since(start).Round(time.Millisecond))
-		for _, p := range c.procs {
-			groups = append(groups, p.cmd.Process.Pid)
+		for _, p := range c.procs.Procs() {
+			groups = append(groups, p.Pid())
 		}
 		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 		defer cancel()
@@ -162,25 +162,5 @@ func TestVersionsMatchBuildScript(t *testing.T) {
 	}
 	if key := os.Expand(string(m[1]), func(name string) string { return got[name] }); key != cacheKey() {
 		t.Errorf("the build script's cache key is %s, Start looks in %s", key, cacheKey())
-	}
-}
-
-func TestTail(t *testing.T) {
-	tests := map[string]struct {
-		in   string
-		n    int
-		want string
-	}{
-		"fewer lines than asked": {in: "a\nb\n", n: 3, want: "a\nb"},
-		"last lines":             {in: "a\nb\nc\nd\n", n: 2, want: "c\nd"},
-		"no trailing newline":    {in: "a\nb\nc", n: 1, want: "c"},
-		"empty":                  {in: "", n: 2, want: ""},
-	}
-	for name, tc := range tests {
-		t.Run(name, func(t *testing.T) {
-			if diff := cmp.Diff(tc.want, string(tail([]byte(tc.in), tc.n))); diff != "" {
-				t.Errorf("tail (-want +got):\n%s", diff)
-			}
-		})
 	}
 }

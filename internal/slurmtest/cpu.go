@@ -17,9 +17,9 @@ const userHZ = 100
 // hundredth of a second: read before and after some work, the difference
 // is what the work cost the controller.
 func (c *Cluster) ControllerCPU() (time.Duration, error) {
-	for _, p := range c.procs {
-		if p.name == "slurmctld" {
-			return processCPU(p.cmd.Process.Pid)
+	for _, p := range c.procs.Procs() {
+		if p.Name == "slurmctld" {
+			return processCPU(p.Pid())
 		}
 	}
 	return 0, fmt.Errorf("reading slurmctld's CPU time: the cluster has no slurmctld")

@@ -2,11 +2,9 @@ package slurmtest
 
 import (
 	"bytes"
+	"capblock/internal/testproc"
 	"context"
-	"fmt"
-	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -20,50 +18,23 @@ import (
 // daemon (a job's step is a session of its own) are found by it.
 const markerEnv = "CAPBLOCK_SLURMTEST"
 
-// process is one daemon, a child in its own process group.
-type process struct {
-	name string
-	log  string // its standard output and error
-	cmd  *exec.Cmd
-	done chan struct{} // closed once it has exited and been reaped
-	err  error
-}
-
-// run starts program as the daemon name, its output in <dir>/<name>.out.
-// It dies with the test process (Pdeathsig), even when a test times out
-// and no cleanup runs.
+// run starts program as the daemon name, its output in <dir>/<name>.out,
+// with the cluster's folder in its environment (markerEnv).
 func (c *Cluster) run(name, program string, args ...string) error {
 	path, err := lookPath(program)
 	if err != nil {
 		return err
 	}
-	p := &process{name: name, log: filepath.Join(c.dir, name+".out"), done: make(chan struct{})}
-	out, err := os.Create(p.log)
-	if err != nil {
-		return fmt.Errorf("creating %s's log: %w", name, err)
-	}
-	defer out.Close()
-	p.cmd = exec.Command(path, args...)
-	p.cmd.Dir = c.dir
-	p.cmd.Env = append(os.Environ(), append(c.Env(), markerEnv+"="+c.dir)...)
-	p.cmd.Stdout, p.cmd.Stderr = out, out
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := p.cmd.Start(); err != nil {
-		return fmt.Errorf("starting %s: %w", name, err)
-	}
-	c.procs = append(c.procs, p)
-	go func() {
-		p.err = p.cmd.Wait()
-		close(p.done)
-	}()
-	return nil
+	_, err = c.procs.Start(name, path, c.dir, filepath.Join(c.dir, name+".out"),
+		append(os.Environ(), append(c.Env(), markerEnv+"="+c.dir)...), args...)
+	return err
 }
 
 // stop cancels the cluster's jobs, kills every daemon's process group,
 // the last started first (the cluster's state is thrown away, so nothing
 // needs a clean shutdown), reaps them, and kills what their jobs left.
 func (c *Cluster) stop() {
-	if len(c.procs) > 1 {
+	if len(c.procs.Procs()) > 1 {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		if _, err := c.Run(ctx, "", "scancel", "--partition="+c.Partition); err == nil {
 			c.poll(ctx, "waiting for the jobs to end", func() (bool, error) {
@@ -73,11 +44,7 @@ func (c *Cluster) stop() {
 		}
 		cancel()
 	}
-	for i := len(c.procs) - 1; i >= 0; i-- {
-		p := c.procs[i]
-		syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
-		<-p.done
-	}
+	c.procs.Stop()
 	c.killStrays()
 }
 
@@ -111,49 +78,17 @@ func (c *Cluster) killStrays() {
 	}
 }
 
-// exited returns an error naming the first daemon that has exited.
-func (c *Cluster) exited() error {
-	for _, p := range c.procs {
-		select {
-		case <-p.done:
-			return fmt.Errorf("%s exited: %v (log in %s)", p.name, p.err, p.log)
-		default:
-		}
-	}
-	return nil
-}
-
-// poll calls done every 100 ms until it reports true or an error, a
-// daemon exits, or ctx ends: Slurm gives no event to wait on for these
-// states.
+// poll waits for done (testproc.Group.Poll).
 func (c *Cluster) poll(ctx context.Context, what string, done func() (bool, error)) error {
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		ok, err := done()
-		if err != nil {
-			return fmt.Errorf("%s: %w", what, err)
-		}
-		if ok {
-			return nil
-		}
-		if err := c.exited(); err != nil {
-			return fmt.Errorf("%s: %w", what, err)
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%s: %w", what, ctx.Err())
-		case <-tick.C:
-		}
-	}
+	return c.procs.Poll(ctx, what, done)
 }
 
 // logTails logs the end of each daemon's log, to see why a test failed.
 func (c *Cluster) logTails(tb testing.TB) {
 	logs := []string{filepath.Join(c.dir, "slurmctld.log"), filepath.Join(c.dir, "munge", "munged.log")}
-	for _, p := range c.procs {
-		logs = append(logs, p.log)
-		if n, ok := strings.CutPrefix(p.name, "slurmd-"); ok {
+	for _, p := range c.procs.Procs() {
+		logs = append(logs, p.Log)
+		if n, ok := strings.CutPrefix(p.Name, "slurmd-"); ok {
 			logs = append(logs, filepath.Join(c.dir, "slurmd-"+n+".log"))
 		}
 	}
@@ -162,26 +97,6 @@ func (c *Cluster) logTails(tb testing.TB) {
 		if err != nil || len(b) == 0 {
 			continue
 		}
-		tb.Logf("last lines of %s:\n%s", path, tail(b, 20))
+		tb.Logf("last lines of %s:\n%s", path, testproc.Tail(b, 20))
 	}
-}
-
-// tail returns the last n lines of b.
-func tail(b []byte, n int) []byte {
-	lines := bytes.Split(bytes.TrimRight(b, "\n"), []byte("\n"))
-	return bytes.Join(lines[max(0, len(lines)-n):], []byte("\n"))
-}
-
-// freePorts returns n loopback TCP ports that were free a moment ago.
-func freePorts(n int) ([]int, error) {
-	var ports []int
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("finding a free port: %w", err)
-		}
-		defer l.Close() // held until all are chosen, so they differ
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
 }

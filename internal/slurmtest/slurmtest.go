@@ -20,6 +20,7 @@
 package slurmtest
 
 import (
+	"capblock/internal/testproc"
 	"context"
 	"crypto/rand"
 	"errors"
@@ -96,7 +97,7 @@ type Cluster struct {
 
 	dir   string
 	tz    string
-	procs []*process // in start order
+	procs testproc.Group
 }
 
 // Start starts a cluster for tb and stops it when tb ends: every node
@@ -196,7 +197,7 @@ func start(tb testing.TB, opts Options) (*Cluster, error) {
 		return c, err
 	}
 	// 2. Ports, nodes and files.
-	ports, err := freePorts(2 + opts.Nodes)
+	ports, err := testproc.FreePorts(2 + opts.Nodes)
 	if err != nil {
 		return c, err
 	}
