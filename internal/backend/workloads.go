@@ -2,6 +2,8 @@ package backend
 
 import (
 	"context"
+	"slices"
+	"strings"
 	"time"
 
 	"capblock/internal/core"
@@ -104,6 +106,17 @@ type Limits = executor.Limits
 type RunningInstance struct {
 	Run      string
 	Instance int
+}
+
+// SortRunning orders running instances by run, then instance: Adopt's
+// order, the same at every call.
+func SortRunning(rs []RunningInstance) {
+	slices.SortFunc(rs, func(a, b RunningInstance) int {
+		if a.Run != b.Run {
+			return strings.Compare(a.Run, b.Run)
+		}
+		return a.Instance - b.Instance
+	})
 }
 
 // InstanceExit reports how an instance ended: JobID is the run

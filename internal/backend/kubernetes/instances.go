@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -397,12 +396,7 @@ func (in *instances) Adopt() ([]backend.RunningInstance, error) {
 			in.starts.Adopt(x.JobID, x.Instance)
 		}
 	}
-	slices.SortFunc(out, func(a, b backend.RunningInstance) int {
-		if a.Run != b.Run {
-			return strings.Compare(a.Run, b.Run)
-		}
-		return a.Instance - b.Instance
-	})
+	backend.SortRunning(out)
 	return out, nil
 }
 

@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -339,12 +338,7 @@ func (in *instances) Adopt() ([]backend.RunningInstance, error) {
 			}
 		}
 	}
-	slices.SortFunc(out, func(a, b backend.RunningInstance) int {
-		if a.Run != b.Run {
-			return strings.Compare(a.Run, b.Run)
-		}
-		return a.Instance - b.Instance
-	})
+	backend.SortRunning(out)
 	return out, nil
 }
 
