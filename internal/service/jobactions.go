@@ -146,8 +146,9 @@ func (s *Service) startInstance(ctx context.Context, ins backend.Instances, ref 
 	}
 	for run, live := range s.jobs.live {
 		if id, r, ok := parseRunKey(run); ok && id == j.ID && r < ref.Run && len(live) > 0 {
+			n := len(live)
 			s.jobs.mu.Unlock()
-			return waiting("waiting for %d instance(s) of run %d of job %s to end", len(live), r, j.ID)
+			return waiting("waiting for %d instance(s) of run %d of job %s to end", n, r, j.ID)
 		}
 	}
 	s.jobs.mu.Unlock()
