@@ -73,8 +73,10 @@ func TestWorkloads(t *testing.T) {
 		if diff := cmp.Diff(want, got); diff != "" {
 			t.Errorf("exits (-want +got):\n%s", diff)
 		}
+		// Its nodes are read from its TRES: a job completing lists only
+		// the nodes that have not finished yet in NumNodes.
 		job := c.Scontrol(t, "--oneliner", "show", "job", jobs[0])
-		for _, field := range []string{"Reservation=cb-jobs", "NumNodes=2", "NumTasks=2", "UserId=nobody("} {
+		for _, field := range []string{"Reservation=cb-jobs", ",node=2,", "NumTasks=2", "UserId=nobody("} {
 			if !strings.Contains(job, field) {
 				t.Errorf("the run's Slurm job lacks %s: %s", field, job)
 			}
