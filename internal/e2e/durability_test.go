@@ -2,9 +2,7 @@ package e2e
 
 import (
 	"bufio"
-	"context"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -13,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"capblock/internal/testbin"
 )
 
 // TestDurabilityKill9 runs the server as a separate process, buys blocks
@@ -163,31 +163,5 @@ func startProcessWith(t testing.TB, bin, db, simStart string, flags ...string) *
 	}
 }
 
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-)
-
 // buildBinary builds cmd/capblock once per test run.
-func buildBinary(t testing.TB) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "capblock-e2e-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "capblock")
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		defer cancel()
-		out, err := exec.CommandContext(ctx, "go", "build", "-o", binPath, "capblock/cmd/capblock").CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return binPath
-}
+func buildBinary(t testing.TB) string { return testbin.Capblock(t) }

@@ -6,7 +6,6 @@
 package kube
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -15,39 +14,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
-)
 
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
+	"capblock/internal/testbin"
 )
 
 // buildBinary builds cmd/capblock once per test run.
-func buildBinary(t testing.TB) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "capblock-kube-e2e-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "capblock")
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		defer cancel()
-		out, err := exec.CommandContext(ctx, "go", "build", "-o", binPath, "capblock/cmd/capblock").CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return binPath
-}
+func buildBinary(t testing.TB) string { return testbin.Capblock(t) }
 
 // server is `capblock serve` run as a process, on the same database,
 // addresses and flags at every start.
