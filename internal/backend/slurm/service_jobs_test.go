@@ -51,25 +51,8 @@ func TestServiceJobs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	team, err := svc.CreateTeam(ctx, "ml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	runCtx, stop := context.WithCancel(context.Background())
-	ran := make(chan struct{})
-	go func() { defer close(ran); svc.Run(runCtx) }()
-	t.Cleanup(func() { stop(); <-ran })
-
 	// 1. A 2-node block, bought and active.
-	offs, err := svc.Offerings(ctx, core.SearchRequest{Types: []string{"h100.8x"}, Count: 2, Duration: 2 * time.Hour,
-		StartAfter: t0.Add(time.Hour), EndBefore: t0.Add(3 * time.Hour)})
-	if err != nil || len(offs) == 0 {
-		t.Fatalf("searching: %v, %v", offs, err)
-	}
-	b, _, err := svc.Purchase(ctx, contract.PurchaseRequest{Team: team.ID, OfferingID: offs[0].ID, ClientToken: "slurm-jobs-1"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	team, b := runAndBuy(t, svc, t0, "slurm-jobs-1")
 	if _, err := sim.Advance(time.Hour); err != nil {
 		t.Fatal(err)
 	}

@@ -57,25 +57,8 @@ func TestService(t *testing.T) {
 	if diff := cmp.Diff(c.Nodes, names); diff != "" {
 		t.Fatalf("the service's nodes (-Slurm's +service's):\n%s", diff)
 	}
-	team, err := svc.CreateTeam(ctx, "ml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	runCtx, stop := context.WithCancel(context.Background())
-	ran := make(chan struct{})
-	go func() { defer close(ran); svc.Run(runCtx) }()
-	t.Cleanup(func() { stop(); <-ran })
-
 	// 1. Bought: the reservation holds the block's nodes for its window.
-	offs, err := svc.Offerings(ctx, core.SearchRequest{Types: []string{"h100.8x"}, Count: 2, Duration: 2 * time.Hour,
-		StartAfter: t0.Add(time.Hour), EndBefore: t0.Add(3 * time.Hour)})
-	if err != nil || len(offs) == 0 {
-		t.Fatalf("searching: %v, %v", offs, err)
-	}
-	b, _, err := svc.Purchase(ctx, contract.PurchaseRequest{Team: team.ID, OfferingID: offs[0].ID, ClientToken: "slurm-1"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	team, b := runAndBuy(t, svc, t0, "slurm-1")
 	want := shown{Nodes: hostlist(t, c, blockNodes(b)), Start: b.Start, End: b.End, Users: "daemon,nobody", Accounts: "(null)",
 		Flags: "IGNORE_JOBS,SPEC_NODES", State: "INACTIVE"}
 	reservationIs(t, c, b.ID, want, "the purchase")
@@ -167,4 +150,29 @@ func state(t *testing.T, svc *service.Service, team, id string) core.BlockState 
 		t.Fatal(err)
 	}
 	return b.State
+}
+
+// runAndBuy runs svc until the test ends, makes the team "ml" and buys it
+// a block of 2 h100.8x for 2 hours from t0+1h, with client token token.
+func runAndBuy(t *testing.T, svc *service.Service, t0 time.Time, token string) (core.Team, core.Block) {
+	t.Helper()
+	ctx := t.Context()
+	team, err := svc.CreateTeam(ctx, "ml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(context.Background())
+	ran := make(chan struct{})
+	go func() { defer close(ran); svc.Run(runCtx) }()
+	t.Cleanup(func() { stop(); <-ran })
+	offs, err := svc.Offerings(ctx, core.SearchRequest{Types: []string{"h100.8x"}, Count: 2, Duration: 2 * time.Hour,
+		StartAfter: t0.Add(time.Hour), EndBefore: t0.Add(3 * time.Hour)})
+	if err != nil || len(offs) == 0 {
+		t.Fatalf("searching: %v, %v", offs, err)
+	}
+	b, _, err := svc.Purchase(ctx, contract.PurchaseRequest{Team: team.ID, OfferingID: offs[0].ID, ClientToken: token})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return team, b
 }
