@@ -16,7 +16,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	clientset "k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -60,15 +59,15 @@ func startCapblock(t *testing.T, t0 time.Time, blocks func(nodes []string) []cor
 
 	// 1. deploy/kubernetes's namespace, ServiceAccount, ClusterRole and
 	// binding, as the files have them.
-	must(t, create(ctx, admin.CoreV1().Namespaces(), m.namespace))
-	must(t, create(ctx, admin.CoreV1().ServiceAccounts(m.account.Namespace), m.account))
-	must(t, create(ctx, admin.RbacV1().ClusterRoles(), m.role))
-	must(t, create(ctx, admin.RbacV1().ClusterRoleBindings(), m.binding))
+	must(t, kubetest.Create(ctx, admin.CoreV1().Namespaces(), m.namespace))
+	must(t, kubetest.Create(ctx, admin.CoreV1().ServiceAccounts(m.account.Namespace), m.account))
+	must(t, kubetest.Create(ctx, admin.RbacV1().ClusterRoles(), m.role))
+	must(t, kubetest.Create(ctx, admin.RbacV1().ClusterRoleBindings(), m.binding))
 	sa, err := c.ServiceAccountConfig(ctx, m.account.Namespace, m.account.Name)
 	must(t, err)
 	e.sa = sa
 	saClient := clientset.NewForConfigOrDie(sa)
-	eventually(t, "the ServiceAccount's binding is in force", func() (bool, error) {
+	kubetest.Eventually(t, "the ServiceAccount's binding is in force", func() (bool, error) {
 		_, err := saClient.CoreV1().Namespaces().List(ctx, metav1.ListOptions{Limit: 1})
 		return err == nil, err
 	})
@@ -118,8 +117,8 @@ func startCapblock(t *testing.T, t0 time.Time, blocks func(nodes []string) []cor
 		url := base + admission.ValidatePath
 		validating.Webhooks[i].ClientConfig.Service, validating.Webhooks[i].ClientConfig.URL, validating.Webhooks[i].ClientConfig.CABundle = nil, &url, pki.caPEM
 	}
-	must(t, create(ctx, admin.AdmissionregistrationV1().MutatingWebhookConfigurations(), mutating))
-	must(t, create(ctx, admin.AdmissionregistrationV1().ValidatingWebhookConfigurations(), validating))
+	must(t, kubetest.Create(ctx, admin.AdmissionregistrationV1().MutatingWebhookConfigurations(), mutating))
+	must(t, kubetest.Create(ctx, admin.AdmissionregistrationV1().ValidatingWebhookConfigurations(), validating))
 	return e
 }
 
@@ -129,21 +128,21 @@ func (e *capblockOnCluster) teamNamespace(t *testing.T, name, team string) clien
 	t.Helper()
 	ctx := t.Context()
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{admission.TeamLabel: team}}}
-	must(t, create(ctx, e.admin.CoreV1().Namespaces(), ns))
+	must(t, kubetest.Create(ctx, e.admin.CoreV1().Namespaces(), ns))
 	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "pods", Namespace: name}, Rules: []rbacv1.PolicyRule{
 		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"create", "get", "list", "watch", "update", "patch", "delete"}},
 	}}
-	must(t, create(ctx, e.admin.RbacV1().Roles(name), role))
+	must(t, kubetest.Create(ctx, e.admin.RbacV1().Roles(name), role))
 	binding := &rbacv1.RoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: "pods", Namespace: name},
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "pods"},
 		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: name, Name: "user"}},
 	}
-	must(t, create(ctx, e.admin.RbacV1().RoleBindings(name), binding))
+	must(t, kubetest.Create(ctx, e.admin.RbacV1().RoleBindings(name), binding))
 	cfg, err := e.ServiceAccountConfig(ctx, name, "user")
 	must(t, err)
 	user := clientset.NewForConfigOrDie(cfg)
-	eventually(t, "the user of "+name+" may list its pods", func() (bool, error) {
+	kubetest.Eventually(t, "the user of "+name+" may list its pods", func() (bool, error) {
 		_, err := user.CoreV1().Pods(name).List(ctx, metav1.ListOptions{})
 		return err == nil, err
 	})
@@ -175,7 +174,7 @@ func TestAdmission(t *testing.T) {
 	// tainted.
 	_, err := e.sim.Advance(time.Hour)
 	must(t, err)
-	eventually(t, "cb-a1's node is labelled and every node tainted", func() (bool, error) {
+	kubetest.Eventually(t, "cb-a1's node is labelled and every node tainted", func() (bool, error) {
 		list, err := e.admin.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, err
@@ -188,7 +187,7 @@ func TestAdmission(t *testing.T) {
 		n, err := e.admin.CoreV1().Nodes().Get(ctx, e.nodes[0], metav1.GetOptions{})
 		return err == nil && n.Labels["block.capblock.io/cb-a1"] == "team-a", err
 	})
-	eventually(t, "the webhooks are in force", func() (bool, error) {
+	kubetest.Eventually(t, "the webhooks are in force", func() (bool, error) {
 		_, err := bob.CoreV1().Pods("ml-b").Create(ctx, gpuPod("probe", "").tolerate(wildcard).pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		return err != nil && strings.Contains(err.Error(), "tolerates every taint"), nil
 	})
@@ -244,7 +243,7 @@ func TestAdmission(t *testing.T) {
 	// Pending: no node has its label yet. It lands when cb-a2 starts.
 	_, err = alice.CoreV1().Pods("ml-a").Create(ctx, gpuPod("early", "cb-a2").pod, metav1.CreateOptions{})
 	must(t, err)
-	eventually(t, "the early pod is unschedulable", func() (bool, error) {
+	kubetest.Eventually(t, "the early pod is unschedulable", func() (bool, error) {
 		p, err := alice.CoreV1().Pods("ml-a").Get(ctx, "early", metav1.GetOptions{})
 		if err != nil {
 			return false, err
@@ -269,7 +268,7 @@ func TestAdmission(t *testing.T) {
 	must(t, err)
 	must(t, e.be.Release(ctx, a2))
 	for _, name := range []string{"train", "early"} {
-		eventually(t, name+" is leaving", func() (bool, error) {
+		kubetest.Eventually(t, name+" is leaving", func() (bool, error) {
 			p, err := alice.CoreV1().Pods("ml-a").Get(ctx, name, metav1.GetOptions{})
 			return apierrors.IsNotFound(err) || (err == nil && p.DeletionTimestamp != nil), nil
 		})
@@ -279,7 +278,7 @@ func TestAdmission(t *testing.T) {
 // eventuallyOn waits until pod ns/name runs on node.
 func (e *capblockOnCluster) eventuallyOn(t *testing.T, cs clientset.Interface, ns, name, node string) {
 	t.Helper()
-	eventually(t, name+" runs on "+node, func() (bool, error) {
+	kubetest.Eventually(t, name+" runs on "+node, func() (bool, error) {
 		p, err := cs.CoreV1().Pods(ns).Get(t.Context(), name, metav1.GetOptions{})
 		if err != nil {
 			return false, err
@@ -353,34 +352,9 @@ func tainted(n corev1.Node) bool {
 	return false
 }
 
-// creator is a typed client's Create.
-type creator[T any] interface {
-	Create(ctx context.Context, obj T, opts metav1.CreateOptions) (T, error)
-}
-
-func create[T any](ctx context.Context, c creator[T], obj T) error {
-	_, err := c.Create(ctx, obj, metav1.CreateOptions{})
-	return err
-}
-
 func must(t testing.TB, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
-	}
-}
-
-// eventually polls done every 50 ms until it holds, for at most 30 s:
-// the informers, the scheduler and KWOK act shortly after a write.
-func eventually(t testing.TB, what string, done func() (bool, error)) {
-	t.Helper()
-	var last error
-	err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-		ok, err := done()
-		last = err
-		return ok, nil
-	})
-	if err != nil {
-		t.Fatalf("waiting until %s: %v (last error: %v)", what, err, last)
 	}
 }

@@ -1,7 +1,6 @@
 package kubernetes_test
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -16,7 +15,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/apimachinery/pkg/util/wait"
 	clientset "k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -58,7 +56,7 @@ func startCluster(t *testing.T) *testCluster {
 	}
 	// The API server's authorizer learns the binding from a watch.
 	saClient := clientset.NewForConfigOrDie(sa)
-	eventually(t, "the ServiceAccount may list nodes", func() (bool, error) {
+	kubetest.Eventually(t, "the ServiceAccount may list nodes", func() (bool, error) {
 		_, err := saClient.CoreV1().Nodes().List(ctx, metav1.ListOptions{Limit: 1})
 		return err == nil, nil
 	})
@@ -76,21 +74,6 @@ func (c *testCluster) newBackend(t testing.TB, cfg kubernetes.Config) *kubernete
 	}
 	t.Cleanup(be.Close)
 	return be
-}
-
-// eventually polls done every 50 ms until it holds, for at most 30 s:
-// the informer and KWOK act shortly after a write, not at once.
-func eventually(t testing.TB, what string, done func() (bool, error)) {
-	t.Helper()
-	var last error
-	err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-		ok, err := done()
-		last = err
-		return ok, nil
-	})
-	if err != nil {
-		t.Fatalf("waiting until %s: %v (last error: %v)", what, err, last)
-	}
 }
 
 // block is a block of one team on whole 8-GPU nodes.

@@ -93,7 +93,7 @@ func TestKubernetes(t *testing.T) {
 	})
 
 	t.Run("every sold node is tainted, and only those", func(t *testing.T) {
-		eventually(t, "the 16 sold nodes are tainted", func() (bool, error) {
+		kubetest.Eventually(t, "the 16 sold nodes are tainted", func() (bool, error) {
 			return len(c.tainted(t)) == 16, nil
 		})
 		for _, n := range unsold {
@@ -108,14 +108,14 @@ func TestKubernetes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, "the new node is in the inventory and tainted", func() (bool, error) {
+		kubetest.Eventually(t, "the new node is in the inventory and tainted", func() (bool, error) {
 			return slices.Contains(inventoryNames(t, be), added[0]) && c.tainted(t)[added[0]], nil
 		})
 		patch := []byte(`{"spec":{"taints":null}}`)
 		if _, err := c.admin.CoreV1().Nodes().Patch(ctx, added[0], types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, "the taint is back", func() (bool, error) { return c.tainted(t)[added[0]], nil })
+		kubetest.Eventually(t, "the taint is back", func() (bool, error) { return c.tainted(t)[added[0]], nil })
 		if err := c.admin.CoreV1().Nodes().Delete(ctx, added[0], metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
@@ -125,7 +125,7 @@ func TestKubernetes(t *testing.T) {
 		notReady, cordoned := a[6], a[7]
 		c.setReady(t, notReady, false)
 		c.cordon(t, cordoned, true)
-		eventually(t, "both are unhealthy", func() (bool, error) {
+		kubetest.Eventually(t, "both are unhealthy", func() (bool, error) {
 			h := unhealthy(t, be)
 			return strings.HasPrefix(h[notReady], "NotReady since ") && h[cordoned] == "cordoned" && len(h) == 2, nil
 		})
@@ -134,21 +134,21 @@ func TestKubernetes(t *testing.T) {
 		}
 		c.setReady(t, notReady, true)
 		c.cordon(t, cordoned, false)
-		eventually(t, "both are healthy again", func() (bool, error) { return len(unhealthy(t, be)) == 0, nil })
+		kubetest.Eventually(t, "both are healthy again", func() (bool, error) { return len(unhealthy(t, be)) == 0, nil })
 	})
 
 	t.Run("a GPU short in the allocatable makes a node unhealthy, not smaller", func(t *testing.T) {
 		c.setAllocatable(t, b[0], 7)
-		eventually(t, "it is unhealthy", func() (bool, error) { return unhealthy(t, be)[b[0]] == "7 of 8 GPUs allocatable", nil })
+		kubetest.Eventually(t, "it is unhealthy", func() (bool, error) { return unhealthy(t, be)[b[0]] == "7 of 8 GPUs allocatable", nil })
 		c.setAllocatable(t, b[0], 8)
-		eventually(t, "it is healthy again", func() (bool, error) { return len(unhealthy(t, be)) == 0, nil })
+		kubetest.Eventually(t, "it is healthy again", func() (bool, error) { return len(unhealthy(t, be)) == 0, nil })
 	})
 
 	t.Run("a deleted node is gone from the inventory", func(t *testing.T) {
 		if err := c.admin.CoreV1().Nodes().Delete(ctx, b[1], metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, "it is gone", func() (bool, error) {
+		kubetest.Eventually(t, "it is gone", func() (bool, error) {
 			return !slices.Contains(inventoryNames(t, be), b[1]) && len(inventoryNames(t, be)) == 15, nil
 		})
 	})
@@ -217,7 +217,7 @@ func TestKubernetes(t *testing.T) {
 			t.Errorf("Terminate with a pod under a disruption budget: err = %v, want Too Many Requests, to be tried again", err)
 		}
 		left := []string{"cb1-guarded", "cb2-0", "not-a-block"}
-		eventually(t, "the pods that could go are gone", func() (bool, error) { return slices.Equal(c.pods(t), left), nil })
+		kubetest.Eventually(t, "the pods that could go are gone", func() (bool, error) { return slices.Equal(c.pods(t), left), nil })
 
 		ended := cb1
 		ended.End = time.Now().Add(-time.Minute)
@@ -242,7 +242,7 @@ func TestKubernetes(t *testing.T) {
 		if diff := cmp.Diff(want, c.labelled(t, key2)); diff != "" {
 			t.Errorf("another block's labels after the release (-want +got):\n%s", diff)
 		}
-		eventually(t, "the guarded pod is deleted", func() (bool, error) {
+		kubetest.Eventually(t, "the guarded pod is deleted", func() (bool, error) {
 			return slices.Equal(c.pods(t), []string{"cb2-0", "not-a-block"}), nil
 		})
 		if err := be.Release(ctx, cb2); err != nil {
@@ -389,7 +389,7 @@ func (c *testCluster) setAllocatable(t *testing.T, name string, gpus int64) {
 // heartbeat.
 func (c *testCluster) updateStatus(t *testing.T, name string, change func(*corev1.Node)) {
 	t.Helper()
-	eventually(t, "updating the status of "+name, func() (bool, error) {
+	kubetest.Eventually(t, "updating the status of "+name, func() (bool, error) {
 		n, err := c.admin.CoreV1().Nodes().Get(t.Context(), name, metav1.GetOptions{})
 		if err != nil {
 			return false, err

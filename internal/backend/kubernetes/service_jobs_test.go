@@ -22,6 +22,7 @@ import (
 	"capblock/internal/contract"
 	"capblock/internal/core"
 	"capblock/internal/fleet"
+	"capblock/internal/kubetest"
 	"capblock/internal/service"
 	"capblock/internal/store"
 	"capblock/internal/store/sqlite"
@@ -81,7 +82,7 @@ func TestServiceJobs(t *testing.T) {
 		t.Fatal(err)
 	}
 	key := kubernetes.DefaultBlockLabelDomain + "/cb-train"
-	eventually(t, "the block's nodes are labelled", func() (bool, error) { return len(c.labelled(t, key)) == 4, nil })
+	kubetest.Eventually(t, "the block's nodes are labelled", func() (bool, error) { return len(c.labelled(t, key)) == 4, nil })
 	job, err := svc.CreateJob(ctx, "", contract.JobRequest{BlockID: blk.ID, Command: []string{"python", "train.py"}, InstanceCount: 4})
 	if err != nil {
 		t.Fatal(err)
@@ -102,7 +103,7 @@ func TestServiceJobs(t *testing.T) {
 	// when its grace period is over: TestPodEnd.)
 	failed := pods[2].Spec.NodeName
 	c.setReady(t, failed, false)
-	eventually(t, "the block's label moved off the failed node", func() (bool, error) {
+	kubetest.Eventually(t, "the block's label moved off the failed node", func() (bool, error) {
 		l := c.labelled(t, key)
 		return len(l) == 4 && l[failed] == "", nil
 	})
@@ -198,7 +199,7 @@ func TestServiceActivationAfterRestart(t *testing.T) {
 	// 2. The next server completes the activation.
 	stop = run(be)
 	t.Cleanup(stop)
-	eventually(t, "the block's four nodes are labelled", func() (bool, error) { return len(c.labelled(t, key)) == 4, nil })
+	kubetest.Eventually(t, "the block's four nodes are labelled", func() (bool, error) { return len(c.labelled(t, key)) == 4, nil })
 }
 
 // halfActivation activates half of a block's nodes, then hangs until its

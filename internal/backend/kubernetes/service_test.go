@@ -14,6 +14,7 @@ import (
 	"capblock/internal/clock"
 	"capblock/internal/core"
 	"capblock/internal/fleet"
+	"capblock/internal/kubetest"
 	"capblock/internal/service"
 	"capblock/internal/store"
 	"capblock/internal/store/sqlite"
@@ -71,13 +72,13 @@ func TestService(t *testing.T) {
 		t.Fatal(err)
 	}
 	key := kubernetes.DefaultBlockLabelDomain + "/cb-svc"
-	eventually(t, "the block's node is labelled", func() (bool, error) {
+	kubetest.Eventually(t, "the block's node is labelled", func() (bool, error) {
 		return cmp.Equal(c.labelled(t, key), map[string]string{nodes[0]: "team-a"}), nil
 	})
 
 	// 4. Its node cordoned: unhealthy from the engine, the block moved.
 	c.cordon(t, nodes[0], true)
-	eventually(t, "the block's label moved off the cordoned node", func() (bool, error) {
+	kubetest.Eventually(t, "the block's label moved off the cordoned node", func() (bool, error) {
 		l := c.labelled(t, key)
 		return len(l) == 1 && l[nodes[0]] == "" && slices.Contains(nodes[1:], firstKey(l)), nil
 	})

@@ -10,6 +10,7 @@ import (
 
 	"capblock/internal/backend"
 	"capblock/internal/backend/kubernetes"
+	"capblock/internal/kubetest"
 )
 
 // TestEndBeforeStart: the first Start of a run makes every rank's pod;
@@ -40,7 +41,7 @@ func TestEndBeforeStart(t *testing.T) {
 	}
 	ended := func(p corev1.Pod, phase corev1.PodPhase) {
 		t.Helper()
-		eventually(t, "pod "+p.Name+" has ended", func() (bool, error) {
+		kubetest.Eventually(t, "pod "+p.Name+" has ended", func() (bool, error) {
 			got, err := c.admin.CoreV1().Pods(p.Namespace).Get(ctx, p.Name, metav1.GetOptions{})
 			return err == nil && got.Status.Phase == phase, err
 		})
@@ -79,7 +80,7 @@ func TestEndBeforeStart(t *testing.T) {
 	if err := ins.Stop(run2, 1, time.Second); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "rank 1's pod is let go", func() (bool, error) {
+	kubetest.Eventually(t, "rank 1's pod is let go", func() (bool, error) {
 		got, err := c.admin.CoreV1().Pods(pods[1].Namespace).Get(ctx, pods[1].Name, metav1.GetOptions{})
 		return err == nil && !slices.Contains(got.Finalizers, kubernetes.ExitFinalizer), err
 	})

@@ -16,6 +16,7 @@ import (
 	"capblock/internal/backend"
 	"capblock/internal/backend/kubernetes"
 	"capblock/internal/core"
+	"capblock/internal/kubetest"
 )
 
 const (
@@ -183,7 +184,7 @@ func TestWorkloads(t *testing.T) {
 		if diff := cmp.Diff(want, got); diff != "" {
 			t.Errorf("exits (-want +got):\n%s", diff)
 		}
-		eventually(t, "the finalizers are removed, the pods kept for their logs", func() (bool, error) {
+		kubetest.Eventually(t, "the finalizers are removed, the pods kept for their logs", func() (bool, error) {
 			kept := c.podsOf(t, run)
 			return len(kept) == 4 && !slices.ContainsFunc(kept, hasExitFinalizer), nil
 		})
@@ -218,7 +219,7 @@ func TestWorkloads(t *testing.T) {
 				t.Errorf("exit %d: %+v, want run %s instance %d, code %d", i, x, run2, i, kubernetes.ExitKilled)
 			}
 		}
-		eventually(t, "the stopped pods are gone, the failed one kept", func() (bool, error) {
+		kubetest.Eventually(t, "the stopped pods are gone, the failed one kept", func() (bool, error) {
 			kept := c.podsOf(t, run2)
 			return len(kept) == 1 && kept[0].Name == pods[3].Name, nil
 		})
@@ -242,7 +243,7 @@ func TestWorkloads(t *testing.T) {
 		if err := c.admin.CoreV1().Pods(jobsNamespace).Delete(ctx, pods[2].Name, metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, "pod 1 has ended", func() (bool, error) {
+		kubetest.Eventually(t, "pod 1 has ended", func() (bool, error) {
 			p, err := c.admin.CoreV1().Pods(jobsNamespace).Get(ctx, pods[1].Name, metav1.GetOptions{})
 			return err == nil && p.Status.Phase == corev1.PodSucceeded, err
 		})
@@ -316,7 +317,7 @@ func (c *jobsCluster) podsOf(t *testing.T, run string) []corev1.Pod {
 func (c *jobsCluster) runningPods(t *testing.T, run string, n int) []corev1.Pod {
 	t.Helper()
 	var pods []corev1.Pod
-	eventually(t, "the pods of "+run+" run", func() (bool, error) {
+	kubetest.Eventually(t, "the pods of "+run+" run", func() (bool, error) {
 		pods = c.podsOf(t, run)
 		return len(pods) == n && !slices.ContainsFunc(pods, func(p corev1.Pod) bool { return p.Status.Phase != corev1.PodRunning }), nil
 	})

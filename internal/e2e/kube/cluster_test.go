@@ -3,7 +3,6 @@ package kube
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -27,7 +26,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	clientset "k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -133,14 +131,14 @@ func (c *cluster) applyRights(t *testing.T, dir string) string {
 	t.Helper()
 	ctx := t.Context()
 	d := c.deployed
-	must(t, create(ctx, c.admin.CoreV1().Namespaces(), d.namespace))
-	must(t, create(ctx, c.admin.CoreV1().ServiceAccounts(d.account.Namespace), d.account))
-	must(t, create(ctx, c.admin.RbacV1().ClusterRoles(), d.role))
-	must(t, create(ctx, c.admin.RbacV1().ClusterRoleBindings(), d.binding))
+	must(t, kubetest.Create(ctx, c.admin.CoreV1().Namespaces(), d.namespace))
+	must(t, kubetest.Create(ctx, c.admin.CoreV1().ServiceAccounts(d.account.Namespace), d.account))
+	must(t, kubetest.Create(ctx, c.admin.RbacV1().ClusterRoles(), d.role))
+	must(t, kubetest.Create(ctx, c.admin.RbacV1().ClusterRoleBindings(), d.binding))
 	sa, err := c.ServiceAccountConfig(ctx, d.account.Namespace, d.account.Name)
 	must(t, err)
 	saClient := clientset.NewForConfigOrDie(sa)
-	eventually(t, "the ServiceAccount's binding is in force", func() (bool, error) {
+	kubetest.Eventually(t, "the ServiceAccount's binding is in force", func() (bool, error) {
 		_, err := saClient.CoreV1().Nodes().List(ctx, metav1.ListOptions{Limit: 1})
 		return err == nil, nil
 	})
@@ -175,8 +173,8 @@ func (c *cluster) registerWebhooks(t *testing.T, addr string, ca []byte) {
 		url := base + admission.ValidatePath
 		validating.Webhooks[i].ClientConfig = admissionregistrationv1.WebhookClientConfig{URL: &url, CABundle: ca}
 	}
-	must(t, create(t.Context(), c.admin.AdmissionregistrationV1().MutatingWebhookConfigurations(), mutating))
-	must(t, create(t.Context(), c.admin.AdmissionregistrationV1().ValidatingWebhookConfigurations(), validating))
+	must(t, kubetest.Create(t.Context(), c.admin.AdmissionregistrationV1().MutatingWebhookConfigurations(), mutating))
+	must(t, kubetest.Create(t.Context(), c.admin.AdmissionregistrationV1().ValidatingWebhookConfigurations(), validating))
 }
 
 // teamNamespace makes namespace name, labelled as team's, and a user
@@ -186,21 +184,21 @@ func (c *cluster) teamNamespace(t *testing.T, name, team string) clientset.Inter
 	t.Helper()
 	ctx := t.Context()
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{admission.TeamLabel: team}}}
-	must(t, create(ctx, c.admin.CoreV1().Namespaces(), ns))
+	must(t, kubetest.Create(ctx, c.admin.CoreV1().Namespaces(), ns))
 	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "pods", Namespace: name}, Rules: []rbacv1.PolicyRule{
 		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"create", "get", "list", "watch", "delete"}},
 	}}
-	must(t, create(ctx, c.admin.RbacV1().Roles(name), role))
+	must(t, kubetest.Create(ctx, c.admin.RbacV1().Roles(name), role))
 	binding := &rbacv1.RoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: "pods", Namespace: name},
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "pods"},
 		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: name, Name: "user"}},
 	}
-	must(t, create(ctx, c.admin.RbacV1().RoleBindings(name), binding))
+	must(t, kubetest.Create(ctx, c.admin.RbacV1().RoleBindings(name), binding))
 	cfg, err := c.ServiceAccountConfig(ctx, name, "user")
 	must(t, err)
 	user := clientset.NewForConfigOrDie(cfg)
-	eventually(t, "the user of "+name+" may list its pods", func() (bool, error) {
+	kubetest.Eventually(t, "the user of "+name+" may list its pods", func() (bool, error) {
 		_, err := user.CoreV1().Pods(name).List(ctx, metav1.ListOptions{})
 		return err == nil, nil
 	})
@@ -216,7 +214,7 @@ func (c *cluster) setNotReady(t *testing.T, name string) {
 	_, err := c.admin.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
 	must(t, err)
 	now := metav1.Now()
-	eventually(t, "reporting "+name+" NotReady", func() (bool, error) {
+	kubetest.Eventually(t, "reporting "+name+" NotReady", func() (bool, error) {
 		n, err := c.admin.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return false, err
@@ -272,35 +270,9 @@ func newKey(t *testing.T) *ecdsa.PrivateKey {
 	return k
 }
 
-// creator is a typed client's Create.
-type creator[T any] interface {
-	Create(ctx context.Context, obj T, opts metav1.CreateOptions) (T, error)
-}
-
-func create[T any](ctx context.Context, c creator[T], obj T) error {
-	_, err := c.Create(ctx, obj, metav1.CreateOptions{})
-	return err
-}
-
 func must(t testing.TB, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
-	}
-}
-
-// eventually polls done every 100 ms until it holds, for at most 30 s:
-// capblock, the controllers and KWOK act shortly after a change, and a
-// cluster gives no event to wait on for most of these states.
-func eventually(t testing.TB, what string, done func() (bool, error)) {
-	t.Helper()
-	var last error
-	err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-		ok, err := done()
-		last = err
-		return ok, nil
-	})
-	if err != nil {
-		t.Fatalf("waiting until %s: %v (last error: %v)", what, err, last)
 	}
 }

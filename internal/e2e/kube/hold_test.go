@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"capblock/internal/backend/kubernetes"
+	"capblock/internal/kubetest"
 )
 
 // labelHold is a fault of the cluster: a validating webhook that holds
@@ -60,9 +61,9 @@ func (c *cluster) holdLabels(t *testing.T, pki testPKI, nodes []string) *labelHo
 				strings.Join(quoted, ", "), prefix, prefix)}},
 		}},
 	}
-	must(t, create(t.Context(), c.admin.AdmissionregistrationV1().ValidatingWebhookConfigurations(), cfg))
+	must(t, kubetest.Create(t.Context(), c.admin.AdmissionregistrationV1().ValidatingWebhookConfigurations(), cfg))
 	probe := fmt.Appendf(nil, `{"metadata":{"labels":{%q:"probe"}}}`, prefix+"e2e-probe")
-	eventually(t, "the API server calls the hold webhook", func() (bool, error) {
+	kubetest.Eventually(t, "the API server calls the hold webhook", func() (bool, error) {
 		_, err := c.admin.CoreV1().Nodes().Patch(t.Context(), nodes[0], types.MergePatchType, probe, metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}})
 		return err != nil && strings.Contains(err.Error(), "held by the test"), nil
 	})

@@ -15,6 +15,7 @@ import (
 
 	"capblock/internal/backend/kubernetes"
 	"capblock/internal/client"
+	"capblock/internal/kubetest"
 )
 
 // TestKubernetes runs capblock on a cluster as the operator and a team
@@ -72,7 +73,7 @@ func TestKubernetes(t *testing.T) {
 	op.json(&other, "teams", "create", "other")
 	alice := c.teamNamespace(t, "ml-research", team)
 	bob := c.teamNamespace(t, "ml-other", other.ID)
-	eventually(t, "capblock's webhooks are in force", func() (bool, error) {
+	kubetest.Eventually(t, "capblock's webhooks are in force", func() (bool, error) {
 		_, err := bob.CoreV1().Pods("ml-other").Create(ctx, userPod("probe", "").tolerate(corev1.Toleration{Operator: corev1.TolerationOpExists}).pod,
 			metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		return err != nil && strings.Contains(err.Error(), "tolerates every taint"), nil
@@ -94,14 +95,14 @@ func TestKubernetes(t *testing.T) {
 	hold := c.holdLabels(t, pki, nodes[2:])
 	op.run("admin", "clock", "--advance", "1h")
 	hold.waitHeld(t, 2)
-	eventually(t, "two of the block's nodes are labelled", func() (bool, error) { return len(c.labelled(t, key)) == 2, nil })
+	kubetest.Eventually(t, "two of the block's nodes are labelled", func() (bool, error) { return len(c.labelled(t, key)) == 2, nil })
 	srv.kill()
 	hold.remove(t)
 	if diff := cmp.Diff(labels(nodes[:2], team), c.labelled(t, key)); diff != "" {
 		t.Fatalf("the nodes labelled when capblock was killed (-want +got):\n%s", diff)
 	}
 	srv.start()
-	eventually(t, "the block's 4 nodes are labelled", func() (bool, error) { return cmp.Equal(labels(nodes, team), c.labelled(t, key)), nil })
+	kubetest.Eventually(t, "the block's 4 nodes are labelled", func() (bool, error) { return cmp.Equal(labels(nodes, team), c.labelled(t, key)), nil })
 	t.Logf("activation completed after a restart, at %v", time.Since(start).Round(time.Millisecond))
 
 	// 4. A job of 4 instances on the block: one Indexed Job, a pod per
@@ -133,7 +134,7 @@ func TestKubernetes(t *testing.T) {
 	// refused.
 	notebook, err := alice.CoreV1().Pods("ml-research").Create(ctx, userPod("notebook", blk.ID).pod, metav1.CreateOptions{})
 	must(t, err)
-	eventually(t, "the team's pod runs on the block's nodes", func() (bool, error) {
+	kubetest.Eventually(t, "the team's pod runs on the block's nodes", func() (bool, error) {
 		notebook, err = alice.CoreV1().Pods("ml-research").Get(ctx, "notebook", metav1.GetOptions{})
 		return err == nil && notebook.Status.Phase == corev1.PodRunning, err
 	})
@@ -160,11 +161,11 @@ func TestKubernetes(t *testing.T) {
 	failed := pods[slices.IndexFunc(pods, func(p corev1.Pod) bool { return p.Spec.NodeName != notebook.Spec.NodeName })].Spec.NodeName
 	c.setNotReady(t, failed)
 	var moved []string
-	eventually(t, "the block's status names a new node", func() (bool, error) {
+	kubetest.Eventually(t, "the block's status names a new node", func() (bool, error) {
 		moved = c.placed(t, op, blk.ID)
 		return !slices.Contains(moved, failed), nil
 	})
-	eventually(t, "the new node set is labelled", func() (bool, error) { return cmp.Equal(labels(moved, team), c.labelled(t, key)), nil })
+	kubetest.Eventually(t, "the new node set is labelled", func() (bool, error) { return cmp.Equal(labels(moved, team), c.labelled(t, key)), nil })
 	op.json(&inventory, "nodes")
 	if i := slices.IndexFunc(inventory.Nodes, func(n client.Node) bool { return n.Name == failed }); i < 0 ||
 		inventory.Nodes[i].Health != "unhealthy" || !strings.HasPrefix(inventory.Nodes[i].HealthReason, "NotReady since ") {
@@ -179,7 +180,7 @@ func TestKubernetes(t *testing.T) {
 	// 7. The block's termination, 30 minutes before its end, evicts its
 	// pods: the job's and the team's own. Its nodes stay its own.
 	op.run("admin", "clock", "--advance", "3h30m")
-	eventually(t, "the block's pods are evicted", func() (bool, error) { return len(c.blockPods(t, blk.ID)) == 0, nil })
+	kubetest.Eventually(t, "the block's pods are evicted", func() (bool, error) { return len(c.blockPods(t, blk.ID)) == 0, nil })
 	op.json(&job, "jobs", "show", job.ID)
 	if job.State != "interrupted" || job.Reason != "capacity_ended" {
 		t.Errorf("jobs show after the termination: %s (%s), want interrupted (capacity_ended)", job.State, job.Reason)
@@ -190,7 +191,7 @@ func TestKubernetes(t *testing.T) {
 
 	// 8. Its end: no node carries its label, no pod of it is left.
 	op.run("admin", "clock", "--advance", "30m")
-	eventually(t, "the block's label is gone from every node", func() (bool, error) { return len(c.labelled(t, key)) == 0, nil })
+	kubetest.Eventually(t, "the block's label is gone from every node", func() (bool, error) { return len(c.labelled(t, key)) == 0, nil })
 	op.json(&blk, "blocks", "show", blk.ID)
 	if blk.State != "expired" {
 		t.Errorf("blocks show at the end: %s, want expired", blk.State)
@@ -262,7 +263,7 @@ func nodeNames(nodes []client.Node) []string {
 func (c *cluster) runningPods(t *testing.T, namespace, run string, n int) []corev1.Pod {
 	t.Helper()
 	var pods []corev1.Pod
-	eventually(t, "the pods of run "+run+" run", func() (bool, error) {
+	kubetest.Eventually(t, "the pods of run "+run+" run", func() (bool, error) {
 		list, err := c.admin.CoreV1().Pods(namespace).List(t.Context(), metav1.ListOptions{LabelSelector: kubernetes.JobLabel})
 		if err != nil {
 			return false, err
