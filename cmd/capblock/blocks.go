@@ -176,11 +176,10 @@ func (a *app) blocksCancelCmd() *cobra.Command {
 		Use:   "cancel BLOCK [--yes]",
 		Short: "Cancel a block, or release it early once started (refund per the operator's policy)",
 		Long: `Cancel a block before its start, or release it early once it has started.
-It first shows the block and its refund and asks for confirmation (--yes
-does not ask; without a terminal to answer, --yes is needed), then says
-what was refunded. The refund shown first is the default policy's (the
-whole fee before the start, nothing after): an operator may set another,
-and what was refunded is read from the team's ledger afterwards.`,
+It first shows the block and the refund the operator's policy gives
+(GET /v1/policy) and asks for confirmation (--yes does not ask; without a
+terminal to answer, --yes is needed), then says what was refunded, read
+from the team's ledger.`,
 		Args: exactlyOne("block id or name"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := a.mayAsk(yes, "cancel"); err != nil {
@@ -199,7 +198,7 @@ and what was refunded is read from the team's ledger afterwards.`,
 			if err != nil {
 				return err
 			}
-			if !slices.Contains([]string{"payment-pending", "scheduled", "active"}, b.State) {
+			if !slices.Contains(liveStates, b.State) {
 				// Asking to confirm what the server would refuse helps no one.
 				return fmt.Errorf("block %s is %s: only payment-pending, scheduled or active blocks can be cancelled", blockLabel(b), b.State)
 			}
@@ -207,8 +206,12 @@ and what was refunded is read from the team's ledger afterwards.`,
 			if err != nil {
 				return err
 			}
+			policy, err := c.Policy(ctx)
+			if err != nil {
+				return err
+			}
 			what := fmt.Sprintf("cancelling block %s: %s, %d × %s in %s, %s to %s, fee %s; %s",
-				blockLabel(b), b.State, b.InstanceCount, b.InstanceType, b.Zone, fmtTime(b.StartTime), fmtZoned(b.EndTime), b.UpfrontFee, refundPreview(b, now))
+				blockLabel(b), b.State, b.InstanceCount, b.InstanceType, b.Zone, fmtTime(b.StartTime), fmtZoned(b.EndTime), b.UpfrontFee, refundPreview(b, now, policy))
 			if err := a.confirm(yes, what, "Cancel it?", "block "+b.ID+" was not cancelled"); err != nil {
 				return err
 			}

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/term"
+
 	"capblock/internal/client"
 	"capblock/internal/fleet"
 )
@@ -16,8 +18,9 @@ import (
 // isTerminal reports whether f is a terminal: a person who can answer a
 // question, rather than a pipe or a file.
 func isTerminal(f *os.File) bool {
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+	// Not the file's mode: /dev/null is a character device too, and a
+	// script run with </dev/null has no one to answer.
+	return term.IsTerminal(int(f.Fd()))
 }
 
 // mayAsk checks, before anything is asked of the server, that a command
@@ -80,16 +83,28 @@ func feeChange(before, after client.Money) string {
 	return formatMinor(f-b, after.Currency)
 }
 
-// refundPreview says what cancelling b at now refunds. The API does not
-// quote a refund, so it is worked out as the service does under the
-// default policy (the whole fee before the start, nothing after), and
-// says so: an operator may set other percentages.
-func refundPreview(b client.Block, now time.Time) string {
-	const policy = "by the default policy: the whole fee before the start, nothing after; the operator may set another"
+// refundPreview says what cancelling b at now refunds under the
+// operator's policy p, as the service works it out.
+func refundPreview(b client.Block, now time.Time, p client.Policy) string {
 	if now.Before(b.StartTime) {
-		return fmt.Sprintf("it has not started: refund %s (%s)", b.UpfrontFee, policy)
+		return fmt.Sprintf("it has not started: refund %s (%d%% of the fee before the start, the operator's policy)",
+			percentOf(b.UpfrontFee, p.RefundBeforeStartPercent), p.RefundBeforeStartPercent)
 	}
-	return fmt.Sprintf("it started at %s: no refund, an early release (%s)", fmtZoned(b.StartTime), policy)
+	if p.RefundAfterStartPercent == 0 {
+		return fmt.Sprintf("it started at %s: no refund, an early release (the operator's policy refunds nothing after the start)", fmtZoned(b.StartTime))
+	}
+	return fmt.Sprintf("it started at %s: an early release, refund %s (%d%% of the fee after the start, the operator's policy)",
+		fmtZoned(b.StartTime), percentOf(b.UpfrontFee, p.RefundAfterStartPercent), p.RefundAfterStartPercent)
+}
+
+// percentOf is pct percent of m, rounded down to the minor unit as the
+// service rounds a refund; m itself when it cannot be read.
+func percentOf(m client.Money, pct int) string {
+	minor, ok := money(m)
+	if !ok {
+		return fmt.Sprintf("%d%% of %s", pct, m)
+	}
+	return formatMinor(minor*int64(pct)/100, m.Currency)
 }
 
 // blockLabel names a block for a sentence: its id, and its name if any.

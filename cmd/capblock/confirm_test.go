@@ -28,7 +28,7 @@ func TestConfirmAtATerminal(t *testing.T) {
 			args:       []string{"blocks", "cancel", "cb-1"},
 			answer:     "n\n",
 			wantCode:   1,
-			wantStderr: []string{"refund 7078.08 USD", "Cancel it? [y/N] capblock: block cb-1 was not cancelled"},
+			wantStderr: []string{"refund 3539.04 USD (50% of the fee", "Cancel it? [y/N] capblock: block cb-1 was not cancelled"},
 		},
 		"cancel, end of input": {
 			args:       []string{"blocks", "cancel", "cb-1"},

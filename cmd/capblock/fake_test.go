@@ -78,6 +78,8 @@ func newFakeAPI(t *testing.T) *fakeAPI {
 	mux.HandleFunc("GET /v1/instance-types", reply(`{"instanceTypes": [
 		{"name": "h100.8x", "gpuModel": "H100", "gpusPerInstance": 8, "onDemandPrice": {"amount": "98.32", "currency": "USD"}, "zones": ["zone-a", "zone-b"]},
 		{"name": "l4.1x", "gpuModel": "L4", "gpusPerInstance": 1, "onDemandPrice": {"amount": "1.00", "currency": "USD"}, "zones": ["zone-b"]}]}`))
+	// Not the default policy: the CLI must say what the operator set.
+	mux.HandleFunc("GET /v1/policy", reply(`{"refundBeforeStartPercent": 50, "refundAfterStartPercent": 0, "approvalDeadlineSeconds": 600}`))
 	mux.HandleFunc("GET /v1/nodes", reply(`{"nodes": [
 		{"name": "a-h100-01", "zone": "zone-a", "rack": "a-r1", "gpuModel": "H100", "gpus": 8, "health": "healthy", "labels": {"fabric": "ib"}},
 		{"name": "b-l4-01", "zone": "zone-b", "rack": "b-r7", "gpuModel": "L4", "gpus": 4, "health": "unhealthy", "labels": {}}]}`))

@@ -247,16 +247,16 @@ func TestCommands(t *testing.T) {
 			args: []string{"blocks", "cancel", "cb-1", "--yes"},
 			want: result{stdout: "*", stderr: lines(
 				"cancelling block cb-1 (load-test): scheduled, 2 × h100.8x in zone-a, 2026-12-01 00:00 to 2026-12-03 00:00 UTC, fee 7078.08 USD; "+
-					"it has not started: refund 7078.08 USD (by the default policy: the whole fee before the start, nothing after; the operator may set another)",
+					"it has not started: refund 3539.04 USD (50% of the fee before the start, the operator's policy)",
 				"cancelled block cb-1: nothing was refunded",
 			)},
-			wantRequests: []string{"GET /v1/blocks/cb-1", "GET /healthz", "POST /v1/blocks/cb-1/cancel", "GET /v1/teams/ml/ledger"},
+			wantRequests: []string{"GET /v1/blocks/cb-1", "GET /healthz", "GET /v1/policy", "POST /v1/blocks/cb-1/cancel", "GET /v1/teams/ml/ledger"},
 		},
 		"blocks cancel: started, and the ledger's refund": {
 			args: []string{"blocks", "cancel", "cb-2", "-y"},
 			want: result{stdout: "*", stderr: lines(
 				"cancelling block cb-2: active, 1 × l4.1x in zone-b, 2026-11-20 12:00 to 2026-11-20 16:00 UTC, fee 3.00 USD; "+
-					"it started at 2026-11-20 12:00 UTC: no refund, an early release (by the default policy: the whole fee before the start, nothing after; the operator may set another)",
+					"it started at 2026-11-20 12:00 UTC: no refund, an early release (the operator's policy refunds nothing after the start)",
 				"cancelled block cb-2: refunded 3.00 USD",
 			)},
 		},

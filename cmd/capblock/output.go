@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -15,6 +16,7 @@ import (
 	"capblock/internal/client"
 	"capblock/internal/core"
 	"capblock/internal/fleet"
+	"capblock/internal/humantime"
 )
 
 // timeLayout is how tables and messages show times, in displayZone;
@@ -153,7 +155,7 @@ func (a *app) printBlock(b client.Block) error {
 	if b.Team != "" {
 		t.row("team:", b.Team)
 	}
-	t.row("state:", blockState(b))
+	t.row("state:", a.blockState(b))
 	t.row("instances:", fmt.Sprintf("%d × %s (%s)", b.InstanceCount, b.InstanceType, b.GPUModel))
 	t.row("zone:", b.Zone)
 	t.row("start:", fmtZoned(b.StartTime))
@@ -170,20 +172,24 @@ func (a *app) printBlock(b client.Block) error {
 	return t.flush()
 }
 
-// approvalDeadline is how long before its start a payment-pending block
-// fails unapproved, unless the operator set another (the fleet file's
-// limits.approvalDeadline, which the API does not tell).
-var approvalDeadline = core.DefaultLimits().ApprovalDeadline
-
 // blockState is a block's state for people: a payment-pending block says
-// what it waits for, and until when.
-func blockState(b client.Block) string {
+// what it waits for, and until when (the operator's approval deadline,
+// read from the policy; the default one when it cannot be read).
+func (a *app) blockState(b client.Block) string {
 	if b.State != "payment-pending" {
 		return b.State
 	}
+	deadline, whose := core.DefaultLimits().ApprovalDeadline, "by default"
+	if c, err := a.client(); err == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), a.timeout)
+		defer cancel()
+		if p, err := c.Policy(ctx); err == nil {
+			deadline, whose = time.Duration(p.ApprovalDeadlineSeconds)*time.Second, "by the operator's policy"
+		}
+	}
 	return fmt.Sprintf("payment-pending: waits for an administrator's approval ('capblock blocks approve %s') until %s, "+
-		"%d minutes before its start by default; then it is payment-failed and its charge reversed",
-		b.ID, fmtZoned(b.StartTime.Add(-approvalDeadline)), int(approvalDeadline/time.Minute))
+		"%s before its start %s; then it is payment-failed and its charge reversed",
+		b.ID, fmtZoned(b.StartTime.Add(-deadline)), humantime.FormatDuration(deadline), whose)
 }
 
 // severalTeams reports whether blocks are of more than one team: an

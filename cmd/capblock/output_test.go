@@ -50,7 +50,7 @@ func TestBlockViews(t *testing.T) {
 			routes: map[string]string{"GET /v1/blocks/{id}": pending},
 			args:   []string{"blocks", "show", "cb-7"},
 			want: "state:       payment-pending: waits for an administrator's approval ('capblock blocks approve cb-7') until 2026-11-30 23:55 UTC, " +
-				"5 minutes before its start by default; then it is payment-failed and its charge reversed\n",
+				"5m before its start by default; then it is payment-failed and its charge reversed\n",
 		},
 		"a final placement says since when": {
 			routes: map[string]string{"GET /v1/blocks/{id}/status": `{"totalCapacity": 2, "availableCapacity": 2, "placementFinal": true,

@@ -12,7 +12,7 @@ import (
 	"capblock/internal/client"
 )
 
-// plansCmd is `capblock plans offerings|buy|list|show`.
+// plansCmd is `capblock plans offerings|buy|list|show|cancel`.
 func (a *app) plansCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "plans",
@@ -22,7 +22,7 @@ A command that takes a PLAN takes its id (tp-…) or its name, when no other
 plan you can see has that name.`,
 		RunE: groupRunE,
 	}
-	cmd.AddCommand(a.plansOfferingsCmd(), a.plansBuyCmd(), a.plansListCmd(), a.plansShowCmd())
+	cmd.AddCommand(a.plansOfferingsCmd(), a.plansBuyCmd(), a.plansListCmd(), a.plansShowCmd(), a.plansCancelCmd())
 	return cmd
 }
 

@@ -37,6 +37,7 @@ var access = map[string]core.Role{
 	"listInstanceTypes": core.RoleViewer,
 	"listNodes":         core.RoleViewer,
 	"getAvailability":   core.RoleViewer,
+	"getPolicy":         core.RoleViewer,
 
 	"searchOfferings":        core.RoleViewer,
 	"purchaseBlock":          core.RoleMember,
@@ -52,6 +53,7 @@ var access = map[string]core.Role{
 	"purchasePlan":        core.RoleMember,
 	"listPlans":           core.RoleViewer,
 	"getPlan":             core.RoleViewer,
+	"cancelPlan":          core.RoleMember,
 
 	"listEvents": core.RoleViewer,
 

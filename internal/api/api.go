@@ -77,6 +77,7 @@ func New(svc contract.Service, opts Options) http.Handler {
 	hapi.UseMiddleware(g.middleware)
 
 	s.registerFleet(hapi)
+	s.registerPolicy(hapi)
 	s.registerBlocks(hapi)
 	s.registerPlans(hapi)
 	s.registerEvents(hapi)

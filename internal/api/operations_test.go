@@ -140,6 +140,8 @@ func TestOpenAPI(t *testing.T) {
 				"GET /v1/plan-offerings",
 				"GET /v1/plans",
 				"GET /v1/plans/{id}",
+				"POST /v1/plans/{id}/cancel",
+				"GET /v1/policy",
 				"POST /v1/plans",
 				"POST /v1/blocks",
 				"POST /v1/blocks/{id}/cancel",

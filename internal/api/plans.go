@@ -32,6 +32,8 @@ func (s *server) registerPlans(api huma.API) {
 		"List the team's training plans"), s.listPlans)
 	huma.Register(api, s.operation("getPlan", http.MethodGet, "/v1/plans/{id}", "plans",
 		"Get a training plan"), s.getPlan)
+	huma.Register(api, s.operation("cancelPlan", http.MethodPost, "/v1/plans/{id}/cancel", "plans",
+		"Cancel what is left of a training plan: every segment still to come or active, each refunded per the operator's policy"), s.cancelPlan)
 }
 
 type planOfferingsInput struct {
@@ -130,6 +132,14 @@ func (s *server) getPlan(ctx context.Context, in *planIDInput) (*out[planJSON], 
 	return reply(toPlan(p))
 }
 
+func (s *server) cancelPlan(ctx context.Context, in *planIDInput) (*out[planJSON], error) {
+	p, err := s.svc.CancelPlan(ctx, scopeOf(ctx), in.ID)
+	if err != nil {
+		return nil, serviceProblem(ctx, err)
+	}
+	return reply(toPlan(p))
+}
+
 // Wire shapes of API.md "Training plans".
 
 type planOfferingSegmentJSON struct {
@@ -200,7 +210,7 @@ type planJSON struct {
 	Name       string            `json:"name"`
 	Team       string            `json:"team"`
 	Target     string            `json:"target" enum:"training-job,cluster"`
-	State      string            `json:"state" enum:"pending,scheduled,active,expired,failed" doc:"Derived from the segments: scheduled also between segments."`
+	State      string            `json:"state" enum:"pending,scheduled,active,expired,failed,cancelled" doc:"Derived from the segments: scheduled also between segments; cancelled once cancelled (POST /v1/plans/{id}/cancel)."`
 	Segments   []planSegmentJSON `json:"segments" nullable:"false"`
 	UpfrontFee moneyJSON         `json:"upfrontFee"`
 	CreatedAt  time.Time         `json:"createdAt"`

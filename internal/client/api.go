@@ -266,3 +266,33 @@ func setTime(v url.Values, key string, t time.Time) {
 		v.Set(key, t.UTC().Format(time.RFC3339Nano))
 	}
 }
+
+// Policy is the operator's policy (GET /v1/policy): the fleet file's
+// limits a buyer is held to.
+type Policy struct {
+	MaxInstancesPerBlock     int   `json:"maxInstancesPerBlock"`
+	MinDurationSeconds       int64 `json:"minDurationSeconds"`
+	MaxDurationSeconds       int64 `json:"maxDurationSeconds"`
+	MinLeadTimeSeconds       int64 `json:"minLeadTimeSeconds"`
+	MaxLeadTimeSeconds       int64 `json:"maxLeadTimeSeconds"`
+	OfferingTTLSeconds       int64 `json:"offeringTtlSeconds"`
+	LockInSeconds            int64 `json:"lockInSeconds"`
+	WarnBeforeSeconds        int64 `json:"warnBeforeSeconds"`
+	TerminateBeforeSeconds   int64 `json:"terminateBeforeSeconds"`
+	ExtendFromSeconds        int64 `json:"extendFromSeconds"`
+	ExtendUntilSeconds       int64 `json:"extendUntilSeconds"`
+	RefundBeforeStartPercent int   `json:"refundBeforeStartPercent"`
+	RefundAfterStartPercent  int   `json:"refundAfterStartPercent"`
+	ApprovalAboveInstances   int   `json:"approvalAboveInstances"`
+	ApprovalDeadlineSeconds  int64 `json:"approvalDeadlineSeconds"`
+	MaxResults               int   `json:"maxResults"`
+}
+
+// Policy fetches the operator's policy: GET /v1/policy.
+func (c *Client) Policy(ctx context.Context) (Policy, error) {
+	var p Policy
+	if err := c.do(ctx, request{method: http.MethodGet, path: "/v1/policy"}, &p); err != nil {
+		return Policy{}, wrapf(err, "reading the operator's policy")
+	}
+	return p, nil
+}

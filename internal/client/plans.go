@@ -140,3 +140,12 @@ func (c *Client) Plan(ctx context.Context, id string) (Plan, error) {
 	}
 	return p, nil
 }
+
+// CancelPlan cancels what is left of a plan: POST /v1/plans/{id}/cancel.
+func (c *Client) CancelPlan(ctx context.Context, id string) (Plan, error) {
+	var p Plan
+	if err := c.do(ctx, request{method: http.MethodPost, path: "/v1/plans/" + url.PathEscape(id) + "/cancel"}, &p); err != nil {
+		return Plan{}, wrapf(err, "cancelling plan %s", id)
+	}
+	return p, nil
+}

@@ -46,6 +46,9 @@ type Service interface {
 	PurchasePlan(ctx context.Context, req PlanPurchaseRequest) (p PlanView, created bool, err error)
 	ListPlans(ctx context.Context, team string) ([]PlanView, error)
 	GetPlan(ctx context.Context, team, id string) (PlanView, error)
+	// CancelPlan cancels every segment of a plan still to come or active,
+	// each under the refund policy, in one commit.
+	CancelPlan(ctx context.Context, team, id string) (PlanView, error)
 	// Events returns events after the cursor ("" = from the start), waiting
 	// up to wait for at least one; next is the cursor to pass next time.
 	Events(ctx context.Context, team, after string, wait time.Duration) (events []core.Event, next string, err error)

@@ -32,6 +32,7 @@ const (
 	PlanActive    PlanState = "active"
 	PlanExpired   PlanState = "expired"
 	PlanFailed    PlanState = "failed"
+	PlanCancelled PlanState = "cancelled"
 )
 
 // Plan event types: "plan." and the state entered.
@@ -40,6 +41,7 @@ const (
 	EventPlanActive    = "plan.active"
 	EventPlanExpired   = "plan.expired"
 	EventPlanFailed    = "plan.failed"
+	EventPlanCancelled = "plan.cancelled"
 )
 
 // EventOf is the event that records entering state s.
@@ -71,20 +73,27 @@ func SortSegments(segments []Block) {
 
 // PlanStateOf derives a plan's state from its segments' states:
 //
-//	failed     a segment failed, was cancelled or its payment failed
+//	cancelled  no segment is to come or active, and the cancelled ones
+//	           are the last in time (the plan was cancelled, CancelPlan)
+//	failed     a segment failed or its payment failed, or a segment was
+//	           cancelled while another still runs or comes after it
 //	active     a segment is active
 //	expired    every segment expired
 //	scheduled  some segment is still to come (also between segments)
 //	pending    no segment stored yet
+//
+// segments are in time order (SortSegments).
 func PlanStateOf(segments []Block) PlanState {
 	if len(segments) == 0 {
 		return PlanPending
 	}
-	active, expired := false, 0
+	active, expired, cancelled := false, 0, 0
 	for _, b := range segments {
 		switch b.State {
-		case StateFailed, StateCancelled, StatePaymentFailed:
+		case StateFailed, StatePaymentFailed:
 			return PlanFailed
+		case StateCancelled:
+			cancelled++
 		case StateActive:
 			active = true
 		case StateExpired:
@@ -92,12 +101,31 @@ func PlanStateOf(segments []Block) PlanState {
 		}
 	}
 	switch {
+	case cancelled > 0 && expired+cancelled == len(segments) && cancelledAreLast(segments):
+		return PlanCancelled
+	case cancelled > 0:
+		return PlanFailed
 	case active:
 		return PlanActive
 	case expired == len(segments):
 		return PlanExpired
 	}
 	return PlanScheduled
+}
+
+// cancelledAreLast reports whether no segment ended by expiry follows a
+// cancelled one: the plan ran as bought up to where it was cancelled.
+func cancelledAreLast(segments []Block) bool {
+	seen := false
+	for _, b := range segments {
+		switch {
+		case b.State == StateCancelled:
+			seen = true
+		case seen:
+			return false
+		}
+	}
+	return true
 }
 
 // CurrentSegment returns the index of the segment that is active, else of

@@ -55,16 +55,20 @@ func TestPlanStateOf(t *testing.T) {
 		segments []Block
 		want     PlanState
 	}{
-		"no segment":          {want: PlanPending},
-		"all to come":         {segments: []Block{seg("a", 2, 26, StateScheduled), seg("b", 38, 62, StateScheduled)}, want: PlanScheduled},
-		"first active":        {segments: []Block{seg("a", 2, 26, StateActive), seg("b", 38, 62, StateScheduled)}, want: PlanActive},
-		"between segments":    {segments: []Block{seg("a", 2, 26, StateExpired), seg("b", 38, 62, StateScheduled)}, want: PlanScheduled},
-		"second active":       {segments: []Block{seg("a", 2, 26, StateExpired), seg("b", 38, 62, StateActive)}, want: PlanActive},
-		"all ended":           {segments: []Block{seg("a", 2, 26, StateExpired), seg("b", 38, 62, StateExpired)}, want: PlanExpired},
-		"one cancelled":       {segments: []Block{seg("a", 2, 26, StateActive), seg("b", 38, 62, StateCancelled)}, want: PlanFailed},
-		"payment failed":      {segments: []Block{seg("a", 2, 26, StatePaymentFailed)}, want: PlanFailed},
-		"failed after expiry": {segments: []Block{seg("a", 2, 26, StateExpired), seg("b", 38, 62, StateFailed)}, want: PlanFailed},
-		"payment pending":     {segments: []Block{seg("a", 2, 26, StatePaymentPending)}, want: PlanScheduled},
+		"no segment":           {want: PlanPending},
+		"all to come":          {segments: []Block{seg("a", 2, 26, StateScheduled), seg("b", 38, 62, StateScheduled)}, want: PlanScheduled},
+		"first active":         {segments: []Block{seg("a", 2, 26, StateActive), seg("b", 38, 62, StateScheduled)}, want: PlanActive},
+		"between segments":     {segments: []Block{seg("a", 2, 26, StateExpired), seg("b", 38, 62, StateScheduled)}, want: PlanScheduled},
+		"second active":        {segments: []Block{seg("a", 2, 26, StateExpired), seg("b", 38, 62, StateActive)}, want: PlanActive},
+		"all ended":            {segments: []Block{seg("a", 2, 26, StateExpired), seg("b", 38, 62, StateExpired)}, want: PlanExpired},
+		"one cancelled":        {segments: []Block{seg("a", 2, 26, StateActive), seg("b", 38, 62, StateCancelled)}, want: PlanFailed},
+		"payment failed":       {segments: []Block{seg("a", 2, 26, StatePaymentFailed)}, want: PlanFailed},
+		"failed after expiry":  {segments: []Block{seg("a", 2, 26, StateExpired), seg("b", 38, 62, StateFailed)}, want: PlanFailed},
+		"payment pending":      {segments: []Block{seg("a", 2, 26, StatePaymentPending)}, want: PlanScheduled},
+		"all cancelled":        {segments: []Block{seg("a", 2, 26, StateCancelled), seg("b", 38, 62, StateCancelled)}, want: PlanCancelled},
+		"rest cancelled":       {segments: []Block{seg("a", 2, 26, StateExpired), seg("b", 38, 62, StateCancelled)}, want: PlanCancelled},
+		"first cancelled":      {segments: []Block{seg("a", 2, 26, StateCancelled), seg("b", 38, 62, StateScheduled)}, want: PlanFailed},
+		"expired after cancel": {segments: []Block{seg("a", 2, 26, StateCancelled), seg("b", 38, 62, StateExpired)}, want: PlanFailed},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -268,6 +268,12 @@ var authzRequests = map[string]func(f *authzFixture, role core.Role, other bool)
 	"getPlan": func(f *authzFixture, _ core.Role, other bool) authzRequest {
 		return authzRequest{need: core.RoleViewer, method: "GET", path: "/v1/plans/" + f.plan(f.teamOf(other)), success: 200, scoped: true, otherStatus: 404}
 	},
+	"getPolicy": func(*authzFixture, core.Role, bool) authzRequest {
+		return authzRequest{need: core.RoleViewer, method: "GET", path: "/v1/policy", success: 200}
+	},
+	"cancelPlan": func(f *authzFixture, _ core.Role, other bool) authzRequest {
+		return authzRequest{need: core.RoleMember, method: "POST", path: "/v1/plans/" + f.plan(f.teamOf(other)) + "/cancel", success: 200, scoped: true, otherStatus: 404}
+	},
 	"listEvents": func(*authzFixture, core.Role, bool) authzRequest {
 		return authzRequest{need: core.RoleViewer, method: "GET", path: "/v1/events", success: 200}
 	},

@@ -45,32 +45,41 @@ func (s *Service) GetBlock(ctx context.Context, team, id string) (core.Block, er
 // applies (a no-op for a block that never became active).
 func (s *Service) CancelBlock(ctx context.Context, team, id string) (core.Block, error) {
 	b, err := s.mutate(ctx, team, id, func(b core.Block, now time.Time) (store.Change, error) {
-		cancelled, refund, err := core.Cancel(b, now, s.fleet.Limits)
+		var c store.Change
+		step, err := s.addCancel(&c, b, now)
 		if err != nil {
 			return store.Change{}, err
 		}
-		c := store.Change{
-			Update: []store.BlockUpdate{{Block: cancelled, ExpectedVersion: b.Version}},
-			Events: []core.Event{s.event(now, core.EventBlockCancelled, cancelled, map[string]any{
-				"from": string(b.State), "to": string(core.StateCancelled), "refund": refund.String(), "currency": refund.Currency,
-			})},
-			Actions: []core.Action{s.blockAction(core.ActionRelease, cancelled, b.Version+1)},
-		}
-		if refund.Minor > 0 {
-			t, _ := s.fleet.Type(b.InstanceType)
-			onDemand := core.OnDemandFee(t.OnDemand, b.DurationHours(), b.Count)
-			onDemand.Minor = onDemand.Minor * refund.Minor / max(b.Fee.Minor, 1) // the refunded share
-			c.Ledger = []core.LedgerEntry{{ID: newID("le"), Team: b.Team, Time: now, Kind: core.LedgerRefund, Amount: refund, Subject: b.ID,
-				InstanceType: b.InstanceType, OnDemand: onDemand}}
-		}
 		// A plan fails with a cancelled segment.
-		step := transition{block: cancelled, Transition: core.Transition{Event: core.EventBlockCancelled, At: now}}
 		if err := s.addPlanEvents(ctx, &c, []transition{step}); err != nil {
 			return store.Change{}, err
 		}
 		return c, nil
 	})
 	return b, err
+}
+
+// addCancel adds to c the cancellation of b now: its update, event,
+// release and refund under the fleet's policy. It returns the lifecycle
+// step, for the plan's events. Callers hold mu.
+func (s *Service) addCancel(c *store.Change, b core.Block, now time.Time) (transition, error) {
+	cancelled, refund, err := core.Cancel(b, now, s.fleet.Limits)
+	if err != nil {
+		return transition{}, err
+	}
+	c.Update = append(c.Update, store.BlockUpdate{Block: cancelled, ExpectedVersion: b.Version})
+	c.Events = append(c.Events, s.event(now, core.EventBlockCancelled, cancelled, map[string]any{
+		"from": string(b.State), "to": string(core.StateCancelled), "refund": refund.String(), "currency": refund.Currency,
+	}))
+	c.Actions = append(c.Actions, s.blockAction(core.ActionRelease, cancelled, b.Version+1))
+	if refund.Minor > 0 {
+		t, _ := s.fleet.Type(b.InstanceType)
+		onDemand := core.OnDemandFee(t.OnDemand, b.DurationHours(), b.Count)
+		onDemand.Minor = onDemand.Minor * refund.Minor / max(b.Fee.Minor, 1) // the refunded share
+		c.Ledger = append(c.Ledger, core.LedgerEntry{ID: newID("le"), Team: b.Team, Time: now, Kind: core.LedgerRefund, Amount: refund, Subject: b.ID,
+			InstanceType: b.InstanceType, OnDemand: onDemand})
+	}
+	return transition{block: cancelled, Transition: core.Transition{Event: core.EventBlockCancelled, At: now}}, nil
 }
 
 // ApproveBlock approves a block waiting in payment-pending (admin): it is

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"sort"
 	"time"
@@ -219,12 +218,9 @@ func (s *Service) ListPlans(ctx context.Context, team string) ([]contract.PlanVi
 
 // GetPlan returns one of a team's plans; another team's is not found.
 func (s *Service) GetPlan(ctx context.Context, team, id string) (contract.PlanView, error) {
-	p, err := s.store.Plan(ctx, id)
-	if errors.Is(err, store.ErrNotFound) || (err == nil && team != "" && p.Team != team) {
-		return contract.PlanView{}, fmt.Errorf("%w: plan %s", core.ErrNotFound, id)
-	}
+	p, err := s.teamPlan(ctx, team, id)
 	if err != nil {
-		return contract.PlanView{}, fmt.Errorf("loading plan %s: %w", id, err)
+		return contract.PlanView{}, err
 	}
 	return s.planView(ctx, p), nil
 }

@@ -1,0 +1,90 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"capblock/internal/contract"
+	"capblock/internal/core"
+	"capblock/internal/store"
+)
+
+// CancelPlan cancels what is left of one of a team's plans: every segment
+// still to come or active, each under the fleet's refund policy (as
+// CancelBlock would), in one commit with one plan.cancelled event. A plan
+// with nothing left to cancel is refused with core.ErrInvalidState;
+// another team's plan is not found.
+func (s *Service) CancelPlan(ctx context.Context, team, id string) (contract.PlanView, error) {
+	for attempt := 1; ; attempt++ {
+		p, err := s.teamPlan(ctx, team, id)
+		if err != nil {
+			return contract.PlanView{}, err
+		}
+		core.SortSegments(p.Segments)
+		s.mu.Lock()
+		c, err := s.planCancellation(p, s.clock.Now())
+		if err == nil {
+			s.addReserves(&c)
+			err = s.assumeChange(c)
+		}
+		s.mu.Unlock()
+		if err != nil {
+			return contract.PlanView{}, err
+		}
+		err = s.store.Commit(ctx, c)
+		s.settle(changeKey(c), c, err)
+		switch {
+		case err == nil:
+			s.kickOutbox()
+			return s.GetPlan(ctx, team, id)
+		case !store.IsConflict(err):
+			return contract.PlanView{}, fmt.Errorf("cancelling plan %s: %w", id, err)
+		case attempt == maxCommitAttempts:
+			s.log.Warn("a plan's cancellation kept conflicting with stored state", "plan", id, "attempts", attempt, "err", err)
+			return contract.PlanView{}, fmt.Errorf("%w: plan %s changed concurrently %d times in a row; try again", core.ErrConflict, id, attempt)
+		}
+	}
+}
+
+// planCancellation is the change that cancels p's segments that are still
+// to come or active at now. Callers hold mu.
+func (s *Service) planCancellation(p core.Plan, now time.Time) (store.Change, error) {
+	var c store.Change
+	after := slices.Clone(p.Segments)
+	for i, b := range p.Segments {
+		switch b.State {
+		case core.StatePaymentPending, core.StateScheduled, core.StateActive:
+		default:
+			continue
+		}
+		step, err := s.addCancel(&c, b, now)
+		if err != nil {
+			return store.Change{}, err
+		}
+		after[i] = step.block
+	}
+	from := core.PlanStateOf(p.Segments)
+	if len(c.Update) == 0 {
+		return store.Change{}, fmt.Errorf("%w: plan %s is %s: only a plan with a segment still to come or active can be cancelled", core.ErrInvalidState, p.ID, from)
+	}
+	c.Events = append(c.Events, planEvent(now, core.EventPlanCancelled, p, map[string]any{
+		"from": string(from), "to": string(core.PlanStateOf(after)), "segments": len(c.Update),
+	}))
+	return c, nil
+}
+
+// teamPlan loads one of a team's plans ("" for any team); another team's
+// is not found.
+func (s *Service) teamPlan(ctx context.Context, team, id string) (core.Plan, error) {
+	p, err := s.store.Plan(ctx, id)
+	if errors.Is(err, store.ErrNotFound) || (err == nil && team != "" && p.Team != team) {
+		return core.Plan{}, fmt.Errorf("%w: plan %s", core.ErrNotFound, id)
+	}
+	if err != nil {
+		return core.Plan{}, fmt.Errorf("loading plan %s: %w", id, err)
+	}
+	return p, nil
+}
