@@ -245,9 +245,9 @@ func TestAccessCommands(t *testing.T) {
 			args: []string{"audit", "--after", "6"},
 			want: result{
 				stdout: lines(
-					"SEQ  TIME (UTC)        USER  TEAM      TOKEN  METHOD  ROUTE       SUBJECT  STATUS  OUTCOME",
-					"7    2026-11-20 10:00  root  ops       tok-1  POST    /v1/teams   -        201     ok",
-					"8    2026-11-20 10:05  ada   research  tok-2  POST    /v1/blocks  -        409     no_capacity",
+					"SEQ  TIME (UTC)        USER  TEAM      REQUEST          SUBJECT  STATUS  OUTCOME",
+					"7    2026-11-20 10:00  root  ops       POST /v1/teams   -        201     ok",
+					"8    2026-11-20 10:05  ada   research  POST /v1/blocks  -        409     no_capacity",
 				),
 				stderr: "next: capblock audit --after 8\n",
 			},

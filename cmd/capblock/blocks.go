@@ -270,7 +270,11 @@ func (a *app) blocksExtensionOfferingsCmd() *cobra.Command {
 			if err := a.printOfferings(offerings); err != nil {
 				return err
 			}
-			a.note("extend with: capblock blocks extend %s --offering OFFERING_ID", args[0])
+			if a.wideOutput() {
+				a.note("extend with: capblock blocks extend %s --offering OFFERING_ID", args[0])
+			} else {
+				a.note("extend with: capblock blocks extend %s --duration %s (-o wide shows the offering ids, for --offering)", args[0], duration)
+			}
 			return nil
 		},
 	}

@@ -152,8 +152,8 @@ administrator's token, written beside its database:
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
-			if a.output != "table" && a.output != "json" {
-				return usagef("-o %q: choose table or json", a.output)
+			if a.output != "table" && a.output != "wide" && a.output != "json" {
+				return usagef("-o %q: choose table, wide or json", a.output)
 			}
 			if a.localTime {
 				displayZone = cmp.Or(a.local, time.Local)
@@ -166,7 +166,7 @@ administrator's token, written beside its database:
 	pf.StringVar(&a.url, "url", "", "server address (default $CAPBLOCK_URL, the login's, or "+defaultURL+")")
 	pf.StringVar(&a.token, "token", "", "API token (default $CAPBLOCK_TOKEN or the login's)")
 	pf.DurationVar(&a.timeout, "timeout", client.DefaultTimeout, "how long to wait for each answer")
-	pf.StringVarP(&a.output, "output", "o", "table", "output format: table or json")
+	pf.StringVarP(&a.output, "output", "o", "table", "output format: table (fits 120 columns), wide (every column, e.g. offering ids) or json")
 	pf.BoolVar(&a.localTime, "local-time", false, "show times in this machine's time zone instead of UTC (JSON stays UTC)")
 
 	root.AddCommand(

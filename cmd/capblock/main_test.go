@@ -100,8 +100,19 @@ func TestCommands(t *testing.T) {
 				"b-l4-01    zone-b  b-r7  L4         4     unhealthy  -",
 			)},
 		},
-		"offerings": {
+		"offerings: 120 columns, the ids with -o wide": {
 			args: []string{"offerings", "--type", "h100.8x", "--count", "2", "--duration", "2d", "--start-after", "tomorrow", "--end-before", "+14d"},
+			want: result{
+				stdout: lines(
+					"#  TYPE     COUNT  ZONE    START (UTC)       END (UTC)         HOURS  ALT  FEE          ON-DEMAND    SAVINGS",
+					"1  h100.8x  2      zone-a  2026-12-01 00:00  2026-12-03 00:00  48     -    7078.08 USD  9438.72 USD  25%",
+					"2  h100.8x  2      zone-b  2026-12-02 00:00  2026-12-04 01:00  49     yes  9438.72 USD  9635.36 USD  2%",
+				),
+				stderr: "buy one with: capblock buy ROW, e.g. capblock buy 1 (quotes expire at 2026-11-20 10:10 UTC)\n",
+			},
+		},
+		"offerings": {
+			args: []string{"offerings", "-o", "wide", "--type", "h100.8x", "--count", "2", "--duration", "2d", "--start-after", "tomorrow", "--end-before", "+14d"},
 			want: result{
 				stdout: lines(
 					"#  TYPE     COUNT  ZONE    START (UTC)       END (UTC)         HOURS  ALT  FEE          ON-DEMAND    SAVINGS  OFFERING ID",
@@ -269,10 +280,10 @@ func TestCommands(t *testing.T) {
 			args: []string{"blocks", "extension-offerings", "cb-1", "--duration", "1d"},
 			want: result{
 				stdout: lines(
-					"#  TYPE     COUNT  ZONE    START (UTC)       END (UTC)         HOURS  ALT  FEE          ON-DEMAND    SAVINGS  OFFERING ID",
-					"1  h100.8x  2      zone-a  2026-12-03 00:00  2026-12-04 00:00  24     -    3539.04 USD  4719.36 USD  25%      cbe-ext",
+					"#  TYPE     COUNT  ZONE    START (UTC)       END (UTC)         HOURS  ALT  FEE          ON-DEMAND    SAVINGS",
+					"1  h100.8x  2      zone-a  2026-12-03 00:00  2026-12-04 00:00  24     -    3539.04 USD  4719.36 USD  25%",
 				),
-				stderr: "extend with: capblock blocks extend cb-1 --offering OFFERING_ID\n",
+				stderr: "extend with: capblock blocks extend cb-1 --duration 1d (-o wide shows the offering ids, for --offering)\n",
 			},
 			wantRequests: []string{"GET /v1/blocks/cb-1/extension-offerings?durationHours=24"},
 		},
@@ -371,7 +382,7 @@ func TestCommands(t *testing.T) {
 		},
 		"bad output format": {
 			args: []string{"-o", "yaml", "types"},
-			want: result{code: 2, stderr: "capblock: -o \"yaml\": choose table or json (see 'capblock types --help')\n"},
+			want: result{code: 2, stderr: "capblock: -o \"yaml\": choose table, wide or json (see 'capblock types --help')\n"},
 		},
 		"extra argument": {
 			args: []string{"types", "h100.8x"},

@@ -47,6 +47,10 @@ func fmtZoned(t time.Time) string {
 
 func (a *app) jsonOutput() bool { return a.output == "json" }
 
+// wideOutput reports whether tables show every column (-o wide), even
+// past 120 columns: offering ids, token ids.
+func (a *app) wideOutput() bool { return a.output == "wide" }
+
 // printJSON writes v as indented JSON, as the API would, with every
 // character a terminal would act on escaped (printableJSON).
 func (a *app) printJSON(v any) error {
@@ -132,15 +136,23 @@ func savings(fee, onDemand client.Money) string {
 // be copied. ALT marks an offering of another duration than the one asked
 // for ("yes"); the server lists those after the others.
 func (a *app) printOfferings(offerings []client.Offering) error {
-	t := newTable(a.stdout, "#", "TYPE", "COUNT", "ZONE", "START (UTC)", "END (UTC)", "HOURS", "ALT", "FEE", "ON-DEMAND", "SAVINGS", "OFFERING ID")
+	cols := []string{"#", "TYPE", "COUNT", "ZONE", "START (UTC)", "END (UTC)", "HOURS", "ALT", "FEE", "ON-DEMAND", "SAVINGS"}
+	if a.wideOutput() {
+		cols = append(cols, "OFFERING ID")
+	}
+	t := newTable(a.stdout, cols...)
 	for i, o := range offerings {
 		alt := "-"
 		if o.Alternative {
 			alt = "yes"
 		}
-		t.row(strconv.Itoa(i+1), o.InstanceType, strconv.Itoa(o.InstanceCount), o.Zone,
+		row := []string{strconv.Itoa(i+1), o.InstanceType, strconv.Itoa(o.InstanceCount), o.Zone,
 			fmtTime(o.StartTime), fmtTime(o.EndTime), strconv.Itoa(o.DurationHours), alt,
-			o.UpfrontFee.String(), o.OnDemandFee.String(), savings(o.UpfrontFee, o.OnDemandFee), o.OfferingID)
+			o.UpfrontFee.String(), o.OnDemandFee.String(), savings(o.UpfrontFee, o.OnDemandFee)}
+		if a.wideOutput() {
+			row = append(row, o.OfferingID)
+		}
+		t.row(row...)
 	}
 	return t.flush()
 }

@@ -220,9 +220,13 @@ func (a *app) plansShowCmd() *cobra.Command {
 }
 
 // printPlanOfferings writes one line per offering, its segments and the
-// gaps between them in one column, the full id last so it can be copied.
+// gaps between them in one column, and with -o wide the full id last.
 func (a *app) printPlanOfferings(offerings []client.PlanOffering) error {
-	t := newTable(a.stdout, "#", "TYPE", "COUNT", "ZONE", "START (UTC)", "END (UTC)", "HOURS", "SEGMENTS", "FEE", "ON-DEMAND", "SAVINGS", "OFFERING ID")
+	cols := []string{"#", "TYPE", "COUNT", "ZONE", "START (UTC)", "END (UTC)", "HOURS", "SEGMENTS", "FEE", "ON-DEMAND", "SAVINGS"}
+	if a.wideOutput() {
+		cols = append(cols, "OFFERING ID")
+	}
+	t := newTable(a.stdout, cols...)
 	for i, o := range offerings {
 		typ, count, zone, start, end := "-", "-", "-", "-", "-"
 		var parts []string
@@ -235,8 +239,12 @@ func (a *app) printPlanOfferings(offerings []client.PlanOffering) error {
 			parts = append(parts, fmt.Sprintf("%dh", s.DurationHours))
 			end = fmtTime(s.EndTime)
 		}
-		t.row(strconv.Itoa(i+1), typ, count, zone, start, end, strconv.Itoa(o.DurationHours), strings.Join(parts, ", "),
-			o.UpfrontFee.String(), o.OnDemandFee.String(), savings(o.UpfrontFee, o.OnDemandFee), o.OfferingID)
+		row := []string{strconv.Itoa(i+1), typ, count, zone, start, end, strconv.Itoa(o.DurationHours), strings.Join(parts, ", "),
+			o.UpfrontFee.String(), o.OnDemandFee.String(), savings(o.UpfrontFee, o.OnDemandFee)}
+		if a.wideOutput() {
+			row = append(row, o.OfferingID)
+		}
+		t.row(row...)
 	}
 	return t.flush()
 }

@@ -133,7 +133,7 @@ func TestPlanCommands(t *testing.T) {
 		wantRequests []string
 	}{
 		"offerings": {
-			args: []string{"plans", "offerings", "--type", "h100.8x", "--count", "4", "--duration", "2d", "--start-after", "tomorrow", "--end-before", "+7d"},
+			args: []string{"plans", "offerings", "-o", "wide", "--type", "h100.8x", "--count", "4", "--duration", "2d", "--start-after", "tomorrow", "--end-before", "+7d"},
 			want: result{
 				stdout: lines(
 					"#  TYPE     COUNT  ZONE    START (UTC)       END (UTC)         HOURS  SEGMENTS           FEE           ON-DEMAND     SAVINGS  OFFERING ID",

@@ -96,9 +96,9 @@ func (a *app) auditCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "audit [--after N]",
 		Short: "Print the audit log of mutating requests (admin)",
-		Long: `Print who did what: each mutating request with its user, team, token id,
-route, subject and outcome, oldest first, and the cursor to pass as --after
-next time.`,
+		Long: `Print who did what: each mutating request with its user, team, route,
+subject and outcome (-o wide: and the token id), oldest first, and the
+cursor to pass as --after next time.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := a.client()
@@ -121,14 +121,22 @@ next time.`,
 				return nil
 			}
 			teams, users := teamNames(cmd.Context(), c), userNames(cmd.Context(), c)
-			t := newTable(a.stdout, "SEQ", "TIME (UTC)", "USER", "TEAM", "TOKEN", "METHOD", "ROUTE", "SUBJECT", "STATUS", "OUTCOME")
+			cols := []string{"SEQ", "TIME (UTC)", "USER", "TEAM", "REQUEST", "SUBJECT", "STATUS", "OUTCOME"}
+			if a.wideOutput() {
+				cols = append(cols, "TOKEN")
+			}
+			t := newTable(a.stdout, cols...)
 			for _, r := range page.Records {
 				subject := r.Subject
 				if subject == "" {
 					subject = "-"
 				}
-				t.row(strconv.FormatInt(r.Seq, 10), fmtTime(r.Time), nameOf(users, r.User), nameOf(teams, r.Team), r.TokenID, r.Method, r.Route,
-					subject, strconv.Itoa(r.Status), r.Outcome)
+				row := []string{strconv.FormatInt(r.Seq, 10), fmtTime(r.Time), nameOf(users, r.User), nameOf(teams, r.Team), r.Method + " " + r.Route,
+					subject, strconv.Itoa(r.Status), r.Outcome}
+				if a.wideOutput() {
+					row = append(row, r.TokenID)
+				}
+				t.row(row...)
 			}
 			if err := t.flush(); err != nil {
 				return err
