@@ -60,7 +60,7 @@ func (a *app) blocksListCmd() *cobra.Command {
 				return nil
 			}
 			var teams map[string]string
-			if severalTeams(blocks) {
+			if severalTeams(blocks) || isAdmin(cmd.Context(), c) {
 				teams = teamNames(cmd.Context(), c)
 			}
 			return a.printBlocks(blocks, teams)

@@ -350,7 +350,7 @@ func TestRateLimited(t *testing.T) {
 		wantRequests []string
 	}{
 		"a list is retried": {
-			args: []string{"blocks", "list"}, wantRequests: []string{"GET /v1/blocks", "GET /v1/blocks"},
+			args: []string{"blocks", "list"}, wantRequests: []string{"GET /v1/blocks", "GET /v1/blocks", "GET /v1/whoami", "GET /v1/whoami", "GET /v1/teams", "GET /v1/teams"},
 		},
 		"a purchase with its client token is retried": {
 			args: []string{"buy", "cbo-first", "--client-token", "ct-1"}, wantStderr: "*",

@@ -228,11 +228,12 @@ func TestCommands(t *testing.T) {
 		"blocks list": {
 			args: []string{"blocks", "list", "--state", "scheduled"},
 			want: result{stdout: lines(
-				"ID    NAME       STATE      INSTANCES    START (UTC)       END (UTC)         FEE",
-				"cb-1  load-test  scheduled  2 × h100.8x  2026-12-01 00:00  2026-12-03 00:00  7078.08 USD",
-				"cb-2  -          active     1 × l4.1x    2026-11-20 12:00  2026-11-20 16:00  3.00 USD",
+				"ID    NAME       TEAM  STATE      INSTANCES    START (UTC)       END (UTC)         FEE",
+				"cb-1  load-test  ml    scheduled  2 × h100.8x  2026-12-01 00:00  2026-12-03 00:00  7078.08 USD",
+				"cb-2  -          ml    active     1 × l4.1x    2026-11-20 12:00  2026-11-20 16:00  3.00 USD",
 			)},
-			wantRequests: []string{"GET /v1/blocks?state=scheduled"},
+			// An administrator is shown whose each block is, even of one team.
+			wantRequests: []string{"GET /v1/blocks?state=scheduled", "GET /v1/whoami", "GET /v1/teams"},
 		},
 		"blocks list: bad state": {
 			args: []string{"blocks", "list", "--state", "running"},

@@ -215,11 +215,20 @@ func severalTeams(blocks []client.Block) bool {
 	return false
 }
 
+// isAdmin reports whether the client's token is an administrator's, who
+// sees every team's things and is shown whose each is; false when the
+// server cannot say.
+func isAdmin(ctx context.Context, c *client.Client) bool {
+	u, _, err := c.Whoami(ctx)
+	return err == nil && u.Role == "admin"
+}
+
 // printBlocks writes blocks as a table that fits 120 columns with the
-// service's ids (zone and hours are in 'blocks show'); a TEAM column, of the
-// names in teamNames (by id), when they are of several teams.
+// service's ids (zone and hours are in 'blocks show'); a TEAM column, of
+// the names in teamNames (by id), when teamNames is given (an
+// administrator's view, or blocks of several teams).
 func (a *app) printBlocks(blocks []client.Block, teamNames map[string]string) error {
-	teams := severalTeams(blocks)
+	teams := teamNames != nil
 	headers := []string{"ID", "NAME", "STATE", "INSTANCES", "START (UTC)", "END (UTC)", "FEE"}
 	if teams {
 		headers = slices.Insert(headers, 2, "TEAM")
