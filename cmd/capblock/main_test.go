@@ -100,8 +100,8 @@ func TestCommands(t *testing.T) {
 				"b-l4-01    zone-b  b-r7  L4         4     unhealthy  -",
 			)},
 		},
-		"offerings: 120 columns, the ids with -o wide": {
-			args: []string{"offerings", "--type", "h100.8x", "--count", "2", "--duration", "2d", "--start-after", "tomorrow", "--end-before", "+14d"},
+		"offerings: 120 columns, the ids with -o wide; for another team": {
+			args: []string{"offerings", "--type", "h100.8x", "--count", "2", "--duration", "2d", "--start-after", "tomorrow", "--end-before", "+14d", "--team", "team-1"},
 			want: result{
 				stdout: lines(
 					"#  TYPE     COUNT  ZONE    START (UTC)       END (UTC)         HOURS  ALT  FEE          ON-DEMAND    SAVINGS",
@@ -110,6 +110,7 @@ func TestCommands(t *testing.T) {
 				),
 				stderr: "buy one with: capblock buy ROW, e.g. capblock buy 1 (quotes expire at 2026-11-20 10:10 UTC)\n",
 			},
+			wantRequests: []string{"GET /healthz", "GET /v1/offerings?durationHours=48&endBefore=2026-12-05T09%3A30%3A00Z&instanceCount=2&instanceType=h100.8x&startAfter=2026-11-22T00%3A00%3A00Z&team=team-1"},
 		},
 		"offerings": {
 			args: []string{"offerings", "-o", "wide", "--type", "h100.8x", "--count", "2", "--duration", "2d", "--start-after", "tomorrow", "--end-before", "+14d"},

@@ -23,7 +23,7 @@ func (a *app) offeringsCmd() *cobra.Command {
 		types                              []string
 		count, maxResults                  int
 		duration, minDuration, maxDuration string
-		startAfter, endBefore, zone        string
+		startAfter, endBefore, zone, team  string
 	)
 	cmd := &cobra.Command{
 		Use:   "offerings --type TYPE --count N --duration D [flags]",
@@ -41,7 +41,7 @@ server run with --sim-clock), not from this machine's.`,
   capblock offerings --type l4.1x --type l4.4x --min-duration 4h --max-duration 8h --zone zone-a`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			q := client.OfferingsQuery{InstanceTypes: types, InstanceCount: count, Zone: zone, MaxResults: maxResults}
+			q := client.OfferingsQuery{InstanceTypes: types, InstanceCount: count, Zone: zone, MaxResults: maxResults, Team: team}
 			var err error
 			switch {
 			case duration != "" && (minDuration != "" || maxDuration != ""):
@@ -113,6 +113,7 @@ server run with --sim-clock), not from this machine's.`,
 	f.StringVar(&startAfter, "start-after", "now", "earliest start, e.g. tomorrow, +6h or 2026-12-01")
 	f.StringVar(&endBefore, "end-before", "", "latest end, e.g. +14d (default: any start within 14 days of --start-after)")
 	f.StringVar(&zone, "zone", "", "only this zone (default: all zones)")
+	f.StringVar(&team, "team", "", "quote for this team, within its quota (an admin's choice, its id; default: your own team)")
 	f.IntVar(&maxResults, "max-results", 0, "at most this many offerings (default: the server's, 6)")
 	_ = cmd.MarkFlagRequired("type")
 	return cmd

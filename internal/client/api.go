@@ -68,6 +68,9 @@ func (c *Client) Offerings(ctx context.Context, q OfferingsQuery) ([]Offering, e
 	setInt(v, "maxDurationHours", q.MaxDurationHours)
 	setTime(v, "startAfter", q.StartAfter)
 	setTime(v, "endBefore", q.EndBefore)
+	if q.Team != "" {
+		v.Set("team", q.Team)
+	}
 	if q.Zone != "" {
 		v.Set("zone", q.Zone)
 	}

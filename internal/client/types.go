@@ -136,6 +136,9 @@ type OfferingsQuery struct {
 	EndBefore        time.Time
 	Zone             string
 	MaxResults       int
+	// Team (an administrator's choice, its id) bounds the offerings by
+	// that team's quota, as its purchase would be bounded.
+	Team string
 }
 
 // BuyRequest is the body of POST /v1/blocks. The same ClientToken makes a
