@@ -121,9 +121,11 @@ func (e *env) client(t *testing.T, name, team string, role core.Role) *sm.Client
 	e.principals[key] = core.Principal{User: core.User{ID: "usr-" + name, Name: name, Team: team, Role: role}}
 	e.mu.Unlock()
 	return sm.New(sm.Options{
-		Region:           "eu-west-1",
-		BaseEndpoint:     aws.String(e.srv.URL),
-		Credentials:      aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) { return aws.Credentials{AccessKeyID: key, SecretAccessKey: "secret"}, nil }),
+		Region:       "eu-west-1",
+		BaseEndpoint: aws.String(e.srv.URL),
+		Credentials: aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) {
+			return aws.Credentials{AccessKeyID: key, SecretAccessKey: "secret"}, nil
+		}),
 		RetryMaxAttempts: 1,
 	})
 }
