@@ -2,6 +2,7 @@ package sagemaker_test
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"slices"
@@ -186,30 +187,49 @@ func TestErrors(t *testing.T) {
 }
 
 // TestErrorWire: an error is status 400 with the protocol's content type
-// and its type in the body and in X-Amzn-ErrorType, as the SDK reads it.
+// and its type in the body and in X-Amzn-ErrorType, as the SDK reads it;
+// a body that does not fit says which member is wrong.
 func TestErrorWire(t *testing.T) {
 	e := newEnv(t)
 	e.client(t, "alice", e.team(t, "red"), core.RoleMember) // registers alice's access key
-	req, err := http.NewRequest(http.MethodPost, e.srv.URL, strings.NewReader(`{"TrainingJobName":"nope"}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("X-Amz-Target", "SageMaker.DescribeTrainingJob")
-	req.Header.Set("Authorization", "AWS4-HMAC-SHA256 Credential=AKIDALICE/20261201/eu-west-1/sagemaker/aws4_request")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := []string{resp.Status, resp.Header.Get("Content-Type"), resp.Header.Get("X-Amzn-ErrorType"), string(body)}
-	want := []string{"400 Bad Request", "application/x-amz-json-1.1", "ResourceNotFound",
-		`{"__type":"ResourceNotFound","Message":"training job nope not found"}`}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("(-want +got):\n%s", diff)
+	for name, tc := range map[string]struct {
+		op, body string
+		want     string // the body answered
+	}{
+		"not found":      {"DescribeTrainingJob", `{"TrainingJobName":"nope"}`, `{"__type":"ResourceNotFound","Message":"training job nope not found"}`},
+		"not JSON":       {"ListTrainingJobs", `{"MaxResults":`, `{"__type":"ValidationException","Message":"the request body is not valid JSON (at byte 14)"}`},
+		"not an object":  {"ListTrainingJobs", `[1]`, `{"__type":"ValidationException","Message":"the request body must be a JSON object, not a JSON array"}`},
+		"wrong type":     {"ListTrainingJobs", `{"MaxResults":"ten"}`, `{"__type":"ValidationException","Message":"member MaxResults: want a number, not a JSON string"}`},
+		"bad timestamp":  {"ListTrainingJobs", `{"CreationTimeAfter":"yesterday"}`, `{"__type":"ValidationException","Message":"a timestamp must be seconds since 1970, as a number; got \"yesterday\""}`},
+		"unknown member": {"ListTrainingJobs", `{"Color":"blue","MaxResults":0}`, `{"__type":"ValidationException","Message":"MaxResults 0: want 1 to 100"}`},
+		"unknown op":     {"DeleteTrainingJob", `{}`, `{"__type":"UnknownOperationException","Message":"operation \"DeleteTrainingJob\" is not supported by capblock's SageMaker endpoint"}`},
+	} {
+		t.Run(name, func(t *testing.T) {
+			req, err := http.NewRequest(http.MethodPost, e.srv.URL, strings.NewReader(tc.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set("X-Amz-Target", "SageMaker."+tc.op)
+			req.Header.Set("Authorization", "AWS4-HMAC-SHA256 Credential=AKIDALICE/20261201/eu-west-1/sagemaker/aws4_request")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			body, err := io.ReadAll(resp.Body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var typ struct {
+				Type string `json:"__type"`
+			}
+			_ = json.Unmarshal(body, &typ)
+			got := []string{resp.Status, resp.Header.Get("Content-Type"), resp.Header.Get("X-Amzn-ErrorType"), string(body)}
+			want := []string{"400 Bad Request", "application/x-amz-json-1.1", typ.Type, tc.want}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
 	}
 }
 

@@ -20,6 +20,7 @@ import (
 	"log/slog"
 	"math"
 	"net/http"
+	"reflect"
 	"strings"
 	"time"
 
@@ -76,9 +77,10 @@ func New(svc contract.Service, opts Options) *Handler {
 // the REST API's operation of the same use case, named beside it) and
 // what it does with the request's body.
 type operation struct {
-	role core.Role
-	rest string // the REST API's operation id of the same use case
-	do   func(h *Handler, ctx context.Context, c call) (any, error)
+	role     core.Role
+	rest     string // the REST API's operation id of the same use case
+	mutating bool
+	do       func(h *Handler, ctx context.Context, c call) (any, error)
 }
 
 // call is one request as an operation sees it.
@@ -90,28 +92,31 @@ type call struct {
 
 // operations are the operations served. AccessRules lists their roles.
 var operations = map[string]operation{
-	"SearchTrainingPlanOfferings": {core.RoleViewer, "searchPlanOfferings", (*Handler).searchOfferings},
-	"CreateTrainingPlan":          {core.RoleMember, "purchasePlan", (*Handler).createPlan},
-	"DescribeTrainingPlan":        {core.RoleViewer, "getPlan", (*Handler).describePlan},
-	"ListTrainingPlans":           {core.RoleViewer, "listPlans", (*Handler).listPlans},
-	"CreateTrainingJob":           {core.RoleMember, "createJob", (*Handler).createJob},
-	"DescribeTrainingJob":         {core.RoleViewer, "getJob", (*Handler).describeJob},
-	"ListTrainingJobs":            {core.RoleViewer, "listJobs", (*Handler).listJobs},
-	"StopTrainingJob":             {core.RoleMember, "stopJob", (*Handler).stopJob},
+	"SearchTrainingPlanOfferings": {core.RoleViewer, "searchPlanOfferings", false, (*Handler).searchOfferings},
+	"CreateTrainingPlan":          {core.RoleMember, "purchasePlan", true, (*Handler).createPlan},
+	"DescribeTrainingPlan":        {core.RoleViewer, "getPlan", false, (*Handler).describePlan},
+	"ListTrainingPlans":           {core.RoleViewer, "listPlans", false, (*Handler).listPlans},
+	"CreateTrainingJob":           {core.RoleMember, "createJob", true, (*Handler).createJob},
+	"DescribeTrainingJob":         {core.RoleViewer, "getJob", false, (*Handler).describeJob},
+	"ListTrainingJobs":            {core.RoleViewer, "listJobs", false, (*Handler).listJobs},
+	"StopTrainingJob":             {core.RoleMember, "stopJob", true, (*Handler).stopJob},
 }
 
 // AccessRule is one operation's role and the REST API's operation id of
-// the same use case, whose role it must equal.
+// the same use case, whose role it must equal, and whether it changes
+// anything (the endpoint audits those, as the REST API audits its
+// mutating requests: every SageMaker call is a POST).
 type AccessRule struct {
 	Role          core.Role
 	RESTOperation string
+	Mutating      bool
 }
 
 // AccessRules returns the role of every operation served, by name.
 func AccessRules() map[string]AccessRule {
 	out := make(map[string]AccessRule, len(operations))
 	for name, op := range operations {
-		out[name] = AccessRule{Role: op.role, RESTOperation: op.rest}
+		out[name] = AccessRule{Role: op.role, RESTOperation: op.rest, Mutating: op.mutating}
 	}
 	return out
 }
@@ -152,10 +157,40 @@ func decode(body []byte, in any) error {
 	if len(strings.TrimSpace(string(body))) == 0 {
 		return nil
 	}
-	if err := json.Unmarshal(body, in); err != nil {
-		return validationf("the request body is not valid JSON for this operation: %v", err)
+	err := json.Unmarshal(body, in)
+	var syntax *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	var ts *timestampError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &syntax):
+		return validationf("the request body is not valid JSON (at byte %d)", syntax.Offset)
+	case errors.As(err, &typ) && typ.Field != "":
+		return validationf("member %s: want %s, not a JSON %s", typ.Field, jsonKind(typ.Type.Kind()), typ.Value)
+	case errors.As(err, &ts):
+		return validationf("a timestamp must be seconds since 1970, as a number; %s", ts.detail)
+	case errors.As(err, &typ):
+		return validationf("the request body must be a JSON object, not a JSON %s", typ.Value)
 	}
-	return nil
+	return validationf("the request body does not fit this operation's input")
+}
+
+// jsonKind names what a Go kind reads from JSON.
+func jsonKind(k reflect.Kind) string {
+	switch k {
+	case reflect.String:
+		return "a string"
+	case reflect.Int, reflect.Int64, reflect.Int32, reflect.Float64:
+		return "a number"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Slice:
+		return "a list"
+	case reflect.Map, reflect.Struct:
+		return "an object"
+	}
+	return "another type"
 }
 
 // awsError is an error in the protocol's shape.
@@ -251,15 +286,20 @@ func (t epoch) MarshalJSON() ([]byte, error) {
 func (t *epoch) UnmarshalJSON(b []byte) error {
 	var f float64
 	if err := json.Unmarshal(b, &f); err != nil {
-		return fmt.Errorf("a timestamp is seconds since 1970 as a number: %w", err)
+		return &timestampError{detail: fmt.Sprintf("got %.40s", b)}
 	}
-	if math.IsNaN(f) || math.IsInf(f, 0) || f < 0 || f > 1e11 {
-		return fmt.Errorf("timestamp %v is out of range", f)
+	if f < 0 || f > 1e11 {
+		return &timestampError{detail: fmt.Sprintf("%v is out of range", f)}
 	}
 	sec, frac := math.Modf(f)
 	t.Time = time.Unix(int64(sec), int64(frac*1e9)).UTC()
 	return nil
 }
+
+// timestampError is a timestamp that is not one.
+type timestampError struct{ detail string }
+
+func (e *timestampError) Error() string { return "bad timestamp: " + e.detail }
 
 // at is t on the wire, or nil when t is zero.
 func at(t time.Time) *epoch {

@@ -91,7 +91,9 @@ func TestTrainingPlans(t *testing.T) {
 		}
 	}
 
-	// 4. List, filtered, sorted and paged.
+	// 4. List, filtered, sorted and paged, with a second plan bought a
+	//    minute later.
+	e.sim.Advance(time.Minute)
 	buy(t, c, "second", 1, 2)
 	list := func(in *sm.ListTrainingPlansInput) ([]string, *string) {
 		t.Helper()
