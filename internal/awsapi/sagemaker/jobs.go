@@ -271,7 +271,7 @@ func (h *Handler) describeJob(ctx context.Context, c call) (any, error) {
 		TrainingStartTime: at(j.StartedAt), ResourceConfig: rc, Environment: j.Env,
 		AlgorithmSpecification: algorithmJSON{TrainingInputMode: "File", ContainerEntrypoint: j.Command}}
 	if j.State == core.JobFailed {
-		out.FailureReason = j.Reason
+		out.FailureReason = failureReason(j)
 	}
 	if !j.StartedAt.IsZero() {
 		end := j.EndedAt
@@ -288,6 +288,20 @@ func (h *Handler) describeJob(ctx context.Context, c call) (any, error) {
 		out.Environment = map[string]string{}
 	}
 	return out, nil
+}
+
+// failureReason words why a job failed as SageMaker does: the kind of
+// error, then what happened.
+func failureReason(j core.Job) string {
+	switch code, ok := strings.CutPrefix(j.Reason, core.ReasonExitCode+" "); {
+	case ok:
+		return "AlgorithmError: the command exited with code " + code
+	case j.Reason == core.ReasonCapacityEnded:
+		return "CapacityError: the training plan's capacity ended before the job finished"
+	case j.Reason == core.ReasonInsufficientCapacity:
+		return "CapacityError: the job waited for its training plan's capacity longer than capblock allows (48 hours)"
+	}
+	return j.Reason
 }
 
 type listJobsInput struct {

@@ -99,7 +99,11 @@ func TestTrainingJobs(t *testing.T) {
 	}
 
 	// 4. The plan starts: the job runs its command, which checks its
-	//    environment, and completes.
+	//    environment, and completes; then a job whose command fails runs
+	//    on the instance it frees, and fails.
+	if _, err := c.CreateTrainingJob(ctx, jobInput("oops", planArn, "sh", "-c", "exit 3")); err != nil {
+		t.Fatalf("CreateTrainingJob oops: %v", err)
+	}
 	plan, err := c.DescribeTrainingPlan(ctx, &sm.DescribeTrainingPlanInput{TrainingPlanName: aws.String(planArn)})
 	if err != nil {
 		t.Fatal(err)
@@ -115,5 +119,14 @@ func TestTrainingJobs(t *testing.T) {
 	}
 	if last.TrainingStartTime == nil || last.TrainingEndTime == nil || last.TrainingTimeInSeconds == nil {
 		t.Errorf("times: start %v end %v seconds %v", last.TrainingStartTime, last.TrainingEndTime, last.TrainingTimeInSeconds)
+	}
+	eventually(t, "the failing job ends", func() bool {
+		last, err = c.DescribeTrainingJob(ctx, &sm.DescribeTrainingJobInput{TrainingJobName: aws.String("oops")})
+		return err == nil && last.TrainingJobStatus != types.TrainingJobStatusInProgress
+	})
+	got = map[string]any{"status": string(last.TrainingJobStatus), "secondary": string(last.SecondaryStatus), "reason": aws.ToString(last.FailureReason)}
+	want = map[string]any{"status": "Failed", "secondary": "Failed", "reason": "AlgorithmError: the command exited with code 3"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("failed job (-want +got):\n%s", diff)
 	}
 }
