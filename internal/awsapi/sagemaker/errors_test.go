@@ -199,7 +199,7 @@ func TestErrorWire(t *testing.T) {
 		"not found":      {"DescribeTrainingJob", `{"TrainingJobName":"nope"}`, `{"__type":"ResourceNotFound","Message":"training job nope not found"}`},
 		"not JSON":       {"ListTrainingJobs", `{"MaxResults":`, `{"__type":"ValidationException","Message":"the request body is not valid JSON (at byte 14)"}`},
 		"not an object":  {"ListTrainingJobs", `[1]`, `{"__type":"ValidationException","Message":"the request body must be a JSON object, not a JSON array"}`},
-		"wrong type":     {"ListTrainingJobs", `{"MaxResults":"ten"}`, `{"__type":"ValidationException","Message":"member MaxResults: want a number, not a JSON string"}`},
+		"wrong type":     {"ListTrainingJobs", `{"MaxResults":"ten"}`, `{"__type":"ValidationException","Message":"member MaxResults: want a whole number, not a JSON string"}`},
 		"bad timestamp":  {"ListTrainingJobs", `{"CreationTimeAfter":"yesterday"}`, `{"__type":"ValidationException","Message":"a timestamp must be seconds since 1970, as a number; got \"yesterday\""}`},
 		"unknown member": {"ListTrainingJobs", `{"Color":"blue","MaxResults":0}`, `{"__type":"ValidationException","Message":"MaxResults 0: want 1 to 100"}`},
 		"unknown op":     {"DeleteTrainingJob", `{}`, `{"__type":"UnknownOperationException","Message":"operation \"DeleteTrainingJob\" is not supported by capblock's SageMaker endpoint"}`},

@@ -181,7 +181,9 @@ func jsonKind(k reflect.Kind) string {
 	switch k {
 	case reflect.String:
 		return "a string"
-	case reflect.Int, reflect.Int64, reflect.Int32, reflect.Float64:
+	case reflect.Int, reflect.Int64, reflect.Int32:
+		return "a whole number"
+	case reflect.Float64:
 		return "a number"
 	case reflect.Bool:
 		return "true or false"
