@@ -46,6 +46,7 @@ type planOfferingsInput struct {
 	Target        string `query:"target" enum:"training-job,cluster" default:"training-job"`
 	MaxSegments   int    `query:"maxSegments" minimum:"1" maximum:"4" default:"2" doc:"At most this many segments (blocks) per plan."`
 	MaxResults    int    `query:"maxResults" minimum:"1" maximum:"50" default:"6"`
+	Team          string `query:"team" maxLength:"64" doc:"An admin searching for another team names it here (its id): that team's quota bounds each segment, as its purchase would be bounded."`
 }
 
 // Resolve checks that the window is not empty.
@@ -53,8 +54,15 @@ func (in *planOfferingsInput) Resolve(huma.Context) []error {
 	return checkRange("query.endBefore", "endBefore", in.StartAfter, in.EndBefore, "startAfter")
 }
 
+// searchPlanOfferings searches for the caller's team, or the team an admin
+// names: each segment respects that team's quota.
 func (s *server) searchPlanOfferings(ctx context.Context, in *planOfferingsInput) (*out[planOfferingsJSON], error) {
+	team, err := s.teamFor(ctx, in.Team)
+	if err != nil {
+		return nil, serviceProblem(ctx, err)
+	}
 	offerings, err := s.svc.PlanOfferings(ctx, core.PlanSearchRequest{
+		Team:        team,
 		Type:        in.InstanceType,
 		Count:       in.InstanceCount,
 		Duration:    hours(in.DurationHours),

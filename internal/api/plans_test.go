@@ -109,7 +109,7 @@ func TestSearchPlanOfferings(t *testing.T) {
 			{"instanceType": "h100.8x", "instanceCount": 4, "zone": "zone-a", "startTime": "2026-05-03T00:00:00Z",
 			 "endTime": "2026-05-04T00:00:00Z", "durationHours": 24, "upfrontFee": {"amount": "900.00", "currency": "USD"}}]}]}`)
 	want := core.PlanSearchRequest{Type: "h100.8x", Count: 4, Duration: 48 * time.Hour, StartAfter: start, EndBefore: end,
-		Target: core.TargetTrainingJob, MaxSegments: 2, MaxResults: 6}
+		Target: core.TargetTrainingJob, MaxSegments: 2, MaxResults: 6, Team: "default"} // the caller's team: its quota applies
 	if diff := cmp.Diff(want, f.gotSearch); diff != "" {
 		t.Errorf("search request with defaults (-want +got):\n%s", diff)
 	}

@@ -1,6 +1,7 @@
 package core
 
 import (
+	"cmp"
 	"fmt"
 	"math/bits"
 	"sort"
@@ -21,6 +22,11 @@ type PlanSearchRequest struct {
 	Target      string
 	MaxSegments int
 	MaxResults  int
+	// Team and Quota, when Quota is set, bound the offerings as the team's
+	// purchase would be bounded: each segment must pass its quota like a
+	// block (the service fills Quota with the team's effective quota).
+	Team  string
+	Quota *Quota
 }
 
 // SearchPlans returns up to MaxResults plan offerings, unsigned, best
@@ -48,6 +54,19 @@ func (ix *Index) SearchPlans(req PlanSearchRequest, now time.Time) ([]PlanOfferi
 	if err != nil {
 		return nil, err
 	}
+	var refused error // the first segment the team's quota refused
+	if req.Quota != nil {
+		// A request the quota refuses whatever the window (its count, its
+		// earliest start) is refused as its purchase would be; starts
+		// stop at the quota's lead limit.
+		first := ix.timeOf(q.first)
+		if err := CheckQuota(*req.Quota, req.Count, first, first.Add(time.Hour), now, 0); err != nil {
+			return nil, err
+		}
+		if req.Quota.MaxLead > 0 {
+			q.lastStart = min(q.lastStart, int(now.Add(req.Quota.MaxLead).Sub(ix.Origin)/time.Hour))
+		}
+	}
 	// 2. Collect candidates per pool.
 	var out []PlanOffering
 	seen := map[string]bool{}
@@ -66,7 +85,9 @@ func (ix *Index) SearchPlans(req PlanSearchRequest, now time.Time) ([]PlanOfferi
 					continue
 				}
 				o := ix.pricePlan(p, t, req.Count, segs, prefix, q, ps.target, now)
-				if key := planKey(o); !seen[key] {
+				if err := ix.checkPlanQuota(req, o, now); err != nil {
+					refused = cmp.Or(refused, err)
+				} else if key := planKey(o); !seen[key] {
 					seen[key] = true
 					out = append(out, o)
 				}
@@ -81,8 +102,25 @@ func (ix *Index) SearchPlans(req PlanSearchRequest, now time.Time) ([]PlanOfferi
 		}
 	}
 	// 3. Rank and cut.
+	if len(out) == 0 && refused != nil {
+		return nil, refused
+	}
 	rankPlans(out)
 	return out[:min(len(out), q.maxResults)], nil
+}
+
+// checkPlanQuota checks each segment of o against the quota of req's
+// team, as PurchasePlan does; nil when req has no quota.
+func (ix *Index) checkPlanQuota(req PlanSearchRequest, o PlanOffering, now time.Time) error {
+	if req.Quota == nil {
+		return nil
+	}
+	for i, sg := range o.Segments {
+		if err := ix.CheckQuota(req.Team, *req.Quota, o.Count, sg.Start, sg.End, now); err != nil {
+			return fmt.Errorf("segment %d of the plan: %w", i+1, err)
+		}
+	}
+	return nil
 }
 
 // planSearch is what SearchPlans adds to a block search's validation.

@@ -13,10 +13,18 @@ import (
 	"capblock/internal/store"
 )
 
-// PlanOfferings searches plan offerings and signs them.
-func (s *Service) PlanOfferings(_ context.Context, req core.PlanSearchRequest) ([]core.PlanOffering, error) {
+// PlanOfferings searches plan offerings and signs them. When req names a
+// team, each segment respects its effective quota, as its purchase would.
+func (s *Service) PlanOfferings(ctx context.Context, req core.PlanSearchRequest) ([]core.PlanOffering, error) {
 	if req.Zone != "" && !s.knownZone(req.Zone) {
 		return nil, core.Invalidf("unknown zone %q", req.Zone)
+	}
+	quotas, err := s.searchQuotas(ctx, req.Team, []string{req.Type})
+	if err != nil {
+		return nil, err
+	}
+	if q, ok := quotas[req.Type]; ok {
+		req.Quota = &q
 	}
 	s.mu.RLock()
 	offers, err := s.index.SearchPlans(req, s.clock.Now())
