@@ -184,6 +184,7 @@ administrator's token, written beside its database:
 		a.teamsCmd(),
 		a.usersCmd(),
 		a.tokensCmd(),
+		a.accessKeysCmd(),
 		a.spendCmd(),
 		a.auditCmd(),
 		a.adminCmd(),

@@ -22,6 +22,7 @@ import (
 	"capblock/internal/clock"
 	"capblock/internal/fleet"
 	"capblock/internal/humantime"
+	"capblock/internal/seal"
 	"capblock/internal/service"
 	"capblock/internal/store"
 )
@@ -39,7 +40,9 @@ type serveFlags struct {
 	rate      float64
 	burst     int
 	tokenFile string
-	jobsDir   string
+	// secretsKeyFile holds the key that seals access keys' secrets.
+	secretsKeyFile string
+	jobsDir        string
 	// privateWebhooks lets webhooks deliver to private addresses.
 	privateWebhooks bool
 	// webhookLog is how long the delivery log keeps finished deliveries.
@@ -93,6 +96,7 @@ POST /v1/admin/clock (or "capblock admin clock --advance 6h").`,
 	fl.Int64Var(&f.jobPIDs, "job-pids-limit", 4096, "processes and threads one job instance may have at once (0: no limit)")
 	fl.StringVar(&f.jobLog, "job-log-limit", "100MiB", "disk space of one job instance's log; the newest output is kept")
 	fl.StringVar(&f.tokenFile, "admin-token-file", "", "where the first start writes the first administrator's token (default: admin.token beside the SQLite file, or in the working directory)")
+	fl.StringVar(&f.secretsKeyFile, "secrets-key-file", "", "the key that encrypts access keys' secrets in the database, made at first start if missing; replicas must share one (default: secrets.key beside the SQLite file, or in the working directory)")
 	fl.StringVar(&f.fleet, "fleet", "", "fleet YAML file (default: the built-in demo fleet; see docs/fleet.md)")
 	fl.StringVar(&f.listen, "listen", "127.0.0.1:8080", "address to listen on")
 	fl.BoolVar(&f.simClock, "sim-clock", false, "run on a simulated clock moved by POST /v1/admin/clock")
@@ -189,6 +193,10 @@ func serve(ctx context.Context, f serveFlags) error {
 	if err != nil {
 		return err
 	}
+	secretsKey, err := loadSecretsKey(f, log)
+	if err != nil {
+		return err
+	}
 	// The service takes its nodes from the backend's inventory.
 	engine, closeEngine, err := newEngine(ctx, f, fl, st, log)
 	if err != nil {
@@ -200,7 +208,7 @@ func serve(ctx context.Context, f serveFlags) error {
 	}
 	svc, err := service.New(ctx, service.Config{Fleet: fl, Store: st, Backend: engine, Clock: clk, Log: log, Workloads: jobs.Workloads,
 		JobsDir: jobs.JobsDir, JobUIDs: jobs.JobUIDs, JobLimits: jobs.JobLimits, JobsOff: jobs.JobsOff,
-		AllowPrivateWebhooks: f.privateWebhooks, WebhookLogRetention: webhookLog, EnginePoll: enginePoll})
+		AllowPrivateWebhooks: f.privateWebhooks, WebhookLogRetention: webhookLog, EnginePoll: enginePoll, SecretsKey: secretsKey})
 	if err != nil {
 		return err
 	}
@@ -278,6 +286,27 @@ func serve(ctx context.Context, f serveFlags) error {
 		return fmt.Errorf("shutting down: %w", err)
 	}
 	return nil
+}
+
+// loadSecretsKey reads the key that seals access keys' secrets from
+// --secrets-key-file (by default secrets.key beside the SQLite file, or in
+// the working directory for PostgreSQL), making it on the first start.
+func loadSecretsKey(f serveFlags, log *slog.Logger) (*seal.Key, error) {
+	path := f.secretsKeyFile
+	if path == "" && isPostgresURL(f.db) {
+		path = "secrets.key"
+	} else if path == "" {
+		path = filepath.Join(filepath.Dir(f.db), "secrets.key")
+	}
+	key, made, err := seal.LoadOrCreate(path)
+	if err != nil {
+		return nil, fmt.Errorf("%w (choose the file with --secrets-key-file)", err)
+	}
+	if made {
+		log.Info("created the secrets key that encrypts access keys' secrets; back it up apart from the database, and give every replica this same file",
+			"file", path, "key", key.ID())
+	}
+	return key, nil
 }
 
 // metrics is the registry /metrics serves: the process, the HTTP layer

@@ -88,7 +88,11 @@ var access = map[string]core.Role{
 	"createToken": core.RoleViewer, // one's own; an admin anyone's
 	"listTokens":  core.RoleViewer,
 	"revokeToken": core.RoleViewer, // one's own; an admin anyone's
-	"listAudit":   core.RoleAdmin,
+	// Access keys follow the rules of tokens.
+	"createAccessKey": core.RoleViewer, // one's own; an admin anyone's
+	"listAccessKeys":  core.RoleViewer,
+	"revokeAccessKey": core.RoleViewer, // one's own; an admin anyone's
+	"listAudit":       core.RoleAdmin,
 }
 
 // AccessRule returns the role an operation needs ("" for public) and

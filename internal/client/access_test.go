@@ -109,6 +109,27 @@ func TestAccessCalls(t *testing.T) {
 			want:     Token{ID: "tok-1", User: "usr-1", CreatedAt: created, RevokedAt: &expires},
 			wantSeen: seen{Method: "DELETE", Path: "/v1/tokens/tok-1"},
 		},
+		"create access key": {
+			body: `{"id": "ak-1", "accessKeyId": "AKIAABCDEFGHIJKLMNOP", "user": "usr-2", "team": "team-1",
+				"createdAt": "2026-11-01T00:00:00Z", "secretAccessKey": "s3cr3t"}`,
+			call: func(ctx context.Context, c *Client) (any, error) { return c.CreateAccessKey(ctx, "usr-2") },
+			want: NewAccessKey{AccessKey: AccessKey{ID: "ak-1", AccessKeyID: "AKIAABCDEFGHIJKLMNOP", User: "usr-2", Team: "team-1", CreatedAt: created},
+				SecretAccessKey: "s3cr3t"},
+			wantSeen: seen{Method: "POST", Path: "/v1/users/usr-2/access-keys"},
+		},
+		"access keys": {
+			body: `{"accessKeys": [{"id": "ak-1", "accessKeyId": "AKIAABCDEFGHIJKLMNOP", "user": "usr-1", "team": "team-1",
+				"createdAt": "2026-11-01T00:00:00Z", "revokedAt": "2026-12-01T00:00:00Z"}]}`,
+			call:     func(ctx context.Context, c *Client) (any, error) { return c.AccessKeys(ctx) },
+			want:     []AccessKey{{ID: "ak-1", AccessKeyID: "AKIAABCDEFGHIJKLMNOP", User: "usr-1", Team: "team-1", CreatedAt: created, RevokedAt: &expires}},
+			wantSeen: seen{Method: "GET", Path: "/v1/access-keys"},
+		},
+		"revoke access key": {
+			body:     `{"id": "ak-1", "accessKeyId": "AKIAABCDEFGHIJKLMNOP", "user": "usr-1", "team": "team-1", "createdAt": "2026-11-01T00:00:00Z", "revokedAt": "2026-12-01T00:00:00Z"}`,
+			call:     func(ctx context.Context, c *Client) (any, error) { return c.RevokeAccessKey(ctx, "ak-1") },
+			want:     AccessKey{ID: "ak-1", AccessKeyID: "AKIAABCDEFGHIJKLMNOP", User: "usr-1", Team: "team-1", CreatedAt: created, RevokedAt: &expires},
+			wantSeen: seen{Method: "DELETE", Path: "/v1/access-keys/ak-1"},
+		},
 		"audit": {
 			body: `{"records": [{"seq": 7, "time": "2026-11-01T00:00:00Z", "user": "usr-1", "team": "team-0", "tokenId": "tok-1",
 				"method": "POST", "route": "/v1/teams", "status": 201, "outcome": "ok"}], "next": "7"}`,

@@ -235,6 +235,24 @@ type NewToken struct {
 	Secret string `json:"token"`
 }
 
+// AccessKey describes an AWS-style access key; the secret itself is only
+// in NewAccessKey.
+type AccessKey struct {
+	ID          string     `json:"id"`
+	AccessKeyID string     `json:"accessKeyId"`
+	User        string     `json:"user"`
+	Team        string     `json:"team"`
+	CreatedAt   time.Time  `json:"createdAt"`
+	RevokedAt   *time.Time `json:"revokedAt,omitempty"`
+}
+
+// NewAccessKey is an access key just created; SecretAccessKey is shown
+// this once.
+type NewAccessKey struct {
+	AccessKey
+	SecretAccessKey string `json:"secretAccessKey"`
+}
+
 // AuditRecord is one mutating request: who, with which token, what, and
 // the outcome ("ok" or a problem code).
 type AuditRecord struct {

@@ -72,7 +72,7 @@ type Service interface {
 	RecordAudit(ctx context.Context, r core.AuditRecord)
 	Audit(ctx context.Context, after int64, limit int) ([]core.AuditRecord, error)
 
-	// Teams, users and tokens. A scope is the team a caller may see, ""
+	// Teams, users, tokens and access keys. A scope is the team a caller may see, ""
 	// for an admin (every team).
 	CreateTeam(ctx context.Context, name string) (core.Team, error)
 	Teams(ctx context.Context, scope string) ([]core.Team, error)
@@ -82,6 +82,17 @@ type Service interface {
 	CreateToken(ctx context.Context, p core.Principal, userID string, expiresIn time.Duration) (core.Token, string, error)
 	Tokens(ctx context.Context, p core.Principal) ([]core.Token, error)
 	RevokeToken(ctx context.Context, p core.Principal, id string) (core.Token, error)
+	// Access keys of the AWS protocols, made, listed and revoked by the
+	// rules of tokens. CreateAccessKey returns the key and its secret,
+	// which no other call shows; RevokeAccessKey takes the key's id or
+	// its access key id.
+	CreateAccessKey(ctx context.Context, p core.Principal, userID string) (core.AccessKey, string, error) // the key and its secret
+	AccessKeys(ctx context.Context, p core.Principal) ([]core.AccessKey, error)
+	RevokeAccessKey(ctx context.Context, p core.Principal, id string) (core.AccessKey, error)
+	// AuthenticateAccessKey returns the secret of a live access key and who it
+	// acts as (the user's role and team, as with bearer tokens), or an error
+	// wrapping core.ErrUnauthenticated (unknown, revoked, or its user gone).
+	AuthenticateAccessKey(ctx context.Context, accessKeyID string) (secret string, p core.Principal, err error)
 
 	// Quotas, budgets and the ledger.
 	PutQuota(ctx context.Context, q core.Quota) (core.Quota, error)

@@ -155,6 +155,16 @@ func (f *authzFixture) newToken(user string) string {
 	return out.Token
 }
 
+// accessKeyID makes an access key of a user, as the admin, and returns
+// its id.
+func (f *authzFixture) accessKeyID(user string) string {
+	var out struct{ ID string }
+	if code := call(f.e.t, f.e.url, "POST", "/v1/users/"+user+"/access-keys", nil, &out); code != 201 {
+		f.e.t.Fatalf("creating an access key: %d", code)
+	}
+	return out.ID
+}
+
 // tokenID makes a token of a user, as the admin, and returns its id.
 func (f *authzFixture) tokenID(user string) string {
 	var out struct{ ID string }
@@ -373,6 +383,25 @@ var authzRequests = map[string]func(f *authzFixture, role core.Role, other bool)
 			u = f.users[f.beta]
 		}
 		return authzRequest{need: core.RoleViewer, method: "DELETE", path: "/v1/tokens/" + f.tokenID(u), success: 200, scoped: true, otherStatus: 404}
+	},
+	// Access keys follow the rules of tokens.
+	"createAccessKey": func(f *authzFixture, role core.Role, other bool) authzRequest {
+		u := f.self[role]
+		if other {
+			u = f.users[f.beta]
+		}
+		return authzRequest{need: core.RoleViewer, method: "POST", path: "/v1/users/" + u + "/access-keys",
+			success: 201, scoped: true, otherStatus: 404}
+	},
+	"listAccessKeys": func(*authzFixture, core.Role, bool) authzRequest {
+		return authzRequest{need: core.RoleViewer, method: "GET", path: "/v1/access-keys", success: 200}
+	},
+	"revokeAccessKey": func(f *authzFixture, role core.Role, other bool) authzRequest {
+		u := f.self[role]
+		if other {
+			u = f.users[f.beta]
+		}
+		return authzRequest{need: core.RoleViewer, method: "DELETE", path: "/v1/access-keys/" + f.accessKeyID(u), success: 200, scoped: true, otherStatus: 404}
 	},
 	"listAudit": func(*authzFixture, core.Role, bool) authzRequest {
 		return authzRequest{need: core.RoleAdmin, method: "GET", path: "/v1/audit", success: 200}

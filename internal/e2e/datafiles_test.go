@@ -15,7 +15,7 @@ import (
 // TestDataFilesOwnerOnly starts the binary with a umask that would make
 // every file world-writable: the data directory it creates is 0700 and
 // every file it creates (the database, its journal files, the token file,
-// the jobs' state) is readable by the server's user alone.
+// the secrets key, the jobs' state) is readable by the server's user alone.
 func TestDataFilesOwnerOnly(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the server binary")
@@ -47,7 +47,7 @@ func TestDataFilesOwnerOnly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"capblock.db", "capblock.db-wal", "capblock.db-shm", "admin.token"} {
+	for _, name := range []string{"capblock.db", "capblock.db-wal", "capblock.db-shm", "admin.token", "secrets.key"} {
 		if _, err := os.Stat(filepath.Join(data, name)); err != nil {
 			t.Errorf("%s: %v", name, err)
 		}

@@ -21,6 +21,7 @@ import (
 	"capblock/internal/backend"
 	"capblock/internal/clock"
 	"capblock/internal/fleet"
+	"capblock/internal/seal"
 	"capblock/internal/service"
 	"capblock/internal/store/sqlite"
 )
@@ -89,6 +90,9 @@ func startWith(t *testing.T, fleetYAML string, cfg service.Config, opts api.Opti
 	cfg.Fleet, cfg.Store, cfg.Backend, cfg.Clock, cfg.Log = f, st, backend.NewSim(discard(), f.Nodes), sim, discard()
 	if cfg.JobsDir != "" {
 		cfg.JobsDir = filepath.Join(filepath.Dir(db), cfg.JobsDir)
+	}
+	if cfg.SecretsKey == nil {
+		cfg.SecretsKey = seal.Generate()
 	}
 	svc, err := service.New(ctx, cfg)
 	if err != nil {

@@ -43,7 +43,7 @@ func startReplicas(t testing.TB, n int) (dsn string, rs []*replica) {
 		// One jobs directory for the test's replicas, as on one host, so
 		// that a new leader adopts the jobs of the one before it.
 		r.cmd = exec.Command(bin, "serve", "--db", dsn, "--listen", "127.0.0.1:0", "--sim-clock", "--sim-start", ts(t0),
-			"--rate-limit", "0", "--admin-token-file", tokenFile, "--jobs-dir", filepath.Join(dir, "jobs"), "--allow-unisolated-jobs")
+			"--rate-limit", "0", "--admin-token-file", tokenFile, "--secrets-key-file", filepath.Join(dir, "secrets.key"), "--jobs-dir", filepath.Join(dir, "jobs"), "--allow-unisolated-jobs")
 		stderr, err := r.cmd.StderrPipe()
 		if err != nil {
 			t.Fatal(err)

@@ -198,7 +198,9 @@ func (s *Service) CreateToken(ctx context.Context, p core.Principal, userID stri
 // expiresIn (0: as long as may be), expires; zero for never.
 func (s *Service) newTokenExpiry(ctx context.Context, p core.Principal, now time.Time, expiresIn time.Duration) (time.Time, error) {
 	var limit time.Time // the expiry of p's token; zero for never
-	if p.TokenID != "" {
+	// An access key (of the AWS protocols) never expires: like a token
+	// that never does, it sets no limit.
+	if p.TokenID != "" && !isAccessKey(p.TokenID) {
 		own, err := s.store.Token(ctx, p.TokenID)
 		if err != nil {
 			return time.Time{}, fmt.Errorf("loading token %s of the request: %w", p.TokenID, err)

@@ -30,6 +30,7 @@ import (
 	"capblock/internal/clock"
 	"capblock/internal/contract"
 	"capblock/internal/core"
+	"capblock/internal/seal"
 	"capblock/internal/store"
 )
 
@@ -75,6 +76,10 @@ type Config struct {
 	// EnginePoll is how often the leader reads the backend's nodes and
 	// their health (enginewatch.go); 0 is every 10 s.
 	EnginePoll time.Duration
+	// SecretsKey seals the secrets of access keys. It is kept outside the
+	// database (seal.LoadOrCreate), and replicas share it. Without one,
+	// the server makes no access keys and accepts none.
+	SecretsKey *seal.Key
 }
 
 // Service implements the use cases. It is safe for concurrent use: reads
@@ -87,6 +92,8 @@ type Service struct {
 	clock   clock.Clock
 	log     *slog.Logger
 	secret  []byte
+	// secretsKey seals the access keys' secrets; nil when there is none.
+	secretsKey *seal.Key
 
 	mu    sync.RWMutex
 	index *core.Index
@@ -153,6 +160,7 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 		outbox:              newOutboxRuntime(cfg.Outbox),
 		enginePoll:          cmp.Or(cfg.EnginePoll, defaultEnginePoll),
 		jobsOff:             cfg.JobsOff,
+		secretsKey:          cfg.SecretsKey,
 	}
 	s.settled = sync.NewCond(&s.mu)
 	if s.webhookLogRetention <= 0 {
@@ -181,6 +189,9 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 		return nil, err
 	}
 	if err := s.reportMissing(ctx, missing); err != nil {
+		return nil, err
+	}
+	if err := s.checkSealedKeys(ctx); err != nil {
 		return nil, err
 	}
 	return s, nil

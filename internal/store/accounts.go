@@ -7,8 +7,8 @@ import (
 	"capblock/internal/core"
 )
 
-// Accounts persists who may do what: teams, users, API tokens, quotas,
-// budgets and the audit log. Every method is safe for concurrent use.
+// Accounts persists who may do what: teams, users, API tokens, access
+// keys, quotas, budgets and the audit log. Every method is safe for concurrent use.
 type Accounts interface {
 	// CreateTeam stores a new team; a duplicate id or name is ErrConflict.
 	CreateTeam(ctx context.Context, t core.Team) error
@@ -37,6 +37,25 @@ type Accounts interface {
 	// RevokeToken marks a token revoked at the given time; revoking twice
 	// keeps the first time. An unknown id is ErrNotFound.
 	RevokeToken(ctx context.Context, id string, at time.Time) error
+
+	// CreateAccessKey stores an access key with its sealed secret (its
+	// Team is not stored: it is read from the user); a duplicate id or
+	// access key id is ErrConflict, an unknown user ErrNotFound.
+	CreateAccessKey(ctx context.Context, k core.AccessKey) error
+	// AccessKey returns one access key by id, with its user's team, or
+	// ErrNotFound.
+	AccessKey(ctx context.Context, id string) (core.AccessKey, error)
+	// AccessKeyByKeyID returns the access key that AWS clients name
+	// accessKeyID, or ErrNotFound.
+	AccessKeyByKeyID(ctx context.Context, accessKeyID string) (core.AccessKey, error)
+	// AccessKeys lists the access keys of a user ("" for all), ordered
+	// by creation.
+	AccessKeys(ctx context.Context, user string) ([]core.AccessKey, error)
+	// RevokeAccessKey marks an access key revoked at the given time;
+	// revoking twice keeps the first time. An unknown id is ErrNotFound.
+	// A driver that replicas share tells their watches (Notice.Accounts),
+	// as it does of a revoked token.
+	RevokeAccessKey(ctx context.Context, id string, at time.Time) error
 
 	// PutQuota stores a team's quota for an instance type ("" for all
 	// types), replacing the one stored for that pair.

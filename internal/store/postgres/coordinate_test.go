@@ -92,6 +92,24 @@ func TestWatchBlocks(t *testing.T) {
 			t.Fatalf("notice after a %s change: %+v, want Accounts", what, n)
 		}
 	}
+	// So does the revocation of an access key, which replicas cache.
+	if err := other.CreateTeam(t.Context(), core.Team{ID: "t", Name: "t", CreatedAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	if err := other.CreateUser(t.Context(), core.User{ID: "u", Name: "u", Team: "t", Role: core.RoleMember, CreatedAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	key := core.AccessKey{ID: "ak-1", AccessKeyID: "AKIA0000000000000001", User: "u", CreatedAt: time.Now(),
+		Secret: core.SealedSecret{KeyID: "sk-1", Nonce: []byte{1}, Ciphertext: []byte{2}}}
+	if err := other.CreateAccessKey(t.Context(), key); err != nil {
+		t.Fatal(err)
+	}
+	if err := other.RevokeAccessKey(t.Context(), key.ID, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if n := next(); !n.Accounts {
+		t.Fatalf("notice after an access key's revocation: %+v, want Accounts", n)
+	}
 }
 
 // TestWatchHealthAndActions follows a node's failure, committed with the

@@ -58,6 +58,7 @@ func Exercise(t *testing.T, h Harness) {
 		{"ConcurrentCommits", testConcurrentCommits},
 	}
 	tests = append(tests, accountsTests...)
+	tests = append(tests, accessKeysTests...)
 	tests = append(tests, budgetTests...)
 	tests = append(tests, webhooksTests...)
 	tests = append(tests, jobsTests...)
