@@ -146,7 +146,7 @@ func (a *app) printOfferings(offerings []client.Offering) error {
 		if o.Alternative {
 			alt = "yes"
 		}
-		row := []string{strconv.Itoa(i+1), o.InstanceType, strconv.Itoa(o.InstanceCount), o.Zone,
+		row := []string{strconv.Itoa(i + 1), o.InstanceType, strconv.Itoa(o.InstanceCount), o.Zone,
 			fmtTime(o.StartTime), fmtTime(o.EndTime), strconv.Itoa(o.DurationHours), alt,
 			o.UpfrontFee.String(), o.OnDemandFee.String(), savings(o.UpfrontFee, o.OnDemandFee)}
 		if a.wideOutput() {

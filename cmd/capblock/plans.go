@@ -239,7 +239,7 @@ func (a *app) printPlanOfferings(offerings []client.PlanOffering) error {
 			parts = append(parts, fmt.Sprintf("%dh", s.DurationHours))
 			end = fmtTime(s.EndTime)
 		}
-		row := []string{strconv.Itoa(i+1), typ, count, zone, start, end, strconv.Itoa(o.DurationHours), strings.Join(parts, ", "),
+		row := []string{strconv.Itoa(i + 1), typ, count, zone, start, end, strconv.Itoa(o.DurationHours), strings.Join(parts, ", "),
 			o.UpfrontFee.String(), o.OnDemandFee.String(), savings(o.UpfrontFee, o.OnDemandFee)}
 		if a.wideOutput() {
 			row = append(row, o.OfferingID)
