@@ -17,9 +17,9 @@ func TestAccessCommands(t *testing.T) {
 		"teams list": {
 			args: []string{"teams", "list"},
 			want: result{stdout: lines(
-				"ID      NAME      CREATED (UTC)",
-				"team-0  ops       2026-10-01 00:00",
-				"team-1  research  2026-11-01 00:00",
+				"ID      NAME      CREATED (UTC)     STATE",
+				"team-0  ops       2026-10-01 00:00  enabled",
+				"team-1  research  2026-11-01 00:00  enabled",
 			)},
 			wantRequests: []string{"GET /v1/teams"},
 		},
@@ -27,8 +27,8 @@ func TestAccessCommands(t *testing.T) {
 			args: []string{"teams", "create", "vision"},
 			want: result{
 				stdout: lines(
-					"ID      NAME    CREATED (UTC)",
-					"team-2  vision  2026-11-20 09:30",
+					"ID      NAME    CREATED (UTC)     STATE",
+					"team-2  vision  2026-11-20 09:30  enabled",
 				),
 				stderr: "add people with: capblock users create NAME --team team-2 --role member\n",
 			},
@@ -150,9 +150,9 @@ func TestAccessCommands(t *testing.T) {
 		"users list": {
 			args: []string{"users", "list"},
 			want: result{stdout: lines(
-				"ID     NAME  TEAM    ROLE    CREATED (UTC)",
-				"usr-1  root  team-0  admin   2026-10-01 00:00",
-				"usr-2  ada   team-1  member  2026-11-01 00:00",
+				"ID     NAME  TEAM    ROLE    CREATED (UTC)     STATE",
+				"usr-1  root  team-0  admin   2026-10-01 00:00  enabled",
+				"usr-2  ada   team-1  member  2026-11-01 00:00  enabled",
 			)},
 			wantRequests: []string{"GET /v1/users"},
 		},
@@ -160,8 +160,8 @@ func TestAccessCommands(t *testing.T) {
 			args: []string{"users", "create", "grace", "--team", "team-1", "--role", "viewer"},
 			want: result{
 				stdout: lines(
-					"ID     NAME   TEAM    ROLE    CREATED (UTC)",
-					"usr-3  grace  team-1  viewer  2026-11-20 09:30",
+					"ID     NAME   TEAM    ROLE    CREATED (UTC)     STATE",
+					"usr-3  grace  team-1  viewer  2026-11-20 09:30  enabled",
 				),
 				stderr: "give grace a token with: capblock tokens create --user usr-3\n",
 			},

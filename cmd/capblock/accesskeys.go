@@ -10,8 +10,6 @@ import (
 	"capblock/internal/client"
 )
 
-// userThing is how `access-keys create --user` looks a user up by name.
-var userThing = thingKind{noun: "user", prefix: "usr-", list: "capblock users list"}
 
 func (a *app) accessKeysCmd() *cobra.Command {
 	cmd := &cobra.Command{
@@ -87,17 +85,6 @@ func (a *app) accessKeysCreateCmd() *cobra.Command {
 	return cmd
 }
 
-// userID returns the id of the user that arg names (resolve).
-func userID(ctx context.Context, c *client.Client, arg string) (string, error) {
-	return resolve(ctx, userThing, arg, func(ctx context.Context) ([]namedThing, error) {
-		users, err := c.Users(ctx)
-		things := make([]namedThing, len(users))
-		for i, u := range users {
-			things[i] = namedThing{u.ID, u.Name, u.Role}
-		}
-		return things, err
-	})
-}
 
 func (a *app) accessKeysListCmd() *cobra.Command {
 	return &cobra.Command{

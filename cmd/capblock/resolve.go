@@ -67,6 +67,8 @@ var (
 	blockThing = thingKind{noun: "block", prefix: "cb-", list: "capblock blocks list"}
 	planThing  = thingKind{noun: "plan", prefix: "tp-", list: "capblock plans list"}
 	jobThing   = thingKind{noun: "job", prefix: "job-", list: "capblock jobs list"}
+	userThing  = thingKind{noun: "user", prefix: "usr-", list: "capblock users list"}
+	teamThing  = thingKind{noun: "team", prefix: "team-", list: "capblock teams list"}
 )
 
 // resolve returns the id that arg stands for: arg itself when it has the
@@ -132,6 +134,30 @@ func jobID(ctx context.Context, c *client.Client, arg string) (string, error) {
 		things := make([]namedThing, len(jobs))
 		for i, j := range jobs {
 			things[i] = namedThing{j.ID, j.Name, j.State}
+		}
+		return things, err
+	})
+}
+
+// userID returns the id of the user that arg names (resolve).
+func userID(ctx context.Context, c *client.Client, arg string) (string, error) {
+	return resolve(ctx, userThing, arg, func(ctx context.Context) ([]namedThing, error) {
+		users, err := c.Users(ctx)
+		things := make([]namedThing, len(users))
+		for i, u := range users {
+			things[i] = namedThing{u.ID, u.Name, u.Role}
+		}
+		return things, err
+	})
+}
+
+// teamID returns the id of the team that arg names (resolve).
+func teamID(ctx context.Context, c *client.Client, arg string) (string, error) {
+	return resolve(ctx, teamThing, arg, func(ctx context.Context) ([]namedThing, error) {
+		teams, err := c.Teams(ctx)
+		things := make([]namedThing, len(teams))
+		for i, t := range teams {
+			things[i] = namedThing{t.ID, t.Name, "team"}
 		}
 		return things, err
 	})

@@ -30,6 +30,8 @@ func (a *app) teamsCmd() *cobra.Command {
 		a.teamsQuotaCmd(),
 		a.teamsBudgetCmd(),
 		a.teamsLedgerCmd(),
+		a.teamsDisableCmd(true),
+		a.teamsDisableCmd(false),
 	)
 	return cmd
 }
@@ -58,9 +60,9 @@ func (a *app) teamsListCmd() *cobra.Command {
 }
 
 func (a *app) printTeams(teams []client.Team) error {
-	t := newTable(a.stdout, "ID", "NAME", "CREATED (UTC)")
+	t := newTable(a.stdout, "ID", "NAME", "CREATED (UTC)", "STATE")
 	for _, tm := range teams {
-		t.row(tm.ID, tm.Name, fmtTime(tm.CreatedAt))
+		t.row(tm.ID, tm.Name, fmtTime(tm.CreatedAt), enabledState(tm.DisabledAt))
 	}
 	return t.flush()
 }

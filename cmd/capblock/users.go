@@ -19,10 +19,10 @@ var roles = []string{client.RoleAdmin, client.RoleMember, client.RoleViewer}
 func (a *app) usersCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "users",
-		Short: "List and create users",
+		Short: "List, create, disable and enable users",
 		RunE:  groupRunE,
 	}
-	cmd.AddCommand(a.usersListCmd(), a.usersCreateCmd())
+	cmd.AddCommand(a.usersListCmd(), a.usersCreateCmd(), a.usersDisableCmd(true), a.usersDisableCmd(false))
 	return cmd
 }
 
@@ -50,9 +50,9 @@ func (a *app) usersListCmd() *cobra.Command {
 }
 
 func (a *app) printUsers(users []client.User) error {
-	t := newTable(a.stdout, "ID", "NAME", "TEAM", "ROLE", "CREATED (UTC)")
+	t := newTable(a.stdout, "ID", "NAME", "TEAM", "ROLE", "CREATED (UTC)", "STATE")
 	for _, u := range users {
-		t.row(u.ID, u.Name, u.Team, u.Role, fmtTime(u.CreatedAt))
+		t.row(u.ID, u.Name, u.Team, u.Role, fmtTime(u.CreatedAt), enabledState(u.DisabledAt))
 	}
 	return t.flush()
 }

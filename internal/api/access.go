@@ -83,6 +83,10 @@ var access = map[string]core.Role{
 	"getLedger":   core.RoleViewer,
 	"getSpend":    core.RoleViewer,
 	"createUser":  core.RoleAdmin,
+	"disableUser": core.RoleAdmin,
+	"enableUser":  core.RoleAdmin,
+	"disableTeam": core.RoleAdmin,
+	"enableTeam":  core.RoleAdmin,
 	"listUsers":   core.RoleViewer,
 	"whoami":      core.RoleViewer,
 	"createToken": core.RoleViewer, // one's own; an admin anyone's

@@ -37,12 +37,7 @@ type accessKeyJSON struct {
 }
 
 func toAccessKey(k core.AccessKey) accessKeyJSON {
-	out := accessKeyJSON{ID: k.ID, AccessKeyID: k.AccessKeyID, User: k.User, Team: k.Team, CreatedAt: k.CreatedAt.UTC()}
-	if !k.RevokedAt.IsZero() {
-		r := k.RevokedAt.UTC()
-		out.RevokedAt = &r
-	}
-	return out
+	return accessKeyJSON{ID: k.ID, AccessKeyID: k.AccessKeyID, User: k.User, Team: k.Team, CreatedAt: k.CreatedAt.UTC(), RevokedAt: optionalTime(k.RevokedAt)}
 }
 
 type createAccessKeyInput struct {

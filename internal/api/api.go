@@ -87,6 +87,7 @@ func New(svc contract.Service, opts Options) http.Handler {
 		s.registerClock(hapi, clock)
 	}
 	s.registerTeams(hapi)
+	s.registerDisable(hapi)
 	s.registerAccessKeys(hapi)
 	s.registerAudit(hapi)
 	s.registerSpend(hapi)

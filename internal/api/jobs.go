@@ -44,20 +44,14 @@ type jobJSON struct {
 }
 
 func toJob(j core.Job) jobJSON {
-	opt := func(t time.Time) *time.Time {
-		if t.IsZero() {
-			return nil
-		}
-		u := t.UTC()
-		return &u
-	}
+
 	env := j.Env
 	if env == nil {
 		env = map[string]string{}
 	}
 	return jobJSON{ID: j.ID, Name: j.Name, Team: j.Team, BlockID: j.BlockID, PlanID: j.PlanID, Command: j.Command, Env: env,
 		InstanceCount: j.InstanceCount, MaxRestarts: j.MaxRestarts, State: string(j.State), Restarts: j.Restarts,
-		Reason: j.Reason, CreatedAt: j.CreatedAt.UTC(), StartedAt: opt(j.StartedAt), EndedAt: opt(j.EndedAt)}
+		Reason: j.Reason, CreatedAt: j.CreatedAt.UTC(), StartedAt: optionalTime(j.StartedAt), EndedAt: optionalTime(j.EndedAt)}
 }
 
 type createJobInput struct {

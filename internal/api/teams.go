@@ -42,13 +42,14 @@ func (s *server) registerTeams(api huma.API) {
 }
 
 type teamJSON struct {
-	ID        string    `json:"id" example:"team-0a1b2c3d4e5f6a7b8"`
-	Name      string    `json:"name" example:"research"`
-	CreatedAt time.Time `json:"createdAt"`
+	ID         string     `json:"id" example:"team-0a1b2c3d4e5f6a7b8"`
+	Name       string     `json:"name" example:"research"`
+	CreatedAt  time.Time  `json:"createdAt"`
+	DisabledAt *time.Time `json:"disabledAt,omitempty" doc:"When an administrator disabled the team; absent when it is enabled."`
 }
 
 func toTeam(t core.Team) teamJSON {
-	return teamJSON{ID: t.ID, Name: t.Name, CreatedAt: t.CreatedAt.UTC()}
+	return teamJSON{ID: t.ID, Name: t.Name, CreatedAt: t.CreatedAt.UTC(), DisabledAt: optionalTime(t.DisabledAt)}
 }
 
 type createTeamInput struct {
@@ -189,15 +190,16 @@ func (s *server) getLedger(ctx context.Context, in *teamIDInput) (*out[ledgerJSO
 }
 
 type userJSON struct {
-	ID        string    `json:"id" example:"usr-0a1b2c3d4e5f6a7b8"`
-	Name      string    `json:"name" example:"ada"`
-	Team      string    `json:"team"`
-	Role      string    `json:"role" enum:"admin,member,viewer"`
-	CreatedAt time.Time `json:"createdAt"`
+	ID         string     `json:"id" example:"usr-0a1b2c3d4e5f6a7b8"`
+	Name       string     `json:"name" example:"ada"`
+	Team       string     `json:"team"`
+	Role       string     `json:"role" enum:"admin,member,viewer"`
+	CreatedAt  time.Time  `json:"createdAt"`
+	DisabledAt *time.Time `json:"disabledAt,omitempty" doc:"When an administrator disabled the user; absent when enabled."`
 }
 
 func toUser(u core.User) userJSON {
-	return userJSON{ID: u.ID, Name: u.Name, Team: u.Team, Role: string(u.Role), CreatedAt: u.CreatedAt.UTC()}
+	return userJSON{ID: u.ID, Name: u.Name, Team: u.Team, Role: string(u.Role), CreatedAt: u.CreatedAt.UTC(), DisabledAt: optionalTime(u.DisabledAt)}
 }
 
 type createUserInput struct {
@@ -251,16 +253,7 @@ type tokenJSON struct {
 }
 
 func toToken(t core.Token) tokenJSON {
-	out := tokenJSON{ID: t.ID, User: t.User, CreatedAt: t.CreatedAt.UTC()}
-	if !t.ExpiresAt.IsZero() {
-		e := t.ExpiresAt.UTC()
-		out.ExpiresAt = &e
-	}
-	if !t.RevokedAt.IsZero() {
-		r := t.RevokedAt.UTC()
-		out.RevokedAt = &r
-	}
-	return out
+	return tokenJSON{ID: t.ID, User: t.User, CreatedAt: t.CreatedAt.UTC(), ExpiresAt: optionalTime(t.ExpiresAt), RevokedAt: optionalTime(t.RevokedAt)}
 }
 
 type createTokenInput struct {

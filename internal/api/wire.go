@@ -233,3 +233,13 @@ func orEmpty(m map[string]string) map[string]string {
 	}
 	return m
 }
+
+// optionalTime is t in UTC for an optional time field: nil (absent) when
+// t is zero.
+func optionalTime(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	u := t.UTC()
+	return &u
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/url"
+	"strings"
 	"time"
 )
 
@@ -177,3 +178,30 @@ func (c *Client) Spend(ctx context.Context, q SpendQuery) (Spend, error) {
 }
 
 func teamPath(id, suffix string) string { return "/v1/teams/" + url.PathEscape(id) + suffix }
+
+// SetUserDisabled disables a user, or enables it again (admin):
+// POST /v1/users/{id}/disable or /enable.
+func (c *Client) SetUserDisabled(ctx context.Context, id string, disabled bool) (User, error) {
+	var u User
+	if err := c.do(ctx, request{method: http.MethodPost, path: "/v1/users/" + url.PathEscape(id) + "/" + disableVerb(disabled)}, &u); err != nil {
+		return User{}, wrapf(err, "%s user %s", strings.TrimSuffix(disableVerb(disabled), "e")+"ing", id)
+	}
+	return u, nil
+}
+
+// SetTeamDisabled disables a team, or enables it again (admin):
+// POST /v1/teams/{id}/disable or /enable.
+func (c *Client) SetTeamDisabled(ctx context.Context, id string, disabled bool) (Team, error) {
+	var t Team
+	if err := c.do(ctx, request{method: http.MethodPost, path: "/v1/teams/" + url.PathEscape(id) + "/" + disableVerb(disabled)}, &t); err != nil {
+		return Team{}, wrapf(err, "%s team %s", strings.TrimSuffix(disableVerb(disabled), "e")+"ing", id)
+	}
+	return t, nil
+}
+
+func disableVerb(disabled bool) string {
+	if disabled {
+		return "disable"
+	}
+	return "enable"
+}

@@ -159,9 +159,10 @@ type Clock struct {
 
 // Team is a group of users that owns blocks, quotas and a budget.
 type Team struct {
-	ID        string    `json:"id"`
-	Name      string    `json:"name"`
-	CreatedAt time.Time `json:"createdAt"`
+	ID         string     `json:"id"`
+	Name       string     `json:"name"`
+	CreatedAt  time.Time  `json:"createdAt"`
+	DisabledAt *time.Time `json:"disabledAt,omitempty"`
 }
 
 // Quota limits a team's purchases, for every instance type (InstanceType
@@ -206,11 +207,12 @@ const (
 
 // User is a person or robot of a team, with a role.
 type User struct {
-	ID        string    `json:"id"`
-	Name      string    `json:"name"`
-	Team      string    `json:"team"`
-	Role      string    `json:"role"`
-	CreatedAt time.Time `json:"createdAt"`
+	ID         string     `json:"id"`
+	Name       string     `json:"name"`
+	Team       string     `json:"team"`
+	Role       string     `json:"role"`
+	CreatedAt  time.Time  `json:"createdAt"`
+	DisabledAt *time.Time `json:"disabledAt,omitempty"`
 }
 
 // NewUser is the body of POST /v1/users.

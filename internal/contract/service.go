@@ -79,6 +79,12 @@ type Service interface {
 	Team(ctx context.Context, scope, id string) (core.Team, error)
 	CreateUser(ctx context.Context, name, team string, role core.Role) (core.User, error)
 	Users(ctx context.Context, scope string) ([]core.User, error)
+	// SetUserDisabled and SetTeamDisabled disable (or enable again) a
+	// user or a team, as an administrator p: a disabled user's or team's
+	// tokens and access keys stop authenticating, and a disabled team buys
+	// nothing. p cannot disable themself or their own team.
+	SetUserDisabled(ctx context.Context, p core.Principal, id string, disabled bool) (core.User, error)
+	SetTeamDisabled(ctx context.Context, p core.Principal, id string, disabled bool) (core.Team, error)
 	CreateToken(ctx context.Context, p core.Principal, userID string, expiresIn time.Duration) (core.Token, string, error)
 	Tokens(ctx context.Context, p core.Principal) ([]core.Token, error)
 	RevokeToken(ctx context.Context, p core.Principal, id string) (core.Token, error)

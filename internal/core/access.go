@@ -50,6 +50,10 @@ type Team struct {
 	ID        string
 	Name      string
 	CreatedAt time.Time
+	// DisabledAt is when an administrator disabled the team; zero when it
+	// is enabled. A disabled team's users cannot authenticate and it buys
+	// nothing; what it bought runs on.
+	DisabledAt time.Time
 }
 
 // User belongs to one team with one role.
@@ -59,6 +63,10 @@ type User struct {
 	Team      string // team id
 	Role      Role
 	CreatedAt time.Time
+	// DisabledAt is when an administrator disabled the user; zero when
+	// enabled. A disabled user's tokens and access keys do not
+	// authenticate.
+	DisabledAt time.Time
 }
 
 // Token is an API token of a user. Only the hash of its secret is stored.

@@ -182,6 +182,26 @@ func (f *authzFixture) teamOf(other bool) string {
 	return f.alpha
 }
 
+// freshUser makes a viewer in a team, as the admin, for a request that
+// changes it (disabling) without touching the users the matrix acts as.
+func (f *authzFixture) freshUser(team string) string {
+	var u user
+	body := map[string]any{"name": fmt.Sprintf("fresh%d", f.n.Add(1)), "team": team, "role": "viewer"}
+	if code := call(f.e.t, f.e.url, "POST", "/v1/users", body, &u); code != 201 {
+		f.e.t.Fatalf("creating a user in %s: %d", team, code)
+	}
+	return u.ID
+}
+
+// freshTeam makes a team, as the admin, for a request that disables it.
+func (f *authzFixture) freshTeam() string {
+	var t struct{ ID string }
+	if code := call(f.e.t, f.e.url, "POST", "/v1/teams", map[string]any{"name": fmt.Sprintf("fresh%d", f.n.Add(1))}, &t); code != 201 {
+		f.e.t.Fatalf("creating a team: %d", code)
+	}
+	return t.ID
+}
+
 // offering quotes one l4.1x for an hour, each call at another hour so the
 // pool never runs dry.
 func (f *authzFixture) offering() string {
@@ -353,6 +373,18 @@ var authzRequests = map[string]func(f *authzFixture, role core.Role, other bool)
 	},
 	"getSpend": func(f *authzFixture, _ core.Role, other bool) authzRequest {
 		return authzRequest{need: core.RoleViewer, method: "GET", path: "/v1/spend?team=" + f.teamOf(other), success: 200, scoped: true, otherStatus: 404}
+	},
+	"disableUser": func(f *authzFixture, _ core.Role, other bool) authzRequest {
+		return authzRequest{need: core.RoleAdmin, method: "POST", path: "/v1/users/" + f.freshUser(f.teamOf(other)) + "/disable", success: 200}
+	},
+	"enableUser": func(f *authzFixture, _ core.Role, other bool) authzRequest {
+		return authzRequest{need: core.RoleAdmin, method: "POST", path: "/v1/users/" + f.freshUser(f.teamOf(other)) + "/enable", success: 200}
+	},
+	"disableTeam": func(f *authzFixture, _ core.Role, _ bool) authzRequest {
+		return authzRequest{need: core.RoleAdmin, method: "POST", path: "/v1/teams/" + f.freshTeam() + "/disable", success: 200}
+	},
+	"enableTeam": func(f *authzFixture, _ core.Role, _ bool) authzRequest {
+		return authzRequest{need: core.RoleAdmin, method: "POST", path: "/v1/teams/" + f.freshTeam() + "/enable", success: 200}
 	},
 	"createUser": func(f *authzFixture, _ core.Role, other bool) authzRequest {
 		return authzRequest{need: core.RoleAdmin, method: "POST", path: "/v1/users", body: map[string]any{

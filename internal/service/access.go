@@ -47,6 +47,9 @@ func (s *Service) Authenticate(ctx context.Context, token string) (core.Principa
 	case !t.Usable(now):
 		return core.Principal{}, fmt.Errorf("%w: token %s expired at %s", core.ErrUnauthenticated, t.ID, t.ExpiresAt.Format(time.RFC3339))
 	}
+	if err := s.checkEnabled(ctx, c.user); err != nil {
+		return core.Principal{}, err
+	}
 	return core.Principal{User: c.user, TokenID: t.ID}, nil
 }
 

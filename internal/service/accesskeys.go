@@ -236,6 +236,9 @@ func (s *Service) AuthenticateAccessKey(ctx context.Context, accessKeyID string)
 	case c.sealErr != nil:
 		return "", core.Principal{}, fmt.Errorf("%w: this server cannot read the secret of access key %s (see its log); make a new access key", core.ErrUnauthenticated, accessKeyID)
 	}
+	if err := s.checkEnabled(ctx, c.user); err != nil {
+		return "", core.Principal{}, err
+	}
 	return c.secret, core.Principal{User: c.user, TokenID: c.key.ID}, nil
 }
 

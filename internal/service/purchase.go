@@ -169,12 +169,15 @@ func (s *Service) explainUsedQuote(ctx context.Context, offeringID, why string, 
 }
 
 // buyerTerms loads what a purchase of instanceType by team is checked
-// against: the type, still sold, the team's quota for it and its budget
-// guard (nil without a budget).
+// against: the type, still sold, the team, not disabled, its quota for
+// the type and its budget guard (nil without a budget).
 func (s *Service) buyerTerms(ctx context.Context, team, instanceType string, now time.Time) (core.InstanceType, core.Quota, *core.BudgetGuard, error) {
 	t, ok := s.fleet.Type(instanceType)
 	if !ok {
 		return core.InstanceType{}, core.Quota{}, nil, fmt.Errorf("%w: instance type %s is no longer sold", core.ErrOfferingInvalid, instanceType)
+	}
+	if err := s.checkTeamEnabled(ctx, team, core.ErrInvalidState); err != nil {
+		return core.InstanceType{}, core.Quota{}, nil, err
 	}
 	q, err := s.effectiveQuota(ctx, team, t.Name)
 	if err != nil {

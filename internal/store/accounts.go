@@ -16,6 +16,11 @@ type Accounts interface {
 	Teams(ctx context.Context) ([]core.Team, error)
 	// Team returns one team, or ErrNotFound.
 	Team(ctx context.Context, id string) (core.Team, error)
+	// SetTeamDisabled disables a team at the given time, or enables it
+	// when the time is zero; disabling twice keeps the first time. An
+	// unknown id is ErrNotFound. A driver that replicas share tells their
+	// watches (Notice.Accounts).
+	SetTeamDisabled(ctx context.Context, id string, at time.Time) error
 
 	// CreateUser stores a new user; a duplicate id or a user name already
 	// used is ErrConflict, an unknown team ErrNotFound.
@@ -24,6 +29,8 @@ type Accounts interface {
 	Users(ctx context.Context, team string) ([]core.User, error)
 	// User returns one user, or ErrNotFound.
 	User(ctx context.Context, id string) (core.User, error)
+	// SetUserDisabled is SetTeamDisabled for a user.
+	SetUserDisabled(ctx context.Context, id string, at time.Time) error
 
 	// CreateToken stores a token (its hash only); a duplicate id or hash
 	// is ErrConflict, an unknown user ErrNotFound.

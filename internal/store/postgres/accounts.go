@@ -47,7 +47,7 @@ func (s *Store) CreateTeam(ctx context.Context, t core.Team) error {
 
 // Teams lists every team, ordered by name.
 func (s *Store) Teams(ctx context.Context) ([]core.Team, error) {
-	teams, err := queryRows(ctx, s.pool, scanTeam, `SELECT id, name, created_at FROM teams ORDER BY name`)
+	teams, err := queryRows(ctx, s.pool, scanTeam, `SELECT `+teamColumns+` FROM teams ORDER BY name`)
 	if err != nil {
 		return nil, fmt.Errorf("listing teams: %w", err)
 	}
@@ -56,7 +56,7 @@ func (s *Store) Teams(ctx context.Context) ([]core.Team, error) {
 
 // Team returns one team, or an error wrapping store.ErrNotFound.
 func (s *Store) Team(ctx context.Context, id string) (core.Team, error) {
-	t, err := scanTeam(s.pool.QueryRow(ctx, `SELECT id, name, created_at FROM teams WHERE id = $1`, id))
+	t, err := scanTeam(s.pool.QueryRow(ctx, `SELECT `+teamColumns+` FROM teams WHERE id = $1`, id))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return core.Team{}, fmt.Errorf("team %s: %w", id, store.ErrNotFound)
 	}
@@ -66,13 +66,44 @@ func (s *Store) Team(ctx context.Context, id string) (core.Team, error) {
 	return t, nil
 }
 
+const teamColumns = `id, name, created_at, disabled_at`
+
 func scanTeam(r rowScanner) (core.Team, error) {
-	var t core.Team
-	if err := r.Scan(&t.ID, &t.Name, &t.CreatedAt); err != nil {
+	var (
+		t        core.Team
+		disabled *time.Time
+	)
+	if err := r.Scan(&t.ID, &t.Name, &t.CreatedAt, &disabled); err != nil {
 		return core.Team{}, err
 	}
-	t.CreatedAt = t.CreatedAt.UTC()
+	t.CreatedAt, t.DisabledAt = t.CreatedAt.UTC(), fromOptional(disabled)
 	return t, nil
+}
+
+// SetTeamDisabled disables a team at at, or enables it when at is zero;
+// the other replicas hear of it.
+func (s *Store) SetTeamDisabled(ctx context.Context, id string, at time.Time) error {
+	return s.setDisabled(ctx, "teams", "team", id, at)
+}
+
+// SetUserDisabled disables a user at at, or enables it when at is zero;
+// the other replicas hear of it.
+func (s *Store) SetUserDisabled(ctx context.Context, id string, at time.Time) error {
+	return s.setDisabled(ctx, "users", "user", id, at)
+}
+
+// setDisabled sets disabled_at of row id of table (teams or users),
+// keeping an earlier time when it is already disabled.
+func (s *Store) setDisabled(ctx context.Context, table, kind, id string, at time.Time) error {
+	tag, err := s.execAccounts(ctx, `UPDATE `+table+` SET disabled_at = CASE WHEN $1::timestamptz IS NULL THEN NULL ELSE coalesce(disabled_at, $1) END WHERE id = $2`,
+		optionalTime(at), id)
+	if err != nil {
+		return dbError("setting "+kind+" "+id+" disabled", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("%s %s: %w", kind, id, store.ErrNotFound)
+	}
+	return nil
 }
 
 // CreateUser stores a new user; a duplicate id or name is a conflict, an
@@ -84,7 +115,7 @@ func (s *Store) CreateUser(ctx context.Context, u core.User) error {
 		fmt.Sprintf("team %s does not exist", u.Team), err)
 }
 
-const userColumns = `id, name, team, role, created_at`
+const userColumns = `id, name, team, role, created_at, disabled_at`
 
 // Users lists the users of a team ("" for all), ordered by name.
 func (s *Store) Users(ctx context.Context, team string) ([]core.User, error) {
@@ -117,13 +148,14 @@ func (s *Store) User(ctx context.Context, id string) (core.User, error) {
 
 func scanUser(r rowScanner) (core.User, error) {
 	var (
-		u    core.User
-		role string
+		u        core.User
+		role     string
+		disabled *time.Time
 	)
-	if err := r.Scan(&u.ID, &u.Name, &u.Team, &role, &u.CreatedAt); err != nil {
+	if err := r.Scan(&u.ID, &u.Name, &u.Team, &role, &u.CreatedAt, &disabled); err != nil {
 		return core.User{}, err
 	}
-	u.Role, u.CreatedAt = core.Role(role), u.CreatedAt.UTC()
+	u.Role, u.CreatedAt, u.DisabledAt = core.Role(role), u.CreatedAt.UTC(), fromOptional(disabled)
 	return u, nil
 }
 

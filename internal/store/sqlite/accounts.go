@@ -38,7 +38,7 @@ func (s *Store) CreateTeam(ctx context.Context, t core.Team) error {
 
 // Teams lists every team, ordered by name.
 func (s *Store) Teams(ctx context.Context) ([]core.Team, error) {
-	teams, err := queryRows(ctx, s.r, scanTeam, `SELECT id, name, created_at FROM teams ORDER BY name`)
+	teams, err := queryRows(ctx, s.r, scanTeam, `SELECT `+teamColumns+` FROM teams ORDER BY name`)
 	if err != nil {
 		return nil, fmt.Errorf("listing teams: %w", err)
 	}
@@ -47,7 +47,7 @@ func (s *Store) Teams(ctx context.Context) ([]core.Team, error) {
 
 // Team returns one team, or an error wrapping store.ErrNotFound.
 func (s *Store) Team(ctx context.Context, id string) (core.Team, error) {
-	t, err := scanTeam(s.r.QueryRowContext(ctx, `SELECT id, name, created_at FROM teams WHERE id = ?`, id))
+	t, err := scanTeam(s.r.QueryRowContext(ctx, `SELECT `+teamColumns+` FROM teams WHERE id = ?`, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return core.Team{}, fmt.Errorf("team %s: %w", id, store.ErrNotFound)
 	}
@@ -57,16 +57,47 @@ func (s *Store) Team(ctx context.Context, id string) (core.Team, error) {
 	return t, nil
 }
 
+const teamColumns = `id, name, created_at, disabled_at`
+
 func scanTeam(r rowScanner) (core.Team, error) {
 	var (
-		t       core.Team
-		created int64
+		t        core.Team
+		created  int64
+		disabled sql.NullInt64
 	)
-	if err := r.Scan(&t.ID, &t.Name, &created); err != nil {
+	if err := r.Scan(&t.ID, &t.Name, &created, &disabled); err != nil {
 		return core.Team{}, err
 	}
-	t.CreatedAt = fromUnix(created)
+	t.CreatedAt, t.DisabledAt = fromUnix(created), fromOptional(disabled)
 	return t, nil
+}
+
+// SetTeamDisabled disables a team at at, or enables it when at is zero.
+func (s *Store) SetTeamDisabled(ctx context.Context, id string, at time.Time) error {
+	return s.setDisabled(ctx, "teams", "team", id, at)
+}
+
+// SetUserDisabled disables a user at at, or enables it when at is zero.
+func (s *Store) SetUserDisabled(ctx context.Context, id string, at time.Time) error {
+	return s.setDisabled(ctx, "users", "user", id, at)
+}
+
+// setDisabled sets disabled_at of row id of table (teams or users),
+// keeping an earlier time when it is already disabled.
+func (s *Store) setDisabled(ctx context.Context, table, kind, id string, at time.Time) error {
+	res, err := s.w.ExecContext(ctx, `UPDATE `+table+` SET disabled_at = CASE WHEN ? IS NULL THEN NULL ELSE coalesce(disabled_at, ?) END WHERE id = ?`,
+		optionalTime(at), optionalTime(at), id)
+	if err != nil {
+		return fmt.Errorf("setting %s %s disabled: %w", kind, id, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return fmt.Errorf("setting %s %s disabled: %w", kind, id, err)
+	}
+	if n == 0 {
+		return fmt.Errorf("%s %s: %w", kind, id, store.ErrNotFound)
+	}
+	return nil
 }
 
 // CreateUser stores a new user; a duplicate id or name is a conflict, an
@@ -85,7 +116,7 @@ func (s *Store) CreateUser(ctx context.Context, u core.User) error {
 	return nil
 }
 
-const userColumns = `id, name, team, role, created_at`
+const userColumns = `id, name, team, role, created_at, disabled_at`
 
 // Users lists the users of a team ("" for all), ordered by name.
 func (s *Store) Users(ctx context.Context, team string) ([]core.User, error) {
@@ -118,14 +149,15 @@ func (s *Store) User(ctx context.Context, id string) (core.User, error) {
 
 func scanUser(r rowScanner) (core.User, error) {
 	var (
-		u       core.User
-		role    string
-		created int64
+		u        core.User
+		role     string
+		created  int64
+		disabled sql.NullInt64
 	)
-	if err := r.Scan(&u.ID, &u.Name, &u.Team, &role, &created); err != nil {
+	if err := r.Scan(&u.ID, &u.Name, &u.Team, &role, &created, &disabled); err != nil {
 		return core.User{}, err
 	}
-	u.Role, u.CreatedAt = core.Role(role), fromUnix(created)
+	u.Role, u.CreatedAt, u.DisabledAt = core.Role(role), fromUnix(created), fromOptional(disabled)
 	return u, nil
 }
 

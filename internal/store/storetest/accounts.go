@@ -26,6 +26,7 @@ var accountsTests = []struct {
 	{"Audit", testAudit},
 	{"AuditInCommit", testAuditInCommit},
 	{"AccountsReopen", testAccountsReopen},
+	{"Disabled", testDisabled},
 }
 
 func makeTeam(id, name string) core.Team {
