@@ -10,7 +10,6 @@ import (
 	"capblock/internal/client"
 )
 
-
 func (a *app) accessKeysCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "access-keys",
@@ -84,7 +83,6 @@ func (a *app) accessKeysCreateCmd() *cobra.Command {
 	cmd.Flags().StringVar(&user, "user", "", "the user the key acts as, by id or name (default: yourself, as 'capblock login' found out)")
 	return cmd
 }
-
 
 func (a *app) accessKeysListCmd() *cobra.Command {
 	return &cobra.Command{
