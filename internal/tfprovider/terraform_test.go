@@ -184,7 +184,26 @@ resource "capblock_block" "imported" {
 	w.must("import", "capblock_block.imported", other.ID)
 	w.noChanges("after the import")
 
-	// 5. Destroy cancels both blocks and takes the budget and the webhook
+	// 5. A wider window that the imported block still fits is only written
+	// down; one it does not fit, or an earlier end, replaces the block.
+	wider := strings.Replace(imported, other.StartTime.Format(time.RFC3339), "2026-12-01T12:00:00Z", 1)
+	w.write(stackConfig(newEnd.Format(time.RFC3339), wider))
+	if plan, code := w.run("plan", "-detailed-exitcode"); code != 2 || !strings.Contains(plan, "updated in-place") || strings.Contains(plan, "replace") {
+		t.Errorf("a wider window: plan exited %d, want an in-place update and no replacement\n%s", code, plan)
+	}
+	w.must("apply", "-auto-approve")
+	w.noChanges("after writing down the wider window")
+	narrower := strings.Replace(wider, "2026-12-01T12:00:00Z", other.StartTime.Add(time.Hour).Format(time.RFC3339), 1)
+	w.write(stackConfig(b.EndTime.Format(time.RFC3339), narrower))
+	replan, code := w.run("plan", "-detailed-exitcode")
+	for _, want := range []string{"capblock_block.imported must be replaced", "capblock_block.train must be replaced"} {
+		if code != 2 || !strings.Contains(replan, want) {
+			t.Errorf("a window the block misses and an earlier end: plan exited %d, want %q\n%s", code, want, replan)
+		}
+	}
+	w.write(stackConfig(newEnd.Format(time.RFC3339), wider))
+
+	// 6. Destroy cancels both blocks and takes the budget and the webhook
 	// away; the team and the plan, which the API cannot delete, stay.
 	destroyed := w.must("destroy", "-auto-approve")
 	for _, id := range []string{b.ID, other.ID} {
