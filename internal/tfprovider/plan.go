@@ -238,7 +238,7 @@ func (r *planResource) Delete(ctx context.Context, req resource.DeleteRequest, r
 	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
 	resp.Diagnostics.AddWarning("Training plan "+state.ID.ValueString()+" is not cancelled",
 		"capblock's API cannot cancel a training plan: it is removed from the Terraform state only, and stays bought. "+
-			"Its segments are blocks: `capblock cancel BLOCK` cancels each under the refund policy (the plan then fails).")
+			"Its segments are blocks: `capblock blocks cancel BLOCK` cancels each under the refund policy (the plan then fails).")
 }
 
 type planSegmentModel struct {
