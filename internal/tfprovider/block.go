@@ -133,6 +133,9 @@ func (r *blockResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanR
 }
 
 func (r *blockResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
+	if unconfigured(r.client, &resp.Diagnostics) {
+		return
+	}
 	var plan blockModel
 	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
 	after := parseTime(plan.StartAfter, path.Root("start_after"), &resp.Diagnostics)
@@ -187,6 +190,9 @@ func (r *blockResource) Create(ctx context.Context, req resource.CreateRequest, 
 }
 
 func (r *blockResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
+	if unconfigured(r.client, &resp.Diagnostics) {
+		return
+	}
 	var state blockModel
 	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
 	if resp.Diagnostics.HasError() {
@@ -212,6 +218,9 @@ func (r *blockResource) Read(ctx context.Context, req resource.ReadRequest, resp
 }
 
 func (r *blockResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
+	if unconfigured(r.client, &resp.Diagnostics) {
+		return
+	}
 	var plan, state blockModel
 	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
 	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
@@ -255,6 +264,9 @@ func (r *blockResource) extend(ctx context.Context, id string, current, end time
 }
 
 func (r *blockResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
+	if unconfigured(r.client, &resp.Diagnostics) {
+		return
+	}
 	var state blockModel
 	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
 	if resp.Diagnostics.HasError() {

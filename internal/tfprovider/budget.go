@@ -60,6 +60,9 @@ func (r *budgetResource) ImportState(ctx context.Context, req resource.ImportSta
 }
 
 func (r *budgetResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
+	if unconfigured(r.client, &resp.Diagnostics) {
+		return
+	}
 	var plan budgetModel
 	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
 	if r.put(ctx, &plan, &resp.Diagnostics) {
@@ -68,6 +71,9 @@ func (r *budgetResource) Create(ctx context.Context, req resource.CreateRequest,
 }
 
 func (r *budgetResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
+	if unconfigured(r.client, &resp.Diagnostics) {
+		return
+	}
 	var plan budgetModel
 	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
 	if r.put(ctx, &plan, &resp.Diagnostics) {
@@ -111,6 +117,9 @@ func (r *budgetResource) put(ctx context.Context, plan *budgetModel, diags *diag
 }
 
 func (r *budgetResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
+	if unconfigured(r.client, &resp.Diagnostics) {
+		return
+	}
 	var state budgetModel
 	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
 	if resp.Diagnostics.HasError() {
@@ -135,6 +144,9 @@ func (r *budgetResource) Read(ctx context.Context, req resource.ReadRequest, res
 }
 
 func (r *budgetResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
+	if unconfigured(r.client, &resp.Diagnostics) {
+		return
+	}
 	var state budgetModel
 	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
 	if resp.Diagnostics.HasError() {

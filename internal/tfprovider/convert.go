@@ -139,3 +139,14 @@ func listValue(s []string) types.List {
 	}
 	return types.ListValueMust(types.StringType, elems)
 }
+
+// unconfigured reports, with an error, that the provider has no client:
+// its endpoint or token are not known until another resource is applied.
+func unconfigured(c *client.Client, diags *diag.Diagnostics) bool {
+	if c != nil {
+		return false
+	}
+	diags.AddError("The capblock provider is not configured",
+		"Its endpoint or token comes from a value not known yet; give them values known at plan time (or CAPBLOCK_URL and CAPBLOCK_TOKEN).")
+	return true
+}

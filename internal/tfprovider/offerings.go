@@ -87,6 +87,9 @@ func (d *offeringsDataSource) Configure(_ context.Context, req datasource.Config
 }
 
 func (d *offeringsDataSource) Read(ctx context.Context, req datasource.ReadRequest, resp *datasource.ReadResponse) {
+	if unconfigured(d.client, &resp.Diagnostics) {
+		return
+	}
 	var m offeringsModel
 	resp.Diagnostics.Append(req.Config.Get(ctx, &m)...)
 	q := client.OfferingsQuery{

@@ -141,6 +141,9 @@ func (r *planResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRe
 }
 
 func (r *planResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
+	if unconfigured(r.client, &resp.Diagnostics) {
+		return
+	}
 	var plan planModel
 	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
 	after := parseTime(plan.StartAfter, path.Root("start_after"), &resp.Diagnostics)
@@ -186,6 +189,9 @@ func (r *planResource) Create(ctx context.Context, req resource.CreateRequest, r
 }
 
 func (r *planResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
+	if unconfigured(r.client, &resp.Diagnostics) {
+		return
+	}
 	var state planModel
 	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
 	if resp.Diagnostics.HasError() {
@@ -219,6 +225,9 @@ func (r *planResource) Read(ctx context.Context, req resource.ReadRequest, resp 
 // Update only writes down new criteria that the plan still meets
 // (ModifyPlan replaces it otherwise).
 func (r *planResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
+	if unconfigured(r.client, &resp.Diagnostics) {
+		return
+	}
 	var plan planModel
 	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
 	if resp.Diagnostics.HasError() {
@@ -234,6 +243,9 @@ func (r *planResource) Update(ctx context.Context, req resource.UpdateRequest, r
 }
 
 func (r *planResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
+	if unconfigured(r.client, &resp.Diagnostics) {
+		return
+	}
 	var state planModel
 	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
 	resp.Diagnostics.AddWarning("Training plan "+state.ID.ValueString()+" is not cancelled",

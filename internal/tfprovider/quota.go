@@ -74,6 +74,9 @@ func (r *quotaResource) ImportState(ctx context.Context, req resource.ImportStat
 }
 
 func (r *quotaResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
+	if unconfigured(r.client, &resp.Diagnostics) {
+		return
+	}
 	var plan quotaModel
 	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
 	if r.put(ctx, &plan, &resp.Diagnostics) {
@@ -82,6 +85,9 @@ func (r *quotaResource) Create(ctx context.Context, req resource.CreateRequest, 
 }
 
 func (r *quotaResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
+	if unconfigured(r.client, &resp.Diagnostics) {
+		return
+	}
 	var plan quotaModel
 	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
 	if r.put(ctx, &plan, &resp.Diagnostics) {
@@ -105,6 +111,9 @@ func (r *quotaResource) put(ctx context.Context, plan *quotaModel, diags *diag.D
 }
 
 func (r *quotaResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
+	if unconfigured(r.client, &resp.Diagnostics) {
+		return
+	}
 	var state quotaModel
 	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
 	if resp.Diagnostics.HasError() {
@@ -131,6 +140,9 @@ func (r *quotaResource) Read(ctx context.Context, req resource.ReadRequest, resp
 }
 
 func (r *quotaResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
+	if unconfigured(r.client, &resp.Diagnostics) {
+		return
+	}
 	var state quotaModel
 	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
 	if resp.Diagnostics.HasError() {

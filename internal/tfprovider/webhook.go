@@ -66,6 +66,9 @@ func (r *webhookResource) ImportState(ctx context.Context, req resource.ImportSt
 }
 
 func (r *webhookResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
+	if unconfigured(r.client, &resp.Diagnostics) {
+		return
+	}
 	var plan webhookModel
 	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
 	events := stringList(ctx, plan.Events, &resp.Diagnostics)
@@ -83,6 +86,9 @@ func (r *webhookResource) Create(ctx context.Context, req resource.CreateRequest
 }
 
 func (r *webhookResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
+	if unconfigured(r.client, &resp.Diagnostics) {
+		return
+	}
 	var state webhookModel
 	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
 	if resp.Diagnostics.HasError() {
@@ -105,12 +111,18 @@ func (r *webhookResource) Read(ctx context.Context, req resource.ReadRequest, re
 
 // Update is never called with a change: every argument replaces.
 func (r *webhookResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
+	if unconfigured(r.client, &resp.Diagnostics) {
+		return
+	}
 	var plan webhookModel
 	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
 	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
 }
 
 func (r *webhookResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
+	if unconfigured(r.client, &resp.Diagnostics) {
+		return
+	}
 	var state webhookModel
 	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
 	if resp.Diagnostics.HasError() {
