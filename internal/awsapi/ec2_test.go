@@ -3,6 +3,7 @@ package awsapi_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -292,6 +293,22 @@ func TestEC2Refusals(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := aws.ToString(bought.CapacityReservation.CapacityReservationId)
+	// The audit log holds both purchases, the refused and the made.
+	records, err := e.svc.Audit(ctx, 0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range records {
+		got = append(got, fmt.Sprintf("%s %s %s %d %s", r.User, r.Route, r.Subject, r.Status, r.Outcome))
+	}
+	want := []string{
+		fmt.Sprintf("%s /aws EC2 PurchaseCapacityBlock  403 UnauthorizedOperation", e.keys.keys[viewerKey].p.User.ID),
+		fmt.Sprintf("%s /aws EC2 PurchaseCapacityBlock %s 200 ok", e.keys.keys[memberKey].p.User.ID, id),
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("audit log (-want +got):\n%s", diff)
+	}
 	_, err = viewer.CancelCapacityReservation(ctx, &ec2.CancelCapacityReservationInput{CapacityReservationId: aws.String(id)})
 	wantCode(t, "a viewer cancelling", err, "UnauthorizedOperation")
 
