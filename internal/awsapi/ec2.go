@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"capblock/internal/api"
 	"capblock/internal/contract"
@@ -279,8 +280,12 @@ func (c *ec2Call) hasPrefix(prefix string) bool {
 	return false
 }
 
-// maxTags bounds the tags of a purchase, as the REST API does.
-const maxTags = 50
+// The bounds of a purchase's tags, as the REST API has them.
+const (
+	maxTags        = 50
+	maxTagKeyLen   = 128
+	maxTagValueLen = 256
+)
 
 // tags reads the TagSpecification.N of resource type capacity-reservation
 // (or none named).
@@ -305,7 +310,14 @@ func (c *ec2Call) tags() (map[string]string, error) {
 				}
 				break
 			}
-			tags[key[0]] = c.str(tp + ".Value")
+			value := c.str(tp + ".Value")
+			if n := utf8.RuneCountInString(key[0]); n == 0 || n > maxTagKeyLen {
+				return nil, invalidParameter("%s.Key must be 1 to %d characters", tp, maxTagKeyLen)
+			}
+			if utf8.RuneCountInString(value) > maxTagValueLen {
+				return nil, invalidParameter("%s.Value must be at most %d characters", tp, maxTagValueLen)
+			}
+			tags[key[0]] = value
 		}
 	}
 	if len(tags) > maxTags {

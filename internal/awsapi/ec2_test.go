@@ -360,6 +360,20 @@ func TestEC2Refusals(t *testing.T) {
 				CapacityBlockOfferingId: aws.String("cbo-forged"), InstancePlatform: types.CapacityReservationInstancePlatformLinuxUnix})
 			return err
 		}, "InvalidParameterValue"},
+		"a tag key too long": {func() error {
+			_, err := member.PurchaseCapacityBlock(ctx, &ec2.PurchaseCapacityBlockInput{
+				CapacityBlockOfferingId: offs.CapacityBlockOfferings[1].CapacityBlockOfferingId, InstancePlatform: types.CapacityReservationInstancePlatformLinuxUnix,
+				TagSpecifications: []types.TagSpecification{{ResourceType: types.ResourceTypeCapacityReservation,
+					Tags: []types.Tag{{Key: aws.String(strings.Repeat("k", 129)), Value: aws.String("v")}}}}})
+			return err
+		}, "InvalidParameterValue"},
+		"a tag with a control character": {func() error {
+			_, err := member.PurchaseCapacityBlock(ctx, &ec2.PurchaseCapacityBlockInput{
+				CapacityBlockOfferingId: offs.CapacityBlockOfferings[1].CapacityBlockOfferingId, InstancePlatform: types.CapacityReservationInstancePlatformLinuxUnix,
+				TagSpecifications: []types.TagSpecification{{ResourceType: types.ResourceTypeCapacityReservation,
+					Tags: []types.Tag{{Key: aws.String("k"), Value: aws.String("a\x1b[2Jb")}}}}})
+			return err
+		}, "InvalidParameterValue"},
 		"dry run": {func() error {
 			_, err := member.CancelCapacityReservation(ctx, &ec2.CancelCapacityReservationInput{CapacityReservationId: aws.String(id), DryRun: aws.Bool(true)})
 			return err
