@@ -32,7 +32,8 @@ type Keys interface {
 
 // JSONService answers one JSON 1.1 call (X-Amz-Target "<Prefix>.<Op>")
 // already authenticated as p. body is the request's whole body, also
-// readable from r.Body.
+// readable from r.Body; w already carries the X-Amzn-RequestId header.
+// Errors are answered with WriteJSONError.
 type JSONService interface {
 	Serve(w http.ResponseWriter, r *http.Request, p core.Principal, op string, body []byte)
 }

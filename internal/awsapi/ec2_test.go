@@ -324,6 +324,12 @@ func TestEC2Refusals(t *testing.T) {
 	wantCode(t, "extending another team's", err, "InvalidCapacityReservationId.NotFound")
 	_, err = beta.DescribeCapacityBlockStatus(ctx, &ec2.DescribeCapacityBlockStatusInput{CapacityBlockIds: []string{id}})
 	wantCode(t, "another team's status", err, "InvalidCapacityReservationId.NotFound")
+	_, err = beta.PurchaseCapacityBlockExtension(ctx, &ec2.PurchaseCapacityBlockExtensionInput{
+		CapacityReservationId: aws.String(id), CapacityBlockExtensionOfferingId: aws.String("cbe-x"),
+	})
+	wantCode(t, "buying another team's extension", err, "InvalidCapacityReservationId.NotFound")
+	_, err = beta.DescribeCapacityBlockExtensionHistory(ctx, &ec2.DescribeCapacityBlockExtensionHistoryInput{CapacityReservationIds: []string{id}})
+	wantCode(t, "another team's extension history", err, "InvalidCapacityReservationId.NotFound")
 	if res, err := beta.DescribeCapacityReservations(ctx, &ec2.DescribeCapacityReservationsInput{}); err != nil || len(res.CapacityReservations) != 0 {
 		t.Errorf("beta lists %v %+v, want nothing", err, res)
 	}

@@ -160,10 +160,18 @@ type jsonReplier struct {
 }
 
 func (j jsonReplier) fail(status int, code, msg string) {
-	j.w.Header().Set("Content-Type", "application/x-amz-json-1.1")
 	j.w.Header().Set("X-Amzn-RequestId", j.requestID)
-	j.w.WriteHeader(status)
-	_ = json.NewEncoder(j.w).Encode(map[string]string{"__type": code, "message": msg})
+	WriteJSONError(j.w, status, code, msg)
+}
+
+// WriteJSONError answers a JSON 1.1 call with an error in the protocol's
+// shape, {"__type": code, "message": message}, which the SDKs raise as
+// the exception named code. The JSON services (SageMaker) answer their
+// own errors with it; the response's X-Amzn-RequestId is already set.
+func WriteJSONError(w http.ResponseWriter, status int, code, message string) {
+	w.Header().Set("Content-Type", "application/x-amz-json-1.1")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(map[string]string{"__type": code, "message": message})
 }
 
 func (j jsonReplier) auth(a *authError) {

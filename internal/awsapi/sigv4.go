@@ -217,7 +217,8 @@ func orRoot(path string) string {
 }
 
 // headerValue is a signed header's canonical value: its values trimmed,
-// inner runs of spaces made one, joined by commas.
+// inner runs of spaces made one (as the SDKs do; tabs stay), joined by
+// commas.
 func headerValue(r *http.Request, name string) string {
 	var values []string
 	switch name {
@@ -232,9 +233,24 @@ func headerValue(r *http.Request, name string) string {
 		values = r.Header.Values(name)
 	}
 	for i, v := range values {
-		values[i] = strings.Join(strings.Fields(v), " ")
+		values[i] = collapseSpaces(strings.TrimSpace(v))
 	}
 	return strings.Join(values, ",")
+}
+
+// collapseSpaces makes each run of spaces in s one space.
+func collapseSpaces(s string) string {
+	if !strings.Contains(s, "  ") {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == ' ' && i > 0 && s[i-1] == ' ' {
+			continue
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
 }
 
 // canonicalQuery is the query's parameters escaped as SigV4 wants,
