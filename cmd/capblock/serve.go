@@ -19,6 +19,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"capblock/internal/api"
+	"capblock/internal/awsapi"
+	"capblock/internal/awsapi/sagemaker"
 	"capblock/internal/clock"
 	"capblock/internal/fleet"
 	"capblock/internal/humantime"
@@ -242,7 +244,8 @@ func serve(ctx context.Context, f serveFlags) error {
 	}
 	// 6. Serve until interrupted.
 	srv := &http.Server{
-		Handler:           api.New(svc, api.Options{Logger: log, RateLimit: f.rate, RateBurst: f.burst, Registry: metrics(st, svc)}),
+		Handler: api.New(svc, api.Options{Logger: log, RateLimit: f.rate, RateBurst: f.burst, Registry: metrics(st, svc),
+			AWS: awsEndpoint(svc, log)}),
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      90 * time.Second, // long polls wait up to 60s
@@ -404,4 +407,16 @@ func loginHint(url, tokenPath string, made bool) string {
 		return fmt.Sprintf("try: capblock login --url %s --token-file %s && capblock types", url, tokenPath)
 	}
 	return fmt.Sprintf("try: capblock login --url %s --token-file FILE && capblock types, with FILE an administrator's token: the first administrator was made by an earlier start or another replica, and this server wrote no token to %s", url, tokenPath)
+}
+
+// awsEndpoint is the handler of AWS's protocols (EC2 Query, SageMaker JSON
+// 1.1) at /aws, signed with the users' access keys.
+func awsEndpoint(svc *service.Service, log *slog.Logger) http.Handler {
+	fleet := svc.Fleet()
+	sm := sagemaker.New(svc, sagemaker.Options{
+		InstanceType: func(name string) (string, bool) { return awsapi.CapblockType(fleet, name) },
+		AWSName:      func(name string) string { return awsapi.AWSName(fleet, name, "ml.") },
+		Log:          log,
+	})
+	return awsapi.New(svc, svc, awsapi.Options{SageMaker: sm, Logger: log})
 }

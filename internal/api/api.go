@@ -36,6 +36,9 @@ type Options struct {
 	// token, RateBurst the burst above it; 0 means no limit.
 	RateLimit float64
 	RateBurst int
+	// AWS, when set, answers AWS's protocols at /aws and /aws/
+	// (awsapi.New), under the same request log and metrics.
+	AWS http.Handler
 }
 
 // DefaultMaxBodyBytes is the request body limit when Options leave it unset.
@@ -94,6 +97,10 @@ func New(svc contract.Service, opts Options) http.Handler {
 	s.registerNodes(hapi)
 	s.registerJobs(hapi)
 	mustHaveAccessRules(hapi)
+	if opts.AWS != nil {
+		mux.Handle("/aws", opts.AWS)
+		mux.Handle("/aws/", opts.AWS)
+	}
 	mux.Handle("GET /metrics", promhttp.HandlerFor(opts.Registry, promhttp.HandlerOpts{Registry: opts.Registry}))
 
 	return &middleware{
@@ -101,6 +108,7 @@ func New(svc contract.Service, opts Options) http.Handler {
 		log:     opts.Logger,
 		metrics: newHTTPMetrics(opts.Registry),
 		now:     serviceClock(svc),
+		aws:     opts.AWS != nil,
 	}
 }
 

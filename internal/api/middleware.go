@@ -29,6 +29,8 @@ type middleware struct {
 	log     *slog.Logger
 	metrics *httpMetrics
 	now     func() time.Time // the service's clock
+	// aws: /aws is AWS's protocols, whose errors keep their own shapes.
+	aws bool
 }
 
 func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -36,7 +38,7 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set(NowHeader, m.now().UTC().Format(time.RFC3339Nano))
 	slot := &errorSlot{}
 	r = r.WithContext(context.WithValue(r.Context(), errorSlotKey{}, slot))
-	rw := &responseWriter{ResponseWriter: w, req: r}
+	rw := &responseWriter{ResponseWriter: w, req: r, ownErrors: m.aws && isAWSPath(r.URL.Path)}
 	defer func() {
 		if p := recover(); p != nil {
 			recordError(r.Context(), fmt.Errorf("panic: %v", p))
@@ -113,13 +115,19 @@ type responseWriter struct {
 	status      int
 	wroteHeader bool
 	discard     bool // the original error body is dropped
+	ownErrors   bool // error bodies are the handler's own (AWS's shapes)
+}
+
+// isAWSPath reports whether path is served by the AWS endpoint.
+func isAWSPath(path string) bool {
+	return path == "/aws" || strings.HasPrefix(path, "/aws/")
 }
 
 func (w *responseWriter) WriteHeader(code int) {
 	if w.wroteHeader {
 		return
 	}
-	if code >= 400 && !strings.HasPrefix(w.Header().Get("Content-Type"), problemJSON) {
+	if code >= 400 && !w.ownErrors && !strings.HasPrefix(w.Header().Get("Content-Type"), problemJSON) {
 		w.writeProblem(plainErrorProblem(code, w.req, w.Header()))
 		w.discard = true
 		return

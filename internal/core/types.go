@@ -51,6 +51,10 @@ type InstanceType struct {
 	GPUsPerInstance int
 	// OnDemand is the price of one instance for one hour.
 	OnDemand Money
+	// AWSNames are the names AWS requests may give the type (p5.48xlarge,
+	// ml.p5.48xlarge); the AWS protocols answer with the first without
+	// the "ml." prefix for EC2, with it for SageMaker.
+	AWSNames []string
 }
 
 // Health of a node.

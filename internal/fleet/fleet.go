@@ -62,10 +62,11 @@ type filePricing struct {
 }
 
 type fileInstanceType struct {
-	Name            string  `yaml:"name"`
-	GPUModel        string  `yaml:"gpuModel"`
-	GPUsPerInstance number  `yaml:"gpusPerInstance"`
-	OnDemandPrice   decimal `yaml:"onDemandPrice"`
+	Name            string   `yaml:"name"`
+	GPUModel        string   `yaml:"gpuModel"`
+	GPUsPerInstance number   `yaml:"gpusPerInstance"`
+	OnDemandPrice   decimal  `yaml:"onDemandPrice"`
+	AWSNames        []string `yaml:"awsNames"`
 }
 
 type fileZone struct {

@@ -159,10 +159,10 @@ func TestDemo(t *testing.T) {
 		t.Errorf("nodes per GPU model (-want +got):\n%s", diff)
 	}
 	wantTypes := []core.InstanceType{
-		{Name: "h100.8x", GPUModel: "H100", GPUsPerInstance: 8, OnDemand: usd(9832)},
-		{Name: "a100.8x", GPUModel: "A100", GPUsPerInstance: 8, OnDemand: usd(4096)},
-		{Name: "l4.4x", GPUModel: "L4", GPUsPerInstance: 4, OnDemand: usd(400)},
-		{Name: "l4.1x", GPUModel: "L4", GPUsPerInstance: 1, OnDemand: usd(100)},
+		{Name: "h100.8x", GPUModel: "H100", GPUsPerInstance: 8, OnDemand: usd(9832), AWSNames: []string{"p5.48xlarge", "ml.p5.48xlarge"}},
+		{Name: "a100.8x", GPUModel: "A100", GPUsPerInstance: 8, OnDemand: usd(4096), AWSNames: []string{"p4d.24xlarge", "ml.p4d.24xlarge"}},
+		{Name: "l4.4x", GPUModel: "L4", GPUsPerInstance: 4, OnDemand: usd(400), AWSNames: []string{"g6.12xlarge"}},
+		{Name: "l4.1x", GPUModel: "L4", GPUsPerInstance: 1, OnDemand: usd(100), AWSNames: []string{"g6.xlarge"}},
 	}
 	if diff := cmp.Diff(wantTypes, f.Types); diff != "" {
 		t.Errorf("demo types (-want +got):\n%s", diff)

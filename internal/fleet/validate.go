@@ -131,9 +131,36 @@ func (c *checker) instanceTypes(fts []fileInstanceType, currency string) []core.
 			GPUModel:        ft.GPUModel,
 			GPUsPerInstance: ft.GPUsPerInstance.v,
 			OnDemand:        core.Money{Minor: price, Currency: currency},
+			AWSNames:        ft.AWSNames,
 		})
 	}
+	c.awsNames(fts, seen)
 	return types
+}
+
+// awsNames checks the AWS names of the types: each a valid name, none
+// given twice across the fleet, none another type's own name, so that a
+// name in an AWS request finds one type.
+func (c *checker) awsNames(fts []fileInstanceType, typeNames map[string]bool) {
+	owner := map[string]string{}
+	for i, ft := range fts {
+		path := fmt.Sprintf("$.instanceTypes[%d]", i)
+		where := typeWhere(i, ft.Name)
+		for j, n := range ft.AWSNames {
+			key := fmt.Sprintf("awsNames[%d]", j)
+			if !c.requireName(path, where, key, n) {
+				continue
+			}
+			switch {
+			case typeNames[n] && n != ft.Name:
+				c.addf(path+"."+key, where, "AWS name %q is the name of another instance type", n)
+			case owner[n] != "":
+				c.addf(path+"."+key, where, "AWS name %q is already given to instance type %q", n, owner[n])
+			default:
+				owner[n] = ft.Name
+			}
+		}
+	}
 }
 
 func typeWhere(i int, name string) string {

@@ -110,6 +110,20 @@ func TestParseErrors(t *testing.T) {
 			yaml: func(t *testing.T) string { return edit(t, typeLine, typeLine+"\n"+typeLine) },
 			want: []string{`line 4: instance type "h100.8x": duplicate instance type name`},
 		},
+		"bad AWS name": {
+			yaml: func(t *testing.T) string { return edit(t, `"98.32"}`, `"98.32", awsNames: ["p5 48xlarge"]}`) },
+			want: []string{`line 3: instance type "h100.8x": awsNames[0] "p5 48xlarge" may hold only letters, digits, '-', '_' and '.'`},
+		},
+		"AWS name given twice": {
+			yaml: func(t *testing.T) string {
+				return edit(t, typeLine, `  - {name: h100.8x, gpuModel: H100, gpusPerInstance: 8, onDemandPrice: "98.32", awsNames: [p5.48xlarge]}
+  - {name: h100.4x, gpuModel: H100, gpusPerInstance: 4, onDemandPrice: "49.16", awsNames: [p5.48xlarge, h100.8x]}`)
+			},
+			want: []string{
+				`line 4: instance type "h100.4x": AWS name "p5.48xlarge" is already given to instance type "h100.8x"`,
+				`line 4: instance type "h100.4x": AWS name "h100.8x" is the name of another instance type`,
+			},
+		},
 		"type without gpuModel": {
 			yaml: func(t *testing.T) string { return edit(t, "gpuModel: H100, gpusPerInstance", "gpusPerInstance") },
 			want: []string{

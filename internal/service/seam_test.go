@@ -12,6 +12,7 @@ import (
 var frontEnds = []string{
 	"capblock/internal/api",
 	"capblock/internal/aws",
+	"capblock/internal/awsapi",
 	"capblock/internal/web",
 	"github.com/danielgtaylor/huma/v2",
 }

@@ -121,6 +121,13 @@ func AccessRules() map[string]AccessRule {
 	return out
 }
 
+// Mutating reports whether operation op changes something (a purchase, a
+// job started or stopped): the endpoint records those in the audit log.
+func (h *Handler) Mutating(op string) bool {
+	o, ok := operations[op]
+	return ok && o.mutating
+}
+
 // Serve answers one call of operation op (the part of X-Amz-Target after
 // "SageMaker.") with body as its input, for p, already authenticated.
 func (h *Handler) Serve(w http.ResponseWriter, r *http.Request, p core.Principal, op string, body []byte) {
