@@ -37,6 +37,7 @@ var access = map[string]core.Role{
 	"listInstanceTypes": core.RoleViewer,
 	"listNodes":         core.RoleViewer,
 	"getAvailability":   core.RoleViewer,
+	"getFleetCalendar":  core.RoleViewer,
 
 	"searchOfferings":        core.RoleViewer,
 	"purchaseBlock":          core.RoleMember,
@@ -47,6 +48,8 @@ var access = map[string]core.Role{
 	"listExtensionOfferings": core.RoleViewer,
 	"extendBlock":            core.RoleMember,
 	"getBlockStatus":         core.RoleViewer,
+	"getPriceCalendar":       core.RoleViewer,
+	"getCancelQuote":         core.RoleViewer,
 
 	"searchPlanOfferings": core.RoleViewer,
 	"purchasePlan":        core.RoleMember,

@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"capblock/internal/clock"
+	"capblock/internal/console"
 	"capblock/internal/contract"
 )
 
@@ -90,11 +91,12 @@ func New(svc contract.Service, opts Options) http.Handler {
 	s.registerSpend(hapi)
 	s.registerNodes(hapi)
 	s.registerJobs(hapi)
+	s.registerCalendars(hapi)
 	mustHaveAccessRules(hapi)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(opts.Registry, promhttp.HandlerOpts{Registry: opts.Registry}))
 
 	return &middleware{
-		next:    mux,
+		next:    withConsole(mux, console.Handler()),
 		log:     opts.Logger,
 		metrics: newHTTPMetrics(opts.Registry),
 		now:     serviceClock(svc),
