@@ -17,7 +17,10 @@ const pages = [
 ];
 
 // session is who is signed in (GET /v1/whoami), once known.
-export const session = { user: null };
+export const session = { user: null, teams: [] };
+
+// teamName is a team's name, or its id when it is not known.
+export function teamName(id) { return (session.teams.find((t) => t.id === id) || { name: id }).name; }
 
 // stop ends the current page's timers when another page is shown.
 let stops = [];
@@ -40,6 +43,7 @@ async function route() {
   if (!session.user) {
     try {
       session.user = (await call("GET", "/v1/whoami")).user;
+      session.teams = (await call("GET", "/v1/teams")).teams;
     } catch (err) {
       if (err instanceof ApiError && err.status === 401) {
         clearToken();
@@ -71,7 +75,7 @@ async function route() {
 
 function showWho() {
   const u = session.user;
-  document.getElementById("who").textContent = `${u.name} (${u.role}, ${u.team})`;
+  document.getElementById("who").textContent = `${u.name} (${u.role}, ${teamName(u.team)})`;
   document.getElementById("signout").hidden = false;
 }
 
@@ -90,8 +94,9 @@ function signIn(main, message) {
     e.preventDefault();
     const t = input.value.trim();
     try {
-      session.user = (await call("GET", "/v1/whoami", undefined, t)).user;
+      await call("GET", "/v1/whoami", undefined, t);
       setToken(t);
+      session.user = null;
       route();
     } catch (err) {
       status.textContent = err.status === 401 ? "The server does not know that token." : err.message;
@@ -115,6 +120,7 @@ window.addEventListener("popstate", route);
 document.getElementById("signout").addEventListener("click", () => {
   clearToken();
   session.user = null;
+  session.teams = [];
   navigate("/");
 });
 

@@ -12,7 +12,7 @@ export function h(tag, attrs, ...children) {
     else if (v === true) el.setAttribute(k, "");
     else el.setAttribute(k, String(v));
   }
-  for (const c of children.flat()) {
+  for (const c of children.flat(Infinity)) {
     if (c === undefined || c === null || c === false) continue;
     el.append(c instanceof Node ? c : document.createTextNode(String(c)));
   }
@@ -55,10 +55,13 @@ export function span(ms) {
 }
 
 // toast announces a message in the polite live region.
+let toastTimer = 0;
 export function toast(msg, kind) {
   const t = document.getElementById("toast");
   t.className = kind || "";
   t.textContent = msg;
+  clearTimeout(toastTimer);
+  toastTimer = setTimeout(() => { t.textContent = ""; }, 10000);
 }
 
 // errorBox renders an error where a page's content would be.

@@ -4,7 +4,9 @@
 // (a count, never who), failed nodes as a red edge.
 
 export const rowHeight = 48;
-export const labelWidth = 132;
+
+// labelWidth is the width of the pool names' column: narrower on a phone.
+export function labelWidth(width) { return width < 600 ? 96 : 132; }
 const axisHeight = 26;
 
 // heat is the colour of a share of free GPUs, from dark red (none) through
@@ -22,6 +24,7 @@ export function draw(canvas, cal, view, cursor) {
   const t0 = performance.now();
   const dpr = window.devicePixelRatio || 1;
   const width = canvas.clientWidth;
+  const lw = labelWidth(width);
   const height = axisHeight + cal.pools.length * rowHeight;
   canvas.height = Math.round(height * dpr);
   canvas.width = Math.round(width * dpr);
@@ -30,7 +33,7 @@ export function draw(canvas, cal, view, cursor) {
   ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
   ctx.fillStyle = "#ffffff";
   ctx.fillRect(0, 0, width, height);
-  const plotW = Math.max(1, width - labelWidth);
+  const plotW = Math.max(1, width - lw);
   const cellW = plotW / view.hours;
   const from = Date.parse(cal.from);
   const hourMs = 3600e3;
@@ -42,7 +45,7 @@ export function draw(canvas, cal, view, cursor) {
   for (let k = 0; k < view.hours; k++) {
     const h = view.first + k;
     const t = new Date(from + h * hourMs);
-    const x = labelWidth + k * cellW;
+    const x = lw + k * cellW;
     if (t.getUTCHours() === 0 && (dayEvery === 1 || t.getUTCDay() === 1)) {
       ctx.fillStyle = "#1f2933";
       ctx.fillRect(x, axisHeight - 8, 1, 8);
@@ -63,7 +66,7 @@ export function draw(canvas, cal, view, cursor) {
     const flush = (end) => {
       if (run < 0) return;
       ctx.fillStyle = runColor;
-      ctx.fillRect(labelWidth + run * cellW, y, (end - run) * cellW + 0.5, heatH);
+      ctx.fillRect(lw + run * cellW, y, (end - run) * cellW + 0.5, heatH);
     };
     for (let k = 0; k < view.hours; k++) {
       const h = view.first + k;
@@ -77,7 +80,7 @@ export function draw(canvas, cal, view, cursor) {
       const taken = h < p.taken.length ? p.taken[h] : 0;
       if (taken > 0) {
         const th = Math.max(2, Math.round((taken / p.gpus) * 12));
-        ctx.fillRect(labelWidth + k * cellW, y + heatH - th, cellW + 0.5, th);
+        ctx.fillRect(lw + k * cellW, y + heatH - th, cellW + 0.5, th);
       }
     }
     const lanes = [];
@@ -88,7 +91,7 @@ export function draw(canvas, cal, view, cursor) {
       let lane = lanes.findIndex((end) => end <= s);
       if (lane < 0) { lane = lanes.length; lanes.push(e); } else lanes[lane] = e;
       lane %= 3;
-      const x0 = labelWidth + Math.max(0, s) * cellW, x1 = labelWidth + Math.min(view.hours, e) * cellW;
+      const x0 = lw + Math.max(0, s) * cellW, x1 = lw + Math.min(view.hours, e) * cellW;
       const by = y + 4 + lane * 11;
       ctx.fillStyle = b.state === "active" ? "#1d4ed8" : "#3b82f6";
       ctx.fillRect(x0, by, Math.max(2, x1 - x0), 9);
@@ -97,22 +100,22 @@ export function draw(canvas, cal, view, cursor) {
     }
     // The label, with the failed nodes marked in red.
     ctx.fillStyle = "#f5f7fa";
-    ctx.fillRect(0, y, labelWidth, rowHeight);
+    ctx.fillRect(0, y, lw, rowHeight);
     ctx.fillStyle = "#1f2933";
     ctx.font = "bold 13px system-ui, sans-serif";
-    ctx.fillText(`${p.gpuModel} · ${p.zone}`, 6, y + 13);
+    ctx.fillText(`${p.gpuModel} · ${p.zone}`, 6, y + 12);
     ctx.font = "12px system-ui, sans-serif";
-    ctx.fillText(`${p.gpus} GPUs`, 6, y + 29);
+    ctx.fillText(`${p.gpus} GPUs`, 6, y + 26);
     if (p.unhealthy.length > 0) {
       ctx.fillStyle = "#b91c1c";
-      ctx.fillText(`✖ ${p.unhealthy.length} failed`, 62, y + 29);
-      ctx.fillRect(labelWidth, y, plotW, 3);
+      ctx.fillText(`✖ ${p.unhealthy.length} failed`, 6, y + 39);
+      ctx.fillRect(lw, y, plotW, 3);
     }
   });
 
   // 3. The cursor, where the keyboard is.
   if (cursor) {
-    const x = labelWidth + (cursor.hour - view.first) * cellW;
+    const x = lw + (cursor.hour - view.first) * cellW;
     const y = axisHeight + cursor.row * rowHeight;
     ctx.strokeStyle = "#000000";
     ctx.lineWidth = 2;
@@ -126,9 +129,10 @@ export function draw(canvas, cal, view, cursor) {
 
 // cellAt maps a point on the canvas to a pool row and an hour.
 export function cellAt(canvas, cal, view, x, y) {
-  const plotW = canvas.clientWidth - labelWidth;
+  const lw = labelWidth(canvas.clientWidth);
+  const plotW = canvas.clientWidth - lw;
   const row = Math.floor((y - axisHeight) / rowHeight);
-  const k = Math.floor(((x - labelWidth) / plotW) * view.hours);
+  const k = Math.floor(((x - lw) / plotW) * view.hours);
   if (row < 0 || row >= cal.pools.length || k < 0 || k >= view.hours) return null;
   return { row, hour: view.first + k };
 }

@@ -2,7 +2,7 @@
 // placements and events; cancel and extend, with the refund or the fee
 // shown before confirming.
 import { get, post, serverNow } from "../api.js";
-import { h, money, when, scroller, errorBox, confirmDialog, toast, span } from "../dom.js";
+import { h, money, when, scroller, confirmDialog, toast, span } from "../dom.js";
 import { navigate, onLeave } from "../app.js";
 
 export async function blocksPage(root, id) {
@@ -91,8 +91,11 @@ async function showBlock(root, id) {
     events.length ? scroller("Events", h("table", {}, h("caption", {}, "What happened to this block"),
       h("thead", {}, h("tr", {}, ["Time", "Event", "Details"].map((x) => h("th", { scope: "col" }, x)))),
       h("tbody", {}, events.map((e) => h("tr", {}, h("th", { scope: "row" }, when(e.time)), h("td", {}, e.type),
-        h("td", {}, Object.entries(e.data).map(([k, v]) => `${k}: ${typeof v === "object" ? JSON.stringify(v) : v}`).join(", "))))))) : h("p", {}, "No events."));
+        h("td", {}, Object.entries(e.data).map(([k, v]) => `${k}: ${short(typeof v === "object" ? JSON.stringify(v) : String(v))}`).join(", "))))))) : h("p", {}, "No events."));
 }
+
+// short cuts a long value (an offering id) to what a reader needs.
+function short(v) { return v.length > 32 ? `${v.slice(0, 16)}…` : v; }
 
 function fact(k, v) { return [h("dt", {}, k), h("dd", {}, v)]; }
 
@@ -140,4 +143,3 @@ async function extend(b, hours) {
   }
 }
 
-export { errorBox };

@@ -3,7 +3,7 @@
 // window, from which a cheaper or sooner start is one click away.
 import { get, post, serverNow } from "../api.js";
 import { h, money, saving, when, day, scroller, errorBox, confirmDialog, toast, isoLocal, fromLocal } from "../dom.js";
-import { session } from "../app.js";
+import { session, teamName } from "../app.js";
 
 export async function findPage(root) {
   const types = (await get("/v1/instance-types")).instanceTypes;
@@ -146,7 +146,7 @@ async function buy(o) {
   const ok = await confirmDialog(`Buy ${o.instanceCount} × ${o.instanceType}?`, [
     ["Zone", o.zone], ["Start", when(o.startTime)], ["End", when(o.endTime)], ["Length", `${o.durationHours} hours`],
     ["Fee", money(o.upfrontFee)], ["On demand", money(o.onDemandFee)], ["Saving", saving(o.upfrontFee, o.onDemandFee)],
-    ["Team", session.user.team]], `Buy for ${money(o.upfrontFee)}`);
+    ["Team", teamName(session.user.team)]], `Buy for ${money(o.upfrontFee)}`);
   if (!ok) return;
   try {
     const b = await post("/v1/blocks", { offeringId: o.offeringId, clientToken: crypto.randomUUID() });

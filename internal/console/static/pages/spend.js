@@ -3,7 +3,7 @@
 // member sees its own team; an administrator every team.
 import { get } from "../api.js";
 import { h, money, scroller, table } from "../dom.js";
-import { session } from "../app.js";
+import { session, teamName } from "../app.js";
 
 export async function spendPage(root) {
   const admin = session.user.role === "admin";
@@ -27,11 +27,10 @@ export async function spendPage(root) {
     return qs.map((q) => [`${t.name}${q.instanceType ? ` (${q.instanceType})` : ""}`, `${held(t.id)} of ${q.maxInstancesHeld || 256}`,
       String(q.maxInstancesPerBlock || 64), q.maxDurationHours ? `${q.maxDurationHours} h` : "operator's limit", q.maxLeadDays ? `${q.maxLeadDays} days` : "operator's limit"]);
   });
-  const teamName = (id) => (teams.find((t) => t.id === id) || { name: id }).name;
   const spendRows = spend.rows.map((r) => [r.month, ...(admin ? [teamName(r.team)] : []), r.instanceType, money(r.spent), money(r.onDemand), money(r.savings)]);
 
   root.replaceChildren(
-    h("p", {}, admin ? "Every team's spend: you are an administrator." : `Your team's spend (${session.user.team}).`),
+    h("p", {}, admin ? "Every team's spend: you are an administrator." : `Your team's spend (${teamName(session.user.team)}).`),
     h("h2", {}, "Budget"),
     scroller("Budget", table("Spent in the current budget period", ["Team", "Spent", "Budget", "Used"], budgetRows)),
     h("h2", {}, "Spend per month and type"),
