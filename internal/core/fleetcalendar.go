@@ -69,9 +69,13 @@ func (ix *Index) FleetCalendar(team string, from time.Time, hours int) ([]PoolCa
 		}
 	}
 	// 2. The team's blocks: listed in full, their GPUs counted as own.
+	to := from.Add(time.Duration(hours) * time.Hour)
 	for _, b := range ix.blocks {
+		if (team != "" && b.Team != team) || !b.End.After(from) || !b.Start.Before(to) {
+			continue
+		}
 		i, ok := at[[2]string{b.GPUModel, b.Zone}]
-		if !ok || (team != "" && b.Team != team) || !b.End.After(from) || !b.Start.Before(from.Add(time.Duration(hours)*time.Hour)) {
+		if !ok {
 			continue
 		}
 		c := &out[i]

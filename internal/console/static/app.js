@@ -87,7 +87,7 @@ function signIn(main, message) {
   const status = h("p", { class: "error", role: "alert" }, message || "");
   const form = h("form", { class: "signin" },
     h("p", {}, "Sign in with an API token (cbt_…). The first administrator's is in admin.token beside the server's database; ",
-      h("code", {}, "capblock users token"), " makes more. It is kept in this tab only and forgotten when the tab closes."),
+      h("code", {}, "capblock tokens create"), " makes more. It is kept in this tab only and forgotten when the tab closes."),
     h("label", { for: "token" }, "API token"), input,
     h("button", { type: "submit", class: "primary" }, "Sign in"), status);
   form.addEventListener("submit", async (e) => {
