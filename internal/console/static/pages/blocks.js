@@ -3,7 +3,7 @@
 // shown before confirming.
 import { get, post, serverNow } from "../api.js";
 import { h, money, when, scroller, confirmDialog, toast, span } from "../dom.js";
-import { navigate, onLeave } from "../app.js";
+import { navigate, onLeave, session } from "../app.js";
 
 export async function blocksPage(root, id) {
   const [{ blocks }, { plans }] = await Promise.all([get("/v1/blocks"), get("/v1/plans")]);
@@ -71,7 +71,7 @@ function planTable(plans) {
 
 async function showBlock(root, id) {
   const [b, status, events] = await Promise.all([get(`/v1/blocks/${id}`), get(`/v1/blocks/${id}/status`), blockEvents(id)]);
-  const live = ["payment-pending", "scheduled", "active"].includes(b.state);
+  const live = ["payment-pending", "scheduled", "active"].includes(b.state) && session.user.role !== "viewer";
   const hoursIn = h("input", { id: "extend-hours", type: "number", min: "1", value: "1" });
   root.replaceChildren(
     h("h2", { id: "block-title", tabindex: "-1" }, `${b.name || b.id}`),

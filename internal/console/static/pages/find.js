@@ -65,14 +65,19 @@ export async function findPage(root) {
   root.replaceChildren(form, results, calendar);
 }
 
+// canBuy: a viewer reads and searches; buying is for members and admins.
+function canBuy() { return session.user.role !== "viewer"; }
+
 function offeringTable(offerings) {
   if (offerings.length === 0) return h("p", {}, "Nothing fits in that window. Widen it, pick another zone or fewer instances.");
   const rows = offerings.map((o, i) => h("tr", {},
     h("th", { scope: "row" }, `${o.instanceCount} × ${o.instanceType}${o.alternative ? " (alternative)" : ""}`),
     h("td", {}, o.zone), h("td", {}, when(o.startTime)), h("td", {}, when(o.endTime)), h("td", {}, `${o.durationHours} h`),
     h("td", { class: "num" }, money(o.upfrontFee)), h("td", { class: "num" }, money(o.onDemandFee)), h("td", { class: "num" }, saving(o.upfrontFee, o.onDemandFee)),
-    h("td", {}, h("button", { type: "button", class: "buy", id: `buy-${i}`, onclick: () => buy(o) }, "Buy…"))));
-  return h("div", {}, h("h2", {}, "Offerings"), scroller("Offerings", h("table", {},
+    h("td", {}, canBuy() ? h("button", { type: "button", class: "buy", id: `buy-${i}`, onclick: () => buy(o) }, "Buy…") : "")));
+  return h("div", {}, h("h2", {}, "Offerings"),
+    canBuy() ? null : h("p", {}, "You are a viewer: a member of your team can buy these."),
+    scroller("Offerings", h("table", {},
     h("caption", {}, "Best first: earliest start, then lowest fee"),
     h("thead", {}, h("tr", {}, ["Offering", "Zone", "Start", "End", "Length", "Fee", "On demand", "Saving", ""].map((x) => h("th", { scope: "col" }, x)))),
     h("tbody", {}, rows))));
@@ -100,7 +105,7 @@ function priceCalendar(starts, q) {
       const label = `${when(s.start)}: ${money(s.fee)} in ${s.zone}, ${s.available ? "available" : "not available"}`;
       const btn = h("button", { type: "button", class: `pc-cell ${s.available ? `lvl${level}` : "pc-taken"}`, tabindex: "-1",
         "aria-label": label, title: label, "aria-disabled": s.available ? "false" : "true", dataset: { start: s.start },
-        onclick: () => { if (s.available) pick(s, q); } }, String(hr).padStart(2, "0"));
+        onclick: () => { if (s.available && canBuy()) pick(s, q); } }, String(hr).padStart(2, "0"));
       cells.push(btn);
       return h("span", { role: "gridcell" }, btn);
     })));
