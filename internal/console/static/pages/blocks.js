@@ -3,7 +3,7 @@
 // shown before confirming.
 import { get, post, serverNow } from "../api.js";
 import { h, money, when, scroller, confirmDialog, toast, span } from "../dom.js";
-import { navigate, onLeave, session } from "../app.js";
+import { navigate, onLeave, session, teamName } from "../app.js";
 
 export async function blocksPage(root, id) {
   const [{ blocks }, { plans }] = await Promise.all([get("/v1/blocks"), get("/v1/plans")]);
@@ -47,11 +47,12 @@ export function countdown(b) {
 
 function blockTable(blocks) {
   if (blocks.length === 0) return h("p", {}, "No blocks yet: ", h("a", { href: "/find" }, "find capacity"), ".");
-  return h("table", {},
-    h("caption", {}, "Your team's blocks"),
-    h("thead", {}, h("tr", {}, ["Block", "Shape", "Zone", "State", "Time left", "Start", "End", "Fee"].map((x) => h("th", { scope: "col" }, x)))),
+  const admin = session.user.role === "admin";
+  return h("table", { class: "compact" },
+    h("caption", {}, admin ? "Every team's blocks" : "Your team's blocks"),
+    h("thead", {}, h("tr", {}, ["Block", ...(admin ? ["Team"] : []), "Shape", "Zone", "State", "Time left", "Start", "End", "Fee"].map((x) => h("th", { scope: "col" }, x)))),
     h("tbody", {}, blocks.map((b) => h("tr", {},
-      h("th", { scope: "row" }, h("a", { href: `/blocks/${b.id}` }, b.name || b.id)),
+      h("th", { scope: "row" }, h("a", { href: `/blocks/${b.id}` }, b.name || b.id)), admin ? h("td", {}, teamName(b.team)) : null,
       h("td", {}, `${b.instanceCount} × ${b.instanceType}`), h("td", {}, b.zone),
       h("td", { dataset: { stateOf: b.id } }, b.state),
       h("td", { dataset: { leftOf: b.id } }, countdown(b)),

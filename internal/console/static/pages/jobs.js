@@ -7,7 +7,7 @@ export async function jobsPage(root, id) {
   const { jobs } = await get("/v1/jobs");
   const logs = h("section", { id: "job-logs", "aria-label": "Job logs" });
   root.replaceChildren(
-    jobs.length ? scroller("Jobs", h("table", {},
+    jobs.length ? scroller("Jobs", h("table", { class: "compact" },
       h("caption", {}, "Your team's jobs"),
       h("thead", {}, h("tr", {}, ["Job", "State", "Restarts", "Instances", "Block", "Started", "Reason"].map((x) => h("th", { scope: "col" }, x)))),
       h("tbody", {}, jobs.map((j) => h("tr", {},
