@@ -50,7 +50,7 @@ export function draw(canvas, cal, view, cursor) {
       ctx.fillStyle = "#1f2933";
       ctx.fillRect(x, axisHeight - 8, 1, 8);
       ctx.fillText(t.toLocaleDateString("en-GB", { day: "numeric", month: "short", timeZone: "UTC" }), x + 3, 9);
-    } else if (cellW >= 14 && t.getUTCHours() % 6 === 0) {
+    } else if ((cellW >= 30 && t.getUTCHours() % 2 === 0) || (cellW >= 14 && t.getUTCHours() % 6 === 0)) {
       ctx.fillStyle = "#52606d";
       ctx.fillRect(x, axisHeight - 4, 1, 4);
       ctx.fillText(`${String(t.getUTCHours()).padStart(2, "0")}h`, x + 2, 18);

@@ -41,8 +41,9 @@ func (s *server) member(t *testing.T) (team, token string) {
 // TestConsole walks the console as a member of a team, at both sizes,
 // with the keyboard where it matters: sign in, search, pick a start from
 // the price calendar, buy, see the block on the fleet calendar, move the
-// simulated clock, see the block active with its countdown, follow a
-// job's log, cancel another block and see the refund, read the spend.
+// simulated clock, see the block active with its countdown, extend it,
+// follow a job's log, cancel another block and see the refund, read the
+// spend.
 // Every page passes axe-core with no serious or critical violation, and
 // the browser reports no error at any point.
 func TestConsole(t *testing.T) {
@@ -169,6 +170,26 @@ func TestConsole(t *testing.T) {
 		t.Errorf("the block's status and events read %q", status)
 	}
 	br.capture(t, "blocks", "")
+	// Extend it by 2 hours: the fee is shown before confirming.
+	var ext struct {
+		Offerings []struct {
+			UpfrontFee struct{ Amount string } `json:"upfrontFee"`
+			EndTime    time.Time               `json:"endTime"`
+		} `json:"offerings"`
+	}
+	srv.call(t, token, "GET", "/v1/blocks/"+picked+"/extension-offerings?durationHours=2", nil, &ext, 200)
+	br.run(t, "extending", chromedp.SetValue(chromedp.CSS("#extend-hours"), "2"), chromedp.Click(chromedp.CSS("#extend-block")))
+	br.waitFor(t, "the extension's terms", `document.querySelector("dialog[open]")`)
+	extFee := "$" + commas(ext.Offerings[0].UpfrontFee.Amount)
+	if terms := br.text(t, "dialog[open]"); !strings.Contains(terms, "Extend for "+extFee) {
+		t.Errorf("the extension reads %q, want its fee %s", terms, extFee)
+	}
+	br.run(t, "confirming", chromedp.Click(chromedp.CSS("#dlg-yes")))
+	br.waitFor(t, "the longer block", `document.querySelector("#block-left") && document.querySelector("#block-left").textContent.startsWith("ends in 1d 0h")`)
+	srv.call(t, token, "GET", "/v1/blocks/"+picked, nil, &a, 200)
+	if !a.EndTime.Equal(ext.Offerings[0].EndTime) {
+		t.Errorf("after extending, the block ends %s, want %s", a.EndTime, ext.Offerings[0].EndTime)
+	}
 
 	// 7. A job on the active block, and its live log.
 	var job struct{ ID string }
