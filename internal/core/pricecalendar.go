@@ -34,7 +34,8 @@ func (ix *Index) PriceCalendar(req SearchRequest, now time.Time) ([]PriceStart, 
 		return nil, err
 	}
 	t := q.types[0]
-	if quota, limited := req.Quotas[t.Name]; limited {
+	quota, limited := req.Quotas[t.Name]
+	if limited {
 		if q, err = ix.quotaQuery(q, quota, req.Count, now); err != nil {
 			return nil, err
 		}
@@ -59,6 +60,15 @@ func (ix *Index) PriceCalendar(req SearchRequest, now time.Time) ([]PriceStart, 
 			c := PriceStart{Start: ix.timeOf(s), Zone: p.zone, Fee: fee, OnDemandFee: onDemand, Available: free[s-lo]}
 			if better(c, out[s-lo]) {
 				out[s-lo] = c
+			}
+		}
+	}
+	// 3. A start that would take the team above the instances it may hold
+	//    at once is not available to it, as Search leaves it out.
+	if limited {
+		for i := range out {
+			if out[i].Available && ix.CheckQuota(quota.Team, quota, req.Count, out[i].Start, out[i].Start.Add(time.Duration(d)*time.Hour), now) != nil {
+				out[i].Available = false
 			}
 		}
 	}

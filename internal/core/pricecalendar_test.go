@@ -92,3 +92,23 @@ func TestPriceCalendarRefuses(t *testing.T) {
 		})
 	}
 }
+
+func TestPriceCalendarHeldQuota(t *testing.T) {
+	// Team t1 holds 2 whole nodes over [3, 6) and may hold 3 instances at
+	// once: a 2-instance block overlapping those hours is beyond it.
+	held := makeBlock("held").whole("n1", "n2").hours(3, 6).obj()
+	ix := newTestIndex(t, held)
+	req := SearchRequest{Types: []string{"h100.8x"}, Count: 2, Duration: 2 * time.Hour, StartAfter: at(1), EndBefore: at(9),
+		Team: "t1", Quotas: map[string]Quota{"h100.8x": {Team: "t1", MaxInstancesHeld: 3}}}
+	got, err := ix.PriceCalendar(req, at(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var avail []bool
+	for _, s := range got {
+		avail = append(avail, s.Available)
+	}
+	if diff := cmp.Diff([]bool{true, false, false, false, false, true, true}, avail); diff != "" {
+		t.Errorf("available (-want +got):\n%s", diff)
+	}
+}
