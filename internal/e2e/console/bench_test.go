@@ -42,7 +42,8 @@ func bigFleetYAML() string {
 // draw-ms is one draw of the whole canvas at the 8-week zoom
 // (performance.now() around it, read from the canvas), first-ms the
 // page's first calendar from navigation to the first draw done (the
-// fetch of GET /v1/fleet-calendar included).
+// fetch of GET /v1/fleet-calendar included). With CAPBLOCK_SCREENSHOTS=1
+// it saves the calendar into docs/screenshots.
 func BenchmarkCalendarDraw(b *testing.B) {
 	br := newBrowser(b)
 	dir := b.TempDir()
@@ -92,5 +93,11 @@ func BenchmarkCalendarDraw(b *testing.B) {
 	b.ReportMetric(draws[len(draws)/2], "draw-ms-p50")
 	b.ReportMetric(draws[len(draws)-1], "draw-ms-max")
 	b.ReportMetric(float64(first.Milliseconds()), "first-ms")
+	if os.Getenv("CAPBLOCK_SCREENSHOTS") == "1" {
+		png := get(b, br, "taking a screenshot", chromedp.CaptureScreenshot())
+		if err := os.WriteFile(filepath.Join("..", "..", "..", "docs", "screenshots", "calendar-10000-nodes-1280x800.png"), png, 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}
 	br.checkNoErrors(b)
 }
