@@ -258,6 +258,7 @@ func serve(ctx context.Context, f serveFlags) error {
 	log.Info("capblock listening", "url", url, "db", dbName(f.db), "fleet", source, "nodes", len(svc.Fleet().Nodes),
 		"backend", f.backend, "clock", clockName(f.simClock, clk))
 	log.Info(loginHint(url, tokenPath, made))
+	log.Info("web console: open " + url + "/ in a browser and sign in with an API token")
 	// The service stops, and its goroutines with it, before the store
 	// closes (deferred above, so it runs after this).
 	runCtx, stopRun := context.WithCancel(ctx)

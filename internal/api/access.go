@@ -38,6 +38,7 @@ var access = map[string]core.Role{
 	"listNodes":         core.RoleViewer,
 	"getAvailability":   core.RoleViewer,
 	"getPolicy":         core.RoleViewer,
+	"getFleetCalendar":  core.RoleViewer,
 
 	"searchOfferings":        core.RoleViewer,
 	"purchaseBlock":          core.RoleMember,
@@ -48,6 +49,8 @@ var access = map[string]core.Role{
 	"listExtensionOfferings": core.RoleViewer,
 	"extendBlock":            core.RoleMember,
 	"getBlockStatus":         core.RoleViewer,
+	"getPriceCalendar":       core.RoleViewer,
+	"getCancelQuote":         core.RoleViewer,
 
 	"searchPlanOfferings": core.RoleViewer,
 	"purchasePlan":        core.RoleMember,

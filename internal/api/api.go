@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"capblock/internal/clock"
+	"capblock/internal/console"
 	"capblock/internal/contract"
 )
 
@@ -96,6 +97,7 @@ func New(svc contract.Service, opts Options) http.Handler {
 	s.registerSpend(hapi)
 	s.registerNodes(hapi)
 	s.registerJobs(hapi)
+	s.registerCalendars(hapi)
 	mustHaveAccessRules(hapi)
 	if opts.AWS != nil {
 		mux.Handle("/aws", opts.AWS)
@@ -104,7 +106,7 @@ func New(svc contract.Service, opts Options) http.Handler {
 	mux.Handle("GET /metrics", promhttp.HandlerFor(opts.Registry, promhttp.HandlerOpts{Registry: opts.Registry}))
 
 	return &middleware{
-		next:    mux,
+		next:    withConsole(mux, console.Handler()),
 		log:     opts.Logger,
 		metrics: newHTTPMetrics(opts.Registry),
 		now:     serviceClock(svc),

@@ -176,6 +176,9 @@ func TestOpenAPI(t *testing.T) {
 				"GET /v1/jobs/{id}/logs",
 				"POST /v1/jobs/{id}/stop",
 				"POST /v1/admin/nodes/{name}/recover",
+				"GET /v1/offerings/price-calendar",
+				"GET /v1/fleet-calendar",
+				"GET /v1/blocks/{id}/cancel-quote",
 			}
 			slices.Sort(want)
 			if tc.wantClock {

@@ -122,4 +122,15 @@ type Service interface {
 	RecoverNode(ctx context.Context, name string) (NodeReport, error)
 	// Spend sums the ledger by team, instance type and month in [from, to).
 	Spend(ctx context.Context, scope, team string, from, to time.Time) (SpendReport, error)
+	// PriceCalendar prices every hourly start of one type, count and
+	// exact duration in a window, with whether it is free (core.Index.
+	// PriceCalendar); req.Team's quota bounds it as it bounds a search.
+	PriceCalendar(ctx context.Context, req core.SearchRequest) ([]core.PriceStart, error)
+	// FleetCalendar returns per GPU model and zone the free GPUs per hour
+	// over [from, from+hours), the blocks of scope's team in full and
+	// other teams' as GPU counts only (scope "": an admin holds them all).
+	FleetCalendar(ctx context.Context, scope string, from time.Time, hours int) ([]core.PoolCalendar, error)
+	// CancelQuote is the refund that cancelling a block now would give,
+	// without cancelling it.
+	CancelQuote(ctx context.Context, team, id string) (core.Money, error)
 }

@@ -256,6 +256,15 @@ var authzRequests = map[string]func(f *authzFixture, role core.Role, other bool)
 	"searchOfferings": func(*authzFixture, core.Role, bool) authzRequest {
 		return authzRequest{need: core.RoleViewer, method: "GET", path: "/v1/offerings?" + searchQuery("l4.1x", 1, 1, t0.Add(time.Hour), t0.Add(48*time.Hour)), success: 200}
 	},
+	"getPriceCalendar": func(*authzFixture, core.Role, bool) authzRequest {
+		return authzRequest{need: core.RoleViewer, method: "GET", path: "/v1/offerings/price-calendar?instanceType=l4.1x&instanceCount=1&durationHours=1&startAfter=" + ts(t0.Add(time.Hour)) + "&endBefore=" + ts(t0.Add(48*time.Hour)), success: 200}
+	},
+	"getFleetCalendar": func(*authzFixture, core.Role, bool) authzRequest {
+		return authzRequest{need: core.RoleViewer, method: "GET", path: "/v1/fleet-calendar?hours=24", success: 200}
+	},
+	"getCancelQuote": func(f *authzFixture, _ core.Role, other bool) authzRequest {
+		return authzRequest{need: core.RoleViewer, method: "GET", path: "/v1/blocks/" + f.block(f.teamOf(other)) + "/cancel-quote", success: 200, scoped: true, otherStatus: 404}
+	},
 	"purchaseBlock": func(f *authzFixture, _ core.Role, other bool) authzRequest {
 		body := map[string]any{"offeringId": f.offering(), "clientToken": fmt.Sprintf("buy-%d", f.n.Add(1)), "team": f.teamOf(other)}
 		return authzRequest{need: core.RoleMember, method: "POST", path: "/v1/blocks", body: body, success: 201, scoped: true, otherStatus: 403}

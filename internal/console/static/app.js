@@ -1,0 +1,136 @@
+// The console's shell: sign-in, navigation between pages without a
+// reload (history API), and the live countdowns every page shares.
+import { ApiError, call, clearToken, setToken, token, serverNow } from "./api.js";
+import { h, errorBox, span } from "./dom.js";
+import { calendarPage } from "./pages/calendar.js";
+import { findPage } from "./pages/find.js";
+import { blocksPage } from "./pages/blocks.js";
+import { jobsPage } from "./pages/jobs.js";
+import { spendPage } from "./pages/spend.js";
+
+const pages = [
+  { path: /^\/(calendar)?$/, title: "Fleet calendar", render: calendarPage },
+  { path: /^\/find$/, title: "Find capacity", render: findPage },
+  { path: /^\/blocks(?:\/([\w-]+))?$/, title: "Blocks and plans", render: blocksPage },
+  { path: /^\/jobs(?:\/([\w-]+))?$/, title: "Jobs", render: jobsPage },
+  { path: /^\/spend$/, title: "Spend and budget", render: spendPage },
+];
+
+// session is who is signed in (GET /v1/whoami), once known.
+export const session = { user: null, teams: [] };
+
+// teamName is a team's name, or its id when it is not known.
+export function teamName(id) { return (session.teams.find((t) => t.id === id) || { name: id }).name; }
+
+// stop ends the current page's timers when another page is shown.
+let stops = [];
+export function onLeave(fn) { stops.push(fn); }
+
+export function navigate(path) {
+  history.pushState(null, "", path);
+  route();
+}
+
+async function route() {
+  stops.forEach((f) => f());
+  stops = [];
+  const main = document.getElementById("main");
+  const path = location.pathname;
+  if (!token()) {
+    signIn(main);
+    return;
+  }
+  if (!session.user) {
+    try {
+      session.user = (await call("GET", "/v1/whoami")).user;
+      session.teams = (await call("GET", "/v1/teams")).teams;
+    } catch (err) {
+      if (err instanceof ApiError && err.status === 401) {
+        clearToken();
+        signIn(main, "That token is no longer valid: sign in again.");
+        return;
+      }
+      main.replaceChildren(errorBox(err));
+      return;
+    }
+  }
+  showWho();
+  const page = pages.find((p) => p.path.test(path)) || pages[0];
+  const m = path.match(page.path);
+  document.title = `${page.title} · capblock`;
+  for (const a of document.querySelectorAll("#nav a")) {
+    if (a.getAttribute("href") === path || (page !== pages[0] && path.startsWith(a.getAttribute("href")))
+      || (page === pages[0] && a.getAttribute("href") === "/calendar")) a.setAttribute("aria-current", "page");
+    else a.removeAttribute("aria-current");
+  }
+  const heading = h("h1", { tabindex: "-1" }, page.title);
+  const body = h("div", { class: "page" });
+  main.replaceChildren(heading, body);
+  try {
+    await page.render(body, m ? m[1] : undefined);
+  } catch (err) {
+    body.replaceChildren(errorBox(err));
+  }
+}
+
+function showWho() {
+  const u = session.user;
+  document.getElementById("who").textContent = `${u.name} (${u.role}, ${teamName(u.team)})`;
+  document.getElementById("signout").hidden = false;
+}
+
+function signIn(main, message) {
+  document.title = "Sign in · capblock";
+  document.getElementById("who").textContent = "";
+  document.getElementById("signout").hidden = true;
+  const input = h("input", { id: "token", name: "token", type: "password", autocomplete: "off", required: true, spellcheck: "false" });
+  const status = h("p", { class: "error", role: "alert" }, message || "");
+  const form = h("form", { class: "signin" },
+    h("p", {}, "Sign in with an API token (cbt_…). The first administrator's is in admin.token beside the server's database; ",
+      h("code", {}, "capblock tokens create"), " makes more. It is kept in this tab only and forgotten when the tab closes."),
+    h("label", { for: "token" }, "API token"), input,
+    h("button", { type: "submit", class: "primary" }, "Sign in"), status);
+  form.addEventListener("submit", async (e) => {
+    e.preventDefault();
+    const t = input.value.trim();
+    try {
+      await call("GET", "/v1/whoami", undefined, t);
+      setToken(t);
+      session.user = null;
+      route();
+    } catch (err) {
+      status.textContent = err.status === 401 ? "The server does not know that token." : err.message;
+    }
+  });
+  main.replaceChildren(h("h1", {}, "Sign in"), form);
+  input.focus();
+}
+
+// Links within the console change the page without a reload.
+document.addEventListener("click", (e) => {
+  const a = e.target.closest("a[href]");
+  if (!a || a.target || e.ctrlKey || e.metaKey || e.shiftKey || e.button !== 0) return;
+  const href = a.getAttribute("href");
+  if (!href.startsWith("/") || href.startsWith("/v1/")) return;
+  e.preventDefault();
+  navigate(href);
+  document.querySelector("#main h1")?.focus();
+});
+window.addEventListener("popstate", route);
+document.getElementById("signout").addEventListener("click", () => {
+  clearToken();
+  session.user = null;
+  session.teams = [];
+  navigate("/");
+});
+
+// Countdowns: every element with data-until counts down to it, each second.
+setInterval(() => {
+  const now = serverNow();
+  for (const el of document.querySelectorAll("[data-until]")) {
+    const left = Date.parse(el.dataset.until) - now;
+    el.textContent = `${el.dataset.prefix || ""}${span(left)}`;
+  }
+}, 1000);
+
+route();
