@@ -49,6 +49,9 @@ func (s *Service) CancelBlock(ctx context.Context, team, id string) (core.Block,
 		if err != nil {
 			return store.Change{}, err
 		}
+		if err := s.handedOn(ctx, b, "cancelled"); err != nil {
+			return store.Change{}, err
+		}
 		c := store.Change{
 			Update: []store.BlockUpdate{{Block: cancelled, ExpectedVersion: b.Version}},
 			Events: []core.Event{s.event(now, core.EventBlockCancelled, cancelled, map[string]any{

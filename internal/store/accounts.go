@@ -74,6 +74,7 @@ type Full interface {
 	Plans
 	Outbox
 	Health
+	Handovers
 }
 
 // Coordinator is implemented by drivers that several replicas share. A
