@@ -47,6 +47,8 @@ var access = map[string]core.Role{
 	"listExtensionOfferings": core.RoleViewer,
 	"extendBlock":            core.RoleMember,
 	"getBlockStatus":         core.RoleViewer,
+	"transferBlock":          core.RoleMember, // and the fleet's policy (limits.transfers)
+	"releaseBlock":           core.RoleMember,
 
 	"searchPlanOfferings": core.RoleViewer,
 	"purchasePlan":        core.RoleMember,
@@ -72,21 +74,22 @@ var access = map[string]core.Role{
 	"failNode":    core.RoleAdmin,
 	"recoverNode": core.RoleAdmin,
 
-	"createTeam":  core.RoleAdmin,
-	"listTeams":   core.RoleViewer,
-	"getTeam":     core.RoleViewer,
-	"putQuotas":   core.RoleAdmin,
-	"getQuotas":   core.RoleViewer,
-	"putBudget":   core.RoleAdmin,
-	"getLedger":   core.RoleViewer,
-	"getSpend":    core.RoleViewer,
-	"createUser":  core.RoleAdmin,
-	"listUsers":   core.RoleViewer,
-	"whoami":      core.RoleViewer,
-	"createToken": core.RoleViewer, // one's own; an admin anyone's
-	"listTokens":  core.RoleViewer,
-	"revokeToken": core.RoleViewer, // one's own; an admin anyone's
-	"listAudit":   core.RoleAdmin,
+	"createTeam":     core.RoleAdmin,
+	"listTeams":      core.RoleViewer,
+	"getTeam":        core.RoleViewer,
+	"putQuotas":      core.RoleAdmin,
+	"getQuotas":      core.RoleViewer,
+	"putBudget":      core.RoleAdmin,
+	"getLedger":      core.RoleViewer,
+	"getSpend":       core.RoleViewer,
+	"getUtilisation": core.RoleViewer,
+	"createUser":     core.RoleAdmin,
+	"listUsers":      core.RoleViewer,
+	"whoami":         core.RoleViewer,
+	"createToken":    core.RoleViewer, // one's own; an admin anyone's
+	"listTokens":     core.RoleViewer,
+	"revokeToken":    core.RoleViewer, // one's own; an admin anyone's
+	"listAudit":      core.RoleAdmin,
 }
 
 // AccessRule returns the role an operation needs ("" for public) and

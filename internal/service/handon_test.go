@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"sort"
 	"testing"
 	"time"
 
@@ -101,7 +102,7 @@ func (e *handonEnv) at(h int, extra time.Duration) {
 	}
 }
 
-// ledger is a team's entries as (kind, subject, minor) lines.
+// ledger is a team's entries as "kind subject minor" lines, sorted.
 func (e *handonEnv) ledger(team string) []string {
 	e.t.Helper()
 	entries, err := e.st.Ledger(e.t.Context(), e.team[team])
@@ -112,6 +113,7 @@ func (e *handonEnv) ledger(team string) []string {
 	for _, l := range entries {
 		out = append(out, fmt.Sprintf("%s %s %d", l.Kind, l.Subject, l.Amount.Minor))
 	}
+	sort.Strings(out) // entries of one instant come in id order
 	return out
 }
 
