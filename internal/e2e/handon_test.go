@@ -3,7 +3,9 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"os/exec"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -239,5 +241,54 @@ func TestResaleOverHTTP(t *testing.T) {
 	}
 	if code := call(t, h.url, "GET", "/v1/utilisation?team="+h.beta, nil, &u, h.alphaTok); code != 404 {
 		t.Errorf("alpha reading beta's utilisation: %d; want 404", code)
+	}
+}
+
+// TestCLITransferAndRelease drives the built binary: a transfer and a
+// release show their terms before they happen, need --yes without a
+// terminal, and another team's member gets one line and a non-zero exit.
+func TestCLITransferAndRelease(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the capblock binary")
+	}
+	h := startHandOn(t, "{transfers: any}")
+	bin := buildBinary(t)
+	cli := func(token string, args ...string) (string, string, int) {
+		t.Helper()
+		cmd := exec.Command(bin, append([]string{"--url", h.url, "--token", token}, args...)...)
+		var out, errOut strings.Builder
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = strings.NewReader(""), &out, &errOut // a pipe: no terminal to answer
+		err := cmd.Run()
+		code := 0
+		if x, ok := err.(*exec.ExitError); ok {
+			code = x.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		return out.String(), errOut.String(), code
+	}
+	b := h.buyAs(h.alphaTok, 2, 6)
+	if _, errOut, code := cli(h.alphaTok, "blocks", "transfer", b.ID, "--to", "beta", "--price", "100.00"); code != 2 || !strings.Contains(errOut, "--yes") {
+		t.Errorf("transfer without --yes nor a terminal: exit %d, %q", code, errOut)
+	}
+	if _, errOut, code := cli(h.betaTok, "blocks", "release", b.ID, "--yes"); code == 0 || strings.Count(errOut, "\n") != 1 || !strings.Contains(errOut, "not_found") {
+		t.Errorf("beta releasing alpha's block: exit %d, %q; want one line saying not_found", code, errOut)
+	}
+	_, errOut, code := cli(h.alphaTok, "blocks", "transfer", b.ID, "--to", h.beta, "--price", "100.00", "--yes")
+	if code != 0 || !strings.Contains(errOut, "it has not started: the whole block goes") ||
+		!strings.Contains(errOut, "is charged 100.00 USD and you are credited it") || !strings.Contains(errOut, "transferred block "+b.ID) {
+		t.Errorf("transfer: exit %d, stderr %q", code, errOut)
+	}
+	if got, want := h.ledger(h.beta), "charge"; len(got) != 1 || !strings.HasPrefix(got[0], want) || !strings.HasSuffix(got[0], " 100.00") {
+		t.Errorf("beta's ledger %v; want one charge of 100.00", got)
+	}
+	r := h.buyAs(h.alphaTok, 2, 6)
+	_, errOut, code = cli(h.alphaTok, "blocks", "release", r.ID, "--yes")
+	if code != 0 || !strings.Contains(errOut, "unsold hours are not refunded") || !strings.Contains(errOut, "48 GPU-hours for resale at a 10% fee") {
+		t.Errorf("release: exit %d, stderr %q", code, errOut)
+	}
+	out, _, _ := cli(h.alphaTok, "-o", "json", "blocks", "show", r.ID)
+	if !strings.Contains(out, `"kind": "release"`) && !strings.Contains(out, `"kind":"release"`) {
+		t.Errorf("blocks show of the released block lacks its release:\n%s", out)
 	}
 }
