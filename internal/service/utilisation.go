@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -30,7 +31,7 @@ func (s *Service) Utilisation(ctx context.Context, scope, team string, from, to 
 		return contract.UtilisationReport{}, core.Invalidf("the window ends at %s, not after its start %s", to.Format(time.RFC3339), from.Format(time.RFC3339))
 	}
 	now := s.clock.Now()
-	blocks, runs, err := s.usage(ctx, team)
+	blocks, runs, err := s.usage(ctx, team, nil)
 	if err != nil {
 		return contract.UtilisationReport{}, err
 	}
@@ -62,9 +63,12 @@ func (s *Service) Utilisation(ctx context.Context, scope, team string, from, to 
 	return rep, nil
 }
 
-// blockUtilisation is one block's utilisation so far.
+// blockUtilisation is one block's utilisation so far. The jobs' events
+// are read only when a job of the team ran on the block (or its plan).
 func (s *Service) blockUtilisation(ctx context.Context, b core.Block) (core.Utilisation, error) {
-	_, runs, err := s.usage(ctx, b.Team)
+	_, runs, err := s.usage(ctx, b.Team, func(j core.Job) bool {
+		return j.BlockID == b.ID || (b.PlanID != "" && j.PlanID == b.PlanID)
+	})
 	if err != nil {
 		return core.Utilisation{}, err
 	}
@@ -75,7 +79,7 @@ func (s *Service) blockUtilisation(ctx context.Context, b core.Block) (core.Util
 // team, instance type and month (UTC) over [from, to), for Spend.
 func (s *Service) monthlyUtilisation(ctx context.Context, team string, from, to time.Time) (map[[3]string]core.Utilisation, error) {
 	now := s.clock.Now()
-	blocks, runs, err := s.usage(ctx, team)
+	blocks, runs, err := s.usage(ctx, team, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -109,8 +113,9 @@ func (s *Service) monthlyUtilisation(ctx context.Context, team string, from, to 
 }
 
 // usage reads a team's blocks ("" for every team's) and the runs of its
-// jobs.
-func (s *Service) usage(ctx context.Context, team string) ([]core.Block, []core.RunSpan, error) {
+// jobs; with concerns set, the jobs' events are read only when a job
+// concerns the caller (the events are the costly part).
+func (s *Service) usage(ctx context.Context, team string, concerns func(core.Job) bool) ([]core.Block, []core.RunSpan, error) {
 	blocks, err := s.store.ListBlocks(ctx, store.BlockFilter{Team: team})
 	if err != nil {
 		return nil, nil, fmt.Errorf("listing blocks: %w", err)
@@ -119,7 +124,7 @@ func (s *Service) usage(ctx context.Context, team string) ([]core.Block, []core.
 	if err != nil {
 		return nil, nil, fmt.Errorf("listing jobs: %w", err)
 	}
-	if len(jobs) == 0 {
+	if len(jobs) == 0 || (concerns != nil && !slices.ContainsFunc(jobs, concerns)) {
 		return blocks, nil, nil
 	}
 	var events []core.Event
