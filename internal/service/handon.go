@@ -217,14 +217,18 @@ func (s *Service) handedOn(ctx context.Context, b core.Block, what string) error
 }
 
 // resaleCredits adds to a purchase's change, for each open release whose
-// GPU-hours the new block takes, the resale: the release's resold hours
+// GPU-hours the new blocks take, the resale: the release's resold hours
 // grow (checked against its version at commit), the holder is credited
 // its fee's share of them less the resale fee, and told so by an event
 // (which names no buyer). A release credits at most the GPU-hours it
-// released. Callers hold mu.
-func (s *Service) resaleCredits(c *store.Change, b core.Block, releases []store.Handover, now time.Time) {
+// released. The blocks are one purchase's (a block, or a plan's
+// segments), so each release is written once.
+func (s *Service) resaleCredits(c *store.Change, blocks []core.Block, releases []store.Handover, now time.Time) {
 	for _, r := range releases {
-		ov := core.OverlapGPUHours(b.Placements, b.Start, b.End, r.Placements, r.From, r.Until)
+		var ov int64
+		for _, b := range blocks {
+			ov += core.OverlapGPUHours(b.Placements, b.Start, b.End, r.Placements, r.From, r.Until)
+		}
 		take := min(ov, r.GPUHours-r.ResoldGPUHours)
 		if take <= 0 {
 			continue
@@ -241,7 +245,7 @@ func (s *Service) resaleCredits(c *store.Change, b core.Block, releases []store.
 		}))
 		if credit.Minor > 0 {
 			c.Ledger = append(c.Ledger, core.LedgerEntry{ID: newID("le"), Team: r.Team, Time: now, Kind: core.LedgerRefund,
-				Amount: credit, Subject: r.BlockID, InstanceType: b.InstanceType, OnDemand: s.onDemandOf(b, take)})
+				Amount: credit, Subject: r.BlockID, InstanceType: blocks[0].InstanceType, OnDemand: s.onDemandOf(blocks[0], take)})
 		}
 	}
 }

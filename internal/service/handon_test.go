@@ -485,3 +485,29 @@ func weekRunner(t *testing.T) (*Service, *recordedWorkloads, *sqlite.Store) {
 	runService(t, svc)
 	return svc, rec, st
 }
+
+// TestReleaseResoldToAPlan: a plan whose two segments land on released
+// GPUs credits the holder once, for both.
+func TestReleaseResoldToAPlan(t *testing.T) {
+	e := newHandonEnv(t, nil)
+	ctx := t.Context()
+	e.buy("c", 10, 2)
+	b := e.buy("a", 10, 2)
+	if _, err := e.svc.ReleaseBlock(ctx, e.team["a"], b.ID); err != nil {
+		t.Fatal(err)
+	}
+	o := core.PlanOffering{Target: core.TargetTrainingJob, InstanceType: "h100.8x", Count: 1, Zone: "z", ExpiresAt: e.sim.Now().Add(10 * time.Minute)}
+	for _, r := range [][2]int{{3, 5}, {7, 9}} {
+		o.Segments = append(o.Segments, core.PlanSegment{Start: planHour(r[0]), End: planHour(r[1]),
+			Fee: core.Money{Minor: 100, Currency: "USD"}, OnDemandFee: core.Money{Minor: 200, Currency: "USD"}})
+	}
+	o.Sign(e.svc.secret)
+	if _, _, err := e.svc.PurchasePlan(ctx, contract.PlanPurchaseRequest{Team: e.team["b"], OfferingID: o.ID, ClientToken: "plan-1"}); err != nil {
+		t.Fatal(err)
+	}
+	credit := b.Fee.Minor * 32 * 90 / (80 * 100)
+	want := []string{"charge " + b.ID + fmt.Sprint(" ", b.Fee.Minor), "refund " + b.ID + fmt.Sprint(" ", credit)}
+	if diff := cmp.Diff(want, e.ledger("a")); diff != "" {
+		t.Errorf("holder's ledger (-want +got):\n%s", diff)
+	}
+}

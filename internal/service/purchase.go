@@ -86,7 +86,7 @@ func (s *Service) purchaseOnce(ctx context.Context, req contract.PurchaseRequest
 		},
 	}
 	c.Budgets = guards(guard)
-	s.resaleCredits(&c, b, releases, now)
+	s.resaleCredits(&c, []core.Block{b}, releases, now)
 	s.addMoves(&c, plan.Moves, now)
 	s.addReserves(&c)
 	if err := s.index.Assume(b, plan.Moves...); err != nil {
