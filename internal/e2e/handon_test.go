@@ -287,7 +287,11 @@ func TestCLITransferAndRelease(t *testing.T) {
 	if code != 0 || !strings.Contains(errOut, "unsold hours are not refunded") || !strings.Contains(errOut, "48 GPU-hours for resale at a 10% fee") {
 		t.Errorf("release: exit %d, stderr %q", code, errOut)
 	}
-	out, _, _ := cli(h.alphaTok, "-o", "json", "blocks", "show", r.ID)
+	out, _, _ := cli(h.alphaTok, "blocks", "show", r.ID)
+	if !strings.Contains(out, "released for resale from 2026-12-01 02:00 UTC: 0 of 48 GPU-hours resold, 0.00 USD credited (10% resale fee)") {
+		t.Errorf("blocks show of the released block:\n%s", out)
+	}
+	out, _, _ = cli(h.alphaTok, "-o", "json", "blocks", "show", r.ID)
 	if !strings.Contains(out, `"kind": "release"`) && !strings.Contains(out, `"kind":"release"`) {
 		t.Errorf("blocks show of the released block lacks its release:\n%s", out)
 	}
