@@ -11,6 +11,7 @@ import (
 
 	"capblock/internal/core"
 	"capblock/internal/fleet"
+	"capblock/internal/store"
 )
 
 // handOnFleet is two whole-node H100 nodes; limits are the test's.
@@ -294,5 +295,71 @@ func TestCLITransferAndRelease(t *testing.T) {
 	out, _, _ = cli(h.alphaTok, "-o", "json", "blocks", "show", r.ID)
 	if !strings.Contains(out, `"kind": "release"`) && !strings.Contains(out, `"kind":"release"`) {
 		t.Errorf("blocks show of the released block lacks its release:\n%s", out)
+	}
+}
+
+// TestUtilisationOverHTTP: a week's block of 8 GPUs whose jobs' runs are
+// stored (as the job runner stores them: job events in state running,
+// then the job's next event) reports exact GPU-hours 120 hours in, on the
+// block's page, in /v1/utilisation and in the spend report; another
+// team's member sees none of it.
+func TestUtilisationOverHTTP(t *testing.T) {
+	h := startHandOn(t, "{}")
+	b := h.buyAs(h.alphaTok, 1, 168)
+	at := func(hr int) time.Time { return t0.Add(time.Duration(hr) * time.Hour) }
+	jobs := []core.Job{
+		{ID: "job-1", Team: h.alpha, BlockID: b.ID, Command: []string{"train"}, InstanceCount: 1, State: core.JobSucceeded, CreatedAt: at(11)},
+		{ID: "job-2", Team: h.alpha, BlockID: b.ID, Command: []string{"train"}, InstanceCount: 1, State: core.JobRunning, CreatedAt: at(101)},
+	}
+	ev := func(id, job string, hr int, typ string, state core.JobState) core.Event {
+		return core.Event{ID: id, Time: at(hr), Type: typ, Subject: job, Team: h.alpha, Data: map[string]any{"blockId": b.ID, "state": string(state)}}
+	}
+	if err := h.store.Commit(context.Background(), store.Change{Jobs: []store.JobWrite{{Job: jobs[0]}, {Job: jobs[1]}}, Events: []core.Event{
+		ev("evt-u1", "job-1", 11, core.EventJobRunning, core.JobRunning),
+		ev("evt-u2", "job-1", 31, core.EventJobSucceeded, core.JobSucceeded),
+		ev("evt-u3", "job-2", 101, core.EventJobRunning, core.JobRunning),
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	h.advance(121 * time.Hour)
+	want := map[string]float64{"reserved": 960, "used": 320, "lent": 0, "idle": 640}
+	var page struct {
+		State       string             `json:"state"`
+		Utilisation map[string]float64 `json:"utilisation"`
+	}
+	if code := call(t, h.url, "GET", "/v1/blocks/"+b.ID, nil, &page, h.alphaTok); code != 200 || page.State != "active" || fmt.Sprint(page.Utilisation) != fmt.Sprint(want) {
+		t.Errorf("the block's page: %d %s %v; want active, %v", code, page.State, page.Utilisation, want)
+	}
+	var u struct {
+		Blocks []struct {
+			BlockID  string             `json:"blockId"`
+			GPUHours map[string]float64 `json:"gpuHours"`
+		} `json:"blocks"`
+		Total map[string]float64 `json:"total"`
+	}
+	if code := call(t, h.url, "GET", "/v1/utilisation?team="+h.alpha, nil, &u, h.alphaTok); code != 200 || len(u.Blocks) != 1 ||
+		u.Blocks[0].BlockID != b.ID || fmt.Sprint(u.Total) != fmt.Sprint(want) {
+		t.Errorf("/v1/utilisation: %d %+v; want one block, %v", code, u, want)
+	}
+	// A window: the first day of the block (hours 1 to 25) holds job 1's 14.
+	q := "/v1/utilisation?team=" + h.alpha + "&from=" + ts(at(1)) + "&to=" + ts(at(25))
+	if code := call(t, h.url, "GET", q, nil, &u, h.alphaTok); code != 200 || u.Total["reserved"] != 192 || u.Total["used"] != 112 {
+		t.Errorf("the first day: %d %v; want 192 reserved, 112 used", code, u.Total)
+	}
+	var sp struct {
+		Rows []struct {
+			Month    string             `json:"month"`
+			GPUHours map[string]float64 `json:"gpuHours"`
+		} `json:"rows"`
+	}
+	if code := call(t, h.url, "GET", "/v1/spend?team="+h.alpha, nil, &sp, h.alphaTok); code != 200 || len(sp.Rows) != 1 ||
+		sp.Rows[0].Month != "2026-12" || fmt.Sprint(sp.Rows[0].GPUHours) != fmt.Sprint(want) {
+		t.Errorf("spend: %d %+v; want one December row with %v", code, sp, want)
+	}
+	if code := call(t, h.url, "GET", "/v1/utilisation?team="+h.alpha, nil, &u, h.betaTok); code != 404 {
+		t.Errorf("beta reading alpha's utilisation: %d; want 404", code)
+	}
+	if code := call(t, h.url, "GET", "/v1/utilisation?from="+ts(at(5))+"&to="+ts(at(2)), nil, &u, h.alphaTok); code != 400 {
+		t.Errorf("a window that ends before it starts: %d; want 400", code)
 	}
 }
