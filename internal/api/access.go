@@ -74,22 +74,23 @@ var access = map[string]core.Role{
 	"failNode":    core.RoleAdmin,
 	"recoverNode": core.RoleAdmin,
 
-	"createTeam":     core.RoleAdmin,
-	"listTeams":      core.RoleViewer,
-	"getTeam":        core.RoleViewer,
-	"putQuotas":      core.RoleAdmin,
-	"getQuotas":      core.RoleViewer,
-	"putBudget":      core.RoleAdmin,
-	"getLedger":      core.RoleViewer,
-	"getSpend":       core.RoleViewer,
+	"createTeam":  core.RoleAdmin,
+	"listTeams":   core.RoleViewer,
+	"getTeam":     core.RoleViewer,
+	"putQuotas":   core.RoleAdmin,
+	"getQuotas":   core.RoleViewer,
+	"putBudget":   core.RoleAdmin,
+	"getLedger":   core.RoleViewer,
+	"getSpend":    core.RoleViewer,
+	"createUser":  core.RoleAdmin,
+	"listUsers":   core.RoleViewer,
+	"whoami":      core.RoleViewer,
+	"createToken": core.RoleViewer, // one's own; an admin anyone's
+	"listTokens":  core.RoleViewer,
+	"revokeToken": core.RoleViewer, // one's own; an admin anyone's
+	"listAudit":   core.RoleAdmin,
+
 	"getUtilisation": core.RoleViewer,
-	"createUser":     core.RoleAdmin,
-	"listUsers":      core.RoleViewer,
-	"whoami":         core.RoleViewer,
-	"createToken":    core.RoleViewer, // one's own; an admin anyone's
-	"listTokens":     core.RoleViewer,
-	"revokeToken":    core.RoleViewer, // one's own; an admin anyone's
-	"listAudit":      core.RoleAdmin,
 }
 
 // AccessRule returns the role an operation needs ("" for public) and
