@@ -15,8 +15,8 @@ var blockStates = []string{"payment-pending", "scheduled", "active", "expired", 
 func (a *app) blocksCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "blocks",
-		Short: "List, inspect, cancel and extend your capacity blocks",
-		Long: `List, inspect, cancel and extend your capacity blocks. A command that takes a
+		Short: "List, inspect, cancel, extend, transfer and release your capacity blocks",
+		Long: `List, inspect, cancel, extend, transfer and release your capacity blocks. A command that takes a
 BLOCK takes its id (cb-…) or its name, when no other block you can see has
 that name.`,
 		RunE: groupRunE,
@@ -29,6 +29,8 @@ that name.`,
 		a.blocksApproveCmd(),
 		a.blocksExtensionOfferingsCmd(),
 		a.blocksExtendCmd(),
+		a.blocksTransferCmd(),
+		a.blocksReleaseCmd(),
 	)
 	return cmd
 }

@@ -29,10 +29,13 @@ const (
 		"next": "8"}`
 	spendJSON = `{"rows": [
 		{"team": "team-1", "instanceType": "h100.8x", "month": "2026-11", "spent": {"amount": "7078.08", "currency": "USD"},
-		 "onDemand": {"amount": "9438.72", "currency": "USD"}, "savings": {"amount": "2360.64", "currency": "USD"}},
+		 "onDemand": {"amount": "9438.72", "currency": "USD"}, "savings": {"amount": "2360.64", "currency": "USD"},
+		 "gpuHours": {"reserved": 768, "used": 600.5, "lent": 0, "idle": 167.5}},
 		{"team": "team-1", "instanceType": "l4.1x", "month": "2026-12", "spent": {"amount": "3.00", "currency": "USD"},
-		 "onDemand": {"amount": "4.00", "currency": "USD"}, "savings": {"amount": "1.00", "currency": "USD"}}],
-		"total": {"spent": {"amount": "7081.08", "currency": "USD"}, "onDemand": {"amount": "9442.72", "currency": "USD"}, "savings": {"amount": "2361.64", "currency": "USD"}}}`
+		 "onDemand": {"amount": "4.00", "currency": "USD"}, "savings": {"amount": "1.00", "currency": "USD"},
+		 "gpuHours": {"reserved": 0, "used": 0, "lent": 0, "idle": 0}}],
+		"total": {"spent": {"amount": "7081.08", "currency": "USD"}, "onDemand": {"amount": "9442.72", "currency": "USD"}, "savings": {"amount": "2361.64", "currency": "USD"},
+		 "gpuHours": {"reserved": 768, "used": 600.5, "lent": 0, "idle": 167.5}}}`
 	// newTokenSecret is what the fake answers to a token's creation.
 	newTokenSecret = "cbt_NEWTOKENNEWTOKENNEWTOKENNEWTOKENNEWTOKENNEA"
 )

@@ -181,7 +181,26 @@ func (a *app) printBlock(b client.Block) error {
 	if b.PlanID != "" {
 		t.row("plan:", b.PlanID)
 	}
+	for _, h := range b.Handovers {
+		t.row("handed on:", handoverLine(b, h))
+	}
+	if u := b.Utilisation; u != nil && u.Reserved > 0 {
+		t.row("GPU-hours:", fmt.Sprintf("%s reserved so far, %s used, %s lent, %s idle", gpuHours(u.Reserved), gpuHours(u.Used), gpuHours(u.Lent), gpuHours(u.Idle)))
+	}
 	return t.flush()
+}
+
+// handoverLine tells one hand-over of block b: given or received.
+func handoverLine(b client.Block, h client.Handover) string {
+	switch {
+	case h.Kind == "release":
+		return fmt.Sprintf("released for resale from %s: %d of %d GPU-hours resold, %s credited (%d%% resale fee)",
+			fmtZoned(h.From), h.ResoldGPUHours, h.GPUHours, h.Credited, h.ResaleFeePercent)
+	case h.ToBlockID == b.ID:
+		return fmt.Sprintf("received from team %s from %s, for %s", h.Team, fmtZoned(h.From), h.Price)
+	default:
+		return fmt.Sprintf("transferred to team %s from %s (block %s), for %s", h.ToTeam, fmtZoned(h.From), h.ToBlockID, h.Price)
+	}
 }
 
 // blockState is a block's state for people: a payment-pending block says

@@ -17,7 +17,7 @@ func (a *app) spendCmd() *cobra.Command {
 	var q client.SpendQuery
 	cmd := &cobra.Command{
 		Use:   "spend [--team TEAM_ID] [--from YYYY-MM] [--to YYYY-MM]",
-		Short: "Show spend per team, instance type and month, and the savings against on-demand prices",
+		Short: "Show spend per team, instance type and month, the savings against on-demand prices, and the GPU-hours reserved, used, lent and idle",
 		Example: `  capblock spend --from 2026-11 --to 2026-12
   capblock spend --team team-…`,
 		Args: noArgs,
@@ -49,11 +49,17 @@ func (a *app) spendCmd() *cobra.Command {
 				return nil
 			}
 			teams := teamNames(cmd.Context(), c)
-			t := newTable(a.stdout, "TEAM", "TYPE", "MONTH", "SPENT", "ON-DEMAND", "SAVINGS", "SAVINGS %")
-			for _, r := range s.Rows {
-				t.row(nameOf(teams, r.Team), r.InstanceType, r.Month, r.Spent.String(), r.OnDemand.String(), r.Savings.String(), percent(r.Savings, r.OnDemand))
+			t := newTable(a.stdout, "TEAM", "TYPE", "MONTH", "SPENT", "ON-DEMAND", "SAVINGS", "SAVINGS %",
+				"GPU-H RESERVED", "USED", "LENT", "IDLE")
+			hours := func(g client.GPUHours) []string {
+				return []string{gpuHours(g.Reserved), gpuHours(g.Used), gpuHours(g.Lent), gpuHours(g.Idle)}
 			}
-			t.row("total", "", "", s.Total.Spent.String(), s.Total.OnDemand.String(), s.Total.Savings.String(), percent(s.Total.Savings, s.Total.OnDemand))
+			for _, r := range s.Rows {
+				t.row(append([]string{nameOf(teams, r.Team), r.InstanceType, r.Month, r.Spent.String(), r.OnDemand.String(), r.Savings.String(),
+					percent(r.Savings, r.OnDemand)}, hours(r.GPUHours)...)...)
+			}
+			t.row(append([]string{"total", "", "", s.Total.Spent.String(), s.Total.OnDemand.String(), s.Total.Savings.String(),
+				percent(s.Total.Savings, s.Total.OnDemand)}, hours(s.Total.GPUHours)...)...)
 			return t.flush()
 		},
 	}

@@ -51,6 +51,8 @@ var access = map[string]core.Role{
 	"getBlockStatus":         core.RoleViewer,
 	"getPriceCalendar":       core.RoleViewer,
 	"getCancelQuote":         core.RoleViewer,
+	"transferBlock":          core.RoleMember, // and the fleet's policy (limits.transfers)
+	"releaseBlock":           core.RoleMember,
 
 	"searchPlanOfferings": core.RoleViewer,
 	"purchasePlan":        core.RoleMember,
@@ -100,6 +102,8 @@ var access = map[string]core.Role{
 	"listAccessKeys":  core.RoleViewer,
 	"revokeAccessKey": core.RoleViewer, // one's own; an admin anyone's
 	"listAudit":       core.RoleAdmin,
+
+	"getUtilisation": core.RoleViewer,
 }
 
 // AccessRule returns the role an operation needs ("" for public) and

@@ -193,6 +193,17 @@ func (f *fakeService) GetBlock(_ context.Context, team, id string) (core.Block, 
 	return f.block(team, id)
 }
 
+// BlockDetail shows a block of the fake with no hand-overs and nothing
+// used yet.
+func (f *fakeService) BlockDetail(_ context.Context, team, id string) (contract.BlockDetail, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, err := f.block(team, id); err != nil {
+		return contract.BlockDetail{}, err
+	}
+	return contract.BlockDetail{}, nil
+}
+
 func (f *fakeService) CancelBlock(_ context.Context, team, id string) (core.Block, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

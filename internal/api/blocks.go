@@ -40,7 +40,7 @@ func (s *server) registerBlocks(api huma.API) {
 	huma.Register(api, s.operation("listBlocks", http.MethodGet, "/v1/blocks", "blocks",
 		"List the team's blocks"), s.listBlocks)
 	huma.Register(api, s.operation("getBlock", http.MethodGet, "/v1/blocks/{id}", "blocks",
-		"Get a block"), s.getBlock)
+		"Get a block, with the hours it handed on or received and its utilisation so far"), s.getBlock)
 	huma.Register(api, s.operation("cancelBlock", http.MethodPost, "/v1/blocks/{id}/cancel", "blocks",
 		"Cancel a block, or release it early; refunded per the operator's policy"), s.cancelBlock)
 	huma.Register(api, s.operation("approveBlock", http.MethodPost, "/v1/blocks/{id}/approve", "blocks",
@@ -51,6 +51,7 @@ func (s *server) registerBlocks(api huma.API) {
 		"Buy an extension offering; the block keeps its id and ends later"), s.extend)
 	huma.Register(api, s.operation("getBlockStatus", http.MethodGet, "/v1/blocks/{id}/status", "blocks",
 		"Capacity and placement of a block, and its engine actions"), s.blockStatus)
+	s.registerHandOn(api)
 }
 
 type offeringsInput struct {
@@ -199,14 +200,6 @@ func (s *server) listBlocks(ctx context.Context, in *listBlocksInput) (*out[bloc
 
 type blockIDInput struct {
 	ID string `path:"id" example:"cb-01HZX" doc:"Block id."`
-}
-
-func (s *server) getBlock(ctx context.Context, in *blockIDInput) (*out[blockJSON], error) {
-	b, err := s.svc.GetBlock(ctx, scopeOf(ctx), in.ID)
-	if err != nil {
-		return nil, serviceProblem(ctx, err)
-	}
-	return reply(toBlock(b))
 }
 
 func (s *server) cancelBlock(ctx context.Context, in *blockIDInput) (*out[blockJSON], error) {

@@ -321,7 +321,8 @@ func TestBlockRoutes(t *testing.T) {
 	}{
 		"get": {
 			method: http.MethodGet, target: "/v1/blocks/cb-1",
-			wantStatus: http.StatusOK, want: fmt.Sprintf(blockJSONWant, "scheduled"),
+			wantStatus: http.StatusOK, want: strings.TrimSuffix(fmt.Sprintf(blockJSONWant, "scheduled"), "}") +
+				`, "handovers": [], "utilisation": {"reserved": 0, "used": 0, "lent": 0, "idle": 0}}`,
 		},
 		"list": {
 			method: http.MethodGet, target: "/v1/blocks",

@@ -86,6 +86,9 @@ type Block struct {
 	CreatedAt     time.Time         `json:"createdAt"`
 	Tags          map[string]string `json:"tags"`
 	PlanID        string            `json:"planId,omitempty"` // the plan it is a segment of
+	// Handovers and Utilisation come with GET /v1/blocks/{id} only.
+	Handovers   []Handover `json:"handovers,omitempty"`
+	Utilisation *GPUHours  `json:"utilisation,omitempty"`
 }
 
 // Placement is the GPUs of one node that a block holds.
@@ -294,13 +297,16 @@ type SpendRow struct {
 	Spent        Money  `json:"spent"`
 	OnDemand     Money  `json:"onDemand"`
 	Savings      Money  `json:"savings"`
+	// GPUHours is what became of the GPU-hours reserved in the month.
+	GPUHours GPUHours `json:"gpuHours"`
 }
 
 // SpendTotal sums the rows of a Spend.
 type SpendTotal struct {
-	Spent    Money `json:"spent"`
-	OnDemand Money `json:"onDemand"`
-	Savings  Money `json:"savings"`
+	Spent    Money    `json:"spent"`
+	OnDemand Money    `json:"onDemand"`
+	Savings  Money    `json:"savings"`
+	GPUHours GPUHours `json:"gpuHours"`
 }
 
 // Spend is the answer of GET /v1/spend.

@@ -1,6 +1,10 @@
 package contract
 
-import "time"
+import (
+	"time"
+
+	"capblock/internal/core"
+)
 
 // PurchaseRequest buys a block offering (POST /v1/blocks in the REST API).
 // Team is the team the block is for, resolved with TeamFor.
@@ -38,4 +42,15 @@ type SimClock interface {
 	Now() time.Time
 	Advance(d time.Duration) (time.Time, error)
 	Set(t time.Time) (time.Time, error)
+}
+
+// TransferRequest hands a block's hours on to another team: the whole
+// block before its start, else the rest from the next whole hour. Scope
+// is the caller's (see Service). Price, when above zero, is charged to
+// the receiving team and credited to the holder.
+type TransferRequest struct {
+	Scope   string
+	BlockID string
+	ToTeam  string
+	Price   core.Money
 }

@@ -38,6 +38,21 @@ type Service interface {
 	ExtensionOfferings(ctx context.Context, team, id string, duration time.Duration) ([]core.Offering, error)
 	Extend(ctx context.Context, team, id, offeringID string) (core.Block, error)
 	BlockStatus(ctx context.Context, team, id string) (BlockStatus, error)
+	// Handing hours on. TransferBlock gives a block's hours (the whole
+	// block before its start, else the rest from the next whole hour) to
+	// another team, where the fleet's transfer policy allows;
+	// ReleaseBlock releases them for resale, crediting the holder for
+	// what another purchase buys back. BlockDetail shows a block's
+	// hand-overs and its utilisation so far. Another team's block is not
+	// found.
+	TransferBlock(ctx context.Context, req TransferRequest) (HandOnResult, error)
+	ReleaseBlock(ctx context.Context, team, id string) (HandOnResult, error)
+	BlockDetail(ctx context.Context, team, id string) (BlockDetail, error)
+	// Utilisation reports what became of reserved GPU-hours over [from,
+	// to) (zero bounds: all time up to now), per block, plan and team.
+	// A team other than scope's is not found; team "" means every team
+	// in scope.
+	Utilisation(ctx context.Context, scope, team string, from, to time.Time) (UtilisationReport, error)
 	// Training plans. PlanOfferings searches priced, signed plan
 	// offerings; PurchasePlan buys one (created is false when the client
 	// token was seen before and the earlier plan is returned). A team of

@@ -68,6 +68,78 @@ type SpendRow struct {
 	Month        string // YYYY-MM
 	Spent        core.Money
 	OnDemand     core.Money
+	// GPUHours is what became of the team's reserved GPU-hours of the
+	// type in the month (see Utilisation).
+	GPUHours GPUHours
+}
+
+// GPUHours is what became of reserved GPU time, in GPU-hours: Reserved
+// over the hours elapsed, Used by the holder's jobs, Lent to backfill,
+// Idle the rest (core.Utilisation).
+type GPUHours struct {
+	Reserved, Used, Lent, Idle float64
+}
+
+// GPUHoursOf converts a utilisation to GPU-hours.
+func GPUHoursOf(u core.Utilisation) GPUHours {
+	return GPUHours{core.Hours(u.Reserved), core.Hours(u.Used), core.Hours(u.Lent), core.Hours(u.Idle)}
+}
+
+// UtilisationRow is the utilisation of one block, plan or team: the keys
+// that do not apply are empty.
+type UtilisationRow struct {
+	Team         string
+	BlockID      string
+	PlanID       string
+	InstanceType string
+	GPUHours     GPUHours
+}
+
+// UtilisationReport is the utilisation of a team's blocks (every team's
+// for an admin) over a window, per block, per plan and per team, and in
+// total.
+type UtilisationReport struct {
+	From, To time.Time
+	Blocks   []UtilisationRow
+	Plans    []UtilisationRow
+	Teams    []UtilisationRow
+	Total    GPUHours
+}
+
+// Handover is a block's hours handed on: to another team (kind
+// "transfer") or released for resale ("release"), with what has been
+// resold and credited so far. Team and ToTeam are shown only to the
+// teams they name (and admins).
+type Handover struct {
+	ID             string
+	Kind           string
+	BlockID        string
+	Team           string
+	ToTeam         string
+	ToBlockID      string
+	From, Until    time.Time
+	GPUHours       int64
+	Price          core.Money
+	FeePercent     int
+	ResoldGPUHours int64
+	Credited       core.Money
+	CreatedAt      time.Time
+}
+
+// HandOnResult is what a transfer or a release did: the holder's block
+// as it is now, the block the receiving team got (a transfer), and the
+// hand-over.
+type HandOnResult struct {
+	Block    core.Block
+	Received *core.Block
+	Handover Handover
+}
+
+// BlockDetail is what a block's own page shows beyond the block: its
+// hand-overs, given or received, and its utilisation so far.
+type BlockDetail struct {
+	Handovers   []Handover
+	Utilisation GPUHours
 }
 
 // SpendReport is the rows and their total (whose keys are empty).

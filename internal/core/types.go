@@ -98,7 +98,21 @@ type Limits struct {
 	// unapproved ApprovalDeadline before its start becomes payment-failed.
 	ApprovalAboveInstances int
 	ApprovalDeadline       time.Duration
+	// Transfers says who may hand a block's hours on to another team:
+	// TransfersNone, TransfersAdmin (an admin does it; the default) or
+	// TransfersAny (a member of the holding team).
+	Transfers string
+	// ResaleFeePercent is the share of resold hours kept by the operator
+	// when a block released for resale is bought again.
+	ResaleFeePercent int
 }
+
+// Transfer policies (Limits.Transfers).
+const (
+	TransfersNone  = "none"
+	TransfersAdmin = "admin"
+	TransfersAny   = "any"
+)
 
 // DefaultLimits are the baseline semantics of DESIGN.md.
 func DefaultLimits() Limits {
@@ -119,6 +133,8 @@ func DefaultLimits() Limits {
 		RefundAfterStart:     0,
 		MaxResults:           6,
 		ApprovalDeadline:     5 * time.Minute,
+		Transfers:            TransfersAdmin,
+		ResaleFeePercent:     10,
 	}
 }
 

@@ -281,6 +281,22 @@ var authzRequests = map[string]func(f *authzFixture, role core.Role, other bool)
 	"cancelBlock": func(f *authzFixture, _ core.Role, other bool) authzRequest {
 		return authzRequest{need: core.RoleMember, method: "POST", path: "/v1/blocks/" + f.block(f.teamOf(other)) + "/cancel", success: 200, scoped: true, otherStatus: 404}
 	},
+	// Under the default transfer policy (limits.transfers: admin) a
+	// member's transfer of its own team's block is forbidden.
+	"transferBlock": func(f *authzFixture, role core.Role, other bool) authzRequest {
+		success := http.StatusOK
+		if role != core.RoleAdmin {
+			success = http.StatusForbidden
+		}
+		return authzRequest{need: core.RoleMember, method: "POST", path: "/v1/blocks/" + f.block(f.teamOf(other)) + "/transfer",
+			body: map[string]any{"team": f.teamOf(!other)}, success: success, scoped: true, otherStatus: 404}
+	},
+	"releaseBlock": func(f *authzFixture, _ core.Role, other bool) authzRequest {
+		return authzRequest{need: core.RoleMember, method: "POST", path: "/v1/blocks/" + f.block(f.teamOf(other)) + "/release", success: 200, scoped: true, otherStatus: 404}
+	},
+	"getUtilisation": func(f *authzFixture, _ core.Role, other bool) authzRequest {
+		return authzRequest{need: core.RoleViewer, method: "GET", path: "/v1/utilisation?team=" + f.teamOf(other), success: 200, scoped: true, otherStatus: 404}
+	},
 	"listExtensionOfferings": func(f *authzFixture, _ core.Role, other bool) authzRequest {
 		return authzRequest{need: core.RoleViewer, method: "GET", path: "/v1/blocks/" + f.block(f.teamOf(other)) + "/extension-offerings?durationHours=1", success: 200, scoped: true, otherStatus: 404}
 	},

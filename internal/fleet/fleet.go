@@ -49,6 +49,8 @@ type fileLimits struct {
 	MaxResults               number `yaml:"maxResults"`
 	ApprovalAboveInstances   number `yaml:"approvalAboveInstances"`
 	ApprovalDeadline         string `yaml:"approvalDeadline"`
+	Transfers                string `yaml:"transfers"`
+	ResaleFeePercent         number `yaml:"resaleFeePercent"`
 }
 
 // filePricing mirrors core.Pricing as factors of the on-demand price

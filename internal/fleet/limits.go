@@ -47,6 +47,10 @@ func (c *checker) limits(fl fileLimits) core.Limits {
 	num(fl.MaxResults, &l.MaxResults)
 	num(fl.ApprovalAboveInstances, &l.ApprovalAboveInstances)
 	dur("approvalDeadline", fl.ApprovalDeadline, &l.ApprovalDeadline)
+	if fl.Transfers != "" {
+		l.Transfers = fl.Transfers
+	}
+	num(fl.ResaleFeePercent, &l.ResaleFeePercent)
 
 	// set tells which keys the file gives, to attribute pairwise problems.
 	set := map[string]bool{
@@ -104,6 +108,10 @@ func (c *checker) limits(fl fileLimits) core.Limits {
 		"approvalAboveInstances is %d, must be 0 (no approval) or more", l.ApprovalAboveInstances)
 	check(l.ApprovalAboveInstances == 0 || l.ApprovalDeadline < l.MinLeadTime, "$.limits.approvalDeadline",
 		"approvalDeadline %s must be shorter than minLeadTime %s, or a block could fail as soon as bought", f(l.ApprovalDeadline), f(l.MinLeadTime))
+	check(l.Transfers == core.TransfersNone || l.Transfers == core.TransfersAdmin || l.Transfers == core.TransfersAny,
+		"$.limits.transfers", "transfers is %q, must be none, admin or any", l.Transfers)
+	check(l.ResaleFeePercent >= 0 && l.ResaleFeePercent <= 100, "$.limits.resaleFeePercent",
+		"resaleFeePercent is %d, must be 0 to 100", l.ResaleFeePercent)
 	check(l.MaxResults >= 1 && l.MaxResults <= maxResultsCap, "$.limits.maxResults",
 		"maxResults is %d, must be 1 to %d", l.MaxResults, maxResultsCap)
 	return l

@@ -463,3 +463,23 @@ func TestApprovalLimits(t *testing.T) {
 		}
 	}
 }
+
+func TestHandOnLimits(t *testing.T) {
+	base := "currency: USD\ninstanceTypes:\n  - {name: h100.8x, gpuModel: H100, gpusPerInstance: 8, onDemandPrice: \"98.32\"}\nzones:\n  - name: z\n    racks:\n      - name: r\n        nodeGroups:\n          - {prefix: n-, count: 2, gpuModel: H100, gpus: 8}\n"
+	f, err := Parse([]byte(base))
+	if err != nil || f.Limits.Transfers != "admin" || f.Limits.ResaleFeePercent != 10 {
+		t.Fatalf("defaults: %q %d, %v; want admin and 10", f.Limits.Transfers, f.Limits.ResaleFeePercent, err)
+	}
+	f, err = Parse([]byte(base + "limits: {transfers: any, resaleFeePercent: 25}\n"))
+	if err != nil || f.Limits.Transfers != "any" || f.Limits.ResaleFeePercent != 25 {
+		t.Fatalf("Parse: %+v, %v", f.Limits, err)
+	}
+	for name, limits := range map[string]string{
+		"unknown policy": "limits: {transfers: sometimes}\n",
+		"fee over 100":   "limits: {resaleFeePercent: 101}\n",
+	} {
+		if _, err := Parse([]byte(base + limits)); err == nil || !(strings.Contains(err.Error(), "transfers") || strings.Contains(err.Error(), "resaleFeePercent")) {
+			t.Errorf("%s: %v, want an error naming the key", name, err)
+		}
+	}
+}

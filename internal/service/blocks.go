@@ -50,6 +50,9 @@ func (s *Service) CancelBlock(ctx context.Context, team, id string) (core.Block,
 		if err != nil {
 			return store.Change{}, err
 		}
+		if err := s.handedOn(ctx, b, "cancelled"); err != nil {
+			return store.Change{}, err
+		}
 		// A plan fails with a cancelled segment.
 		if err := s.addPlanEvents(ctx, &c, []transition{step}); err != nil {
 			return store.Change{}, err

@@ -71,9 +71,12 @@ func (s *Service) checkEnabled(ctx context.Context, u core.User) error {
 // checkTeamEnabled returns an error wrapping sentinel when team is
 // disabled.
 func (s *Service) checkTeamEnabled(ctx context.Context, team string, sentinel error) error {
-	t, err := cachedRead(&s.accounts, "team:"+team, false, func() (core.Team, error) {
+	t, err := cachedRead(&s.accounts, "team:"+team, true, func() (core.Team, error) {
 		return s.store.Team(ctx, team)
 	})
+	if errors.Is(err, store.ErrNotFound) {
+		return nil // no such team, so not a disabled one: what asks says what it needs
+	}
 	if err != nil {
 		return fmt.Errorf("loading team %s: %w", team, err)
 	}

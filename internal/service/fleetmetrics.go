@@ -13,7 +13,8 @@ import (
 // fleetCollector reports, at each scrape, what the fleet is doing: from
 // the index, under the shared lock, the live blocks by state and each
 // pool's GPUs booked, free and unhealthy in the current hour; from the
-// store, the running jobs and the webhook deliveries that failed. The
+// store, the running jobs, the webhook deliveries that failed and each
+// team's GPU-hours reserved, used, lent and idle (Utilisation). The
 // index is this replica's (the same on every replica once it caught up);
 // the store's counts are the same on every replica.
 type fleetCollector struct {
@@ -23,6 +24,7 @@ type fleetCollector struct {
 	gpus, gpusBooked, gpusFree, gpusUnhealthy *prometheus.Desc
 	jobsRunning                               *prometheus.Desc
 	deliveriesFailing, deliveriesFailed       *prometheus.Desc
+	gpuHours                                  *prometheus.Desc
 }
 
 func newFleetCollector(s *Service) fleetCollector {
@@ -44,12 +46,15 @@ func newFleetCollector(s *Service) fleetCollector {
 			"Webhook deliveries not yet made whose last attempt failed, waiting to be tried again.", nil, nil),
 		deliveriesFailed: prometheus.NewDesc("capblock_webhook_deliveries_failed",
 			"Webhook deliveries given up on after their last attempt failed, still in the delivery logs.", nil, nil),
+		gpuHours: prometheus.NewDesc("capblock_gpu_hours",
+			"GPU-hours of the team's blocks so far, by kind: reserved (over the hours elapsed), used by its jobs, lent to backfill, idle.",
+			[]string{"team", "kind"}, nil),
 	}
 }
 
 func (c fleetCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.blocks, c.gpus, c.gpusBooked, c.gpusFree, c.gpusUnhealthy,
-		c.jobsRunning, c.deliveriesFailing, c.deliveriesFailed} {
+		c.jobsRunning, c.deliveriesFailing, c.deliveriesFailed, c.gpuHours} {
 		ch <- d
 	}
 }
@@ -87,6 +92,17 @@ func (c fleetCollector) Collect(ch chan<- prometheus.Metric) {
 	} else {
 		gauge(c.deliveriesFailing, failing)
 		gauge(c.deliveriesFailed, failed)
+	}
+	// Utilisation per team: labels bounded by the teams and four kinds.
+	if rep, err := s.Utilisation(ctx, "", "", time.Time{}, time.Time{}); err != nil {
+		s.log.Warn("computing the utilisation for the metrics", "err", err)
+	} else {
+		for _, t := range rep.Teams {
+			for kind, v := range map[string]float64{"reserved": t.GPUHours.Reserved, "used": t.GPUHours.Used,
+				"lent": t.GPUHours.Lent, "idle": t.GPUHours.Idle} {
+				ch <- prometheus.MustNewConstMetric(c.gpuHours, prometheus.GaugeValue, v, t.Team, kind)
+			}
+		}
 	}
 }
 

@@ -90,13 +90,20 @@ func TestFleetMetrics(t *testing.T) {
 		`capblock_jobs_running 1`,
 		`capblock_webhook_deliveries_failing 1`,
 		`capblock_webhook_deliveries_failed 1`,
+		// The block's 16 GPUs for the 30 minutes since its start; the job
+		// has no stored runs (no events), so nothing is used.
+		`capblock_gpu_hours{kind="reserved",team="` + team + `"} 8`,
+		`capblock_gpu_hours{kind="used",team="` + team + `"} 0`,
+		`capblock_gpu_hours{kind="lent",team="` + team + `"} 0`,
+		`capblock_gpu_hours{kind="idle",team="` + team + `"} 8`,
 	} {
 		if !lines[want] {
 			t.Errorf("/metrics lacks the line %q", want)
 		}
 	}
 	for _, name := range []string{"capblock_blocks", "capblock_pool_gpus", "capblock_pool_gpus_booked", "capblock_pool_gpus_free",
-		"capblock_pool_gpus_unhealthy", "capblock_jobs_running", "capblock_webhook_deliveries_failing", "capblock_webhook_deliveries_failed"} {
+		"capblock_pool_gpus_unhealthy", "capblock_jobs_running", "capblock_webhook_deliveries_failing", "capblock_webhook_deliveries_failed",
+		"capblock_gpu_hours"} {
 		if !strings.Contains("\n"+got, "\n# HELP "+name+" ") {
 			t.Errorf("/metrics has no HELP for %s", name)
 		}

@@ -79,6 +79,10 @@ func (s *Service) purchasePlanOnce(ctx context.Context, req contract.PlanPurchas
 	if err != nil {
 		return core.Plan{}, err
 	}
+	releases, err := s.openReleases(ctx, t.GPUModel, off.Segments[0].Start, off.Segments[len(off.Segments)-1].End)
+	if err != nil {
+		return core.Plan{}, err
+	}
 	p := core.Plan{ID: newID("tp"), Name: req.Name, Team: req.Team, Target: off.Target, Fee: off.Fee(), CreatedAt: now}
 	var pp *planPlacement
 	s.mu.Lock()
@@ -136,6 +140,7 @@ func (s *Service) purchasePlanOnce(ctx context.Context, req contract.PlanPurchas
 		"from": string(core.PlanPending), "to": string(core.PlanScheduled), "offeringId": off.ID,
 		"upfrontFee": p.Fee.String(), "currency": p.Fee.Currency, "segments": segmentIDs,
 	}))
+	s.resaleCredits(&c, pp.blocks, releases, now)
 	s.addMoves(&c, pp.moves, now)
 	s.addReserves(&c)
 	err = s.commitAudited(ctx, c, now, p.ID)

@@ -44,6 +44,10 @@ func (s *Service) purchaseOnce(ctx context.Context, req contract.PurchaseRequest
 	if err != nil {
 		return core.Block{}, err
 	}
+	releases, err := s.openReleases(ctx, t.GPUModel, off.Start, off.End)
+	if err != nil {
+		return core.Block{}, err
+	}
 	// 1. Decide under the lock, and take the decision as assumed: a
 	//    search or another purchase sees its GPUs as taken from now on.
 	s.mu.Lock()
@@ -82,6 +86,7 @@ func (s *Service) purchaseOnce(ctx context.Context, req contract.PurchaseRequest
 		},
 	}
 	c.Budgets = guards(guard)
+	s.resaleCredits(&c, []core.Block{b}, releases, now)
 	s.addMoves(&c, plan.Moves, now)
 	s.addReserves(&c)
 	if err := s.index.Assume(b, plan.Moves...); err != nil {

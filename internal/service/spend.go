@@ -11,7 +11,8 @@ import (
 )
 
 // Spend sums the ledger by team, instance type and month (UTC) over
-// [from, to) months, with what the same instance-hours cost on demand. A
+// [from, to) months, with what the same instance-hours cost on demand
+// and what became of the GPU-hours reserved (see Utilisation). A
 // team other than scope's is not found; team "" means every team in scope.
 func (s *Service) Spend(ctx context.Context, scope, team string, from, to time.Time) (contract.SpendReport, error) {
 	if team == "" {
@@ -46,6 +47,22 @@ func (s *Service) Spend(ctx context.Context, scope, team string, from, to time.T
 		rep.Total.Spent.Minor += sign * e.Amount.Minor
 		rep.Total.OnDemand.Minor += sign * e.OnDemand.Minor
 	}
+	// What became of the reserved GPU-hours, in the same rows.
+	used, err := s.monthlyUtilisation(ctx, team, from, to)
+	if err != nil {
+		return contract.SpendReport{}, err
+	}
+	var all core.Utilisation
+	for k, u := range used {
+		r := rows[key{k[0], k[1], k[2]}]
+		if r == nil {
+			r = &contract.SpendRow{Team: k[0], InstanceType: k[1], Month: k[2], Spent: zero, OnDemand: zero}
+			rows[key{k[0], k[1], k[2]}] = r
+		}
+		r.GPUHours = contract.GPUHoursOf(u)
+		all = all.Add(u)
+	}
+	rep.Total.GPUHours = contract.GPUHoursOf(all)
 	for _, r := range rows {
 		rep.Rows = append(rep.Rows, *r)
 	}

@@ -100,6 +100,7 @@ type Full interface {
 	Plans
 	Outbox
 	Health
+	Handovers
 }
 
 // Coordinator is implemented by drivers that several replicas share. A

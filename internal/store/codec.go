@@ -128,6 +128,11 @@ func ValidateChange(c Change) error {
 	if err := validateActions(c.Actions); err != nil {
 		return err
 	}
+	for _, h := range c.Handovers {
+		if err := ValidateHandover(h); err != nil {
+			return err
+		}
+	}
 	return validateNodeHealth(c.NodeHealth)
 }
 

@@ -131,6 +131,10 @@ type Change struct {
 	// stored record, so that a node's failure and the blocks it moves
 	// commit together. A node twice in one change is invalid.
 	NodeHealth []core.NodeHealth
+	// Handovers stores hand-overs of blocks' hours (transfers, releases
+	// for resale) and the resales of releases, each checked against its
+	// expected version.
+	Handovers []HandoverWrite
 }
 
 // BlockUpdate replaces a stored block's mutable fields (State, End, Name,

@@ -248,6 +248,9 @@ func (w *commitWriter) queue(c store.Change, eventData []string, used []store.Us
 	for _, j := range c.Jobs {
 		w.queueJob(j)
 	}
+	for _, h := range c.Handovers {
+		w.queueHandover(h)
+	}
 	w.queueActions(c.Actions)
 	w.queueNodeHealth(c.NodeHealth)
 	for _, e := range c.Ledger {

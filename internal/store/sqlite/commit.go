@@ -157,6 +157,11 @@ func (w *commitTx) apply(c store.Change, eventData []string, used []store.UsedOf
 			return nil, err
 		}
 	}
+	for _, h := range c.Handovers {
+		if err := w.writeHandover(h); err != nil {
+			return nil, err
+		}
+	}
 	for _, a := range c.Actions {
 		if err := w.insertAction(a); err != nil {
 			return nil, err

@@ -66,6 +66,7 @@ func Exercise(t *testing.T, h Harness) {
 	tests = append(tests, sharedTests...)
 	tests = append(tests, outboxTests...)
 	tests = append(tests, healthTests...)
+	tests = append(tests, handoverTests...)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.run(t, h) })
 	}
