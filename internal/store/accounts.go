@@ -72,6 +72,7 @@ type Full interface {
 	Jobs
 	Webhooks
 	Plans
+	SeriesOrders
 	Outbox
 	Health
 }
