@@ -53,6 +53,17 @@ var access = map[string]core.Role{
 	"listPlans":           core.RoleViewer,
 	"getPlan":             core.RoleViewer,
 
+	"searchSeriesOfferings": core.RoleViewer, // a search: it stores nothing
+	"purchaseSeries":        core.RoleMember,
+	"listSeries":            core.RoleViewer,
+	"getSeries":             core.RoleViewer,
+	"cancelSeries":          core.RoleMember,
+
+	"createOrder": core.RoleMember,
+	"listOrders":  core.RoleViewer,
+	"getOrder":    core.RoleViewer,
+	"cancelOrder": core.RoleMember,
+
 	"listEvents": core.RoleViewer,
 
 	"createWebhook":         core.RoleMember,
