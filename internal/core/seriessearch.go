@@ -110,7 +110,7 @@ func (ix *Index) quoteOccurrence(req SeriesSearchRequest, t InstanceType, zone s
 			return oc
 		}
 	}
-	oc.Reason = fmt.Sprintf("no capacity: fewer than %d %s free in %s then", req.Count, t.Name, zone)
+	oc.Reason = fmt.Sprintf("no capacity: fewer than %d free in %s", req.Count, zone)
 	return oc
 }
 
