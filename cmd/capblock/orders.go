@@ -33,7 +33,7 @@ or its name.`,
 
 func (a *app) ordersCreateCmd() *cobra.Command {
 	var (
-		req                                             client.OrderRequest
+		req                                            client.OrderRequest
 		duration, startAfter, endBefore, deadline, fee string
 	)
 	cmd := &cobra.Command{
