@@ -134,9 +134,13 @@ func TestSeriesOfferingRoundTrip(t *testing.T) {
 	tampered := []byte(o.ID)
 	tampered[10] ^= 1
 	for name, id := range map[string]string{
-		"tampered":     string(tampered),
-		"other secret": func() string { c := sampleSeriesOffering(now); c.Sign([]byte("another secret, 32 bytes long...")); return c.ID }(),
-		"plan kind":    KindPlan + strings.TrimPrefix(o.ID, KindSeries),
+		"tampered": string(tampered),
+		"other secret": func() string {
+			c := sampleSeriesOffering(now)
+			c.Sign([]byte("another secret, 32 bytes long..."))
+			return c.ID
+		}(),
+		"plan kind": KindPlan + strings.TrimPrefix(o.ID, KindSeries),
 	} {
 		if _, err := VerifySeriesOffering(secret, id, now); !errors.Is(err, ErrOfferingInvalid) {
 			t.Errorf("%s: %v, want offering invalid", name, err)
