@@ -25,6 +25,10 @@ import (
 // capacity without a kick here.
 const ordersPoll = 10 * time.Second
 
+// maxOpenOrders bounds a team's open orders: each costs a search on
+// every pass of the leader.
+const maxOpenOrders = 100
+
 // CreateOrder places a standing order for a team. The request must be
 // one a search accepts (type, count, duration, window, zone), within the
 // team's quota; a buy order needs a maxFee in the fleet's currency.
@@ -85,6 +89,13 @@ func (s *Service) newOrder(ctx context.Context, req contract.OrderRequest, now t
 	if !o.Deadline.After(now) {
 		return core.Order{}, core.Invalidf("the order's deadline %s has passed: the window ends too soon for a %s block",
 			o.Deadline.Format(time.RFC3339), req.Duration)
+	}
+	open, err := s.store.ListOrders(ctx, req.Team, core.OrderOpen)
+	if err != nil {
+		return core.Order{}, fmt.Errorf("counting the open orders of team %s: %w", req.Team, err)
+	}
+	if len(open) >= maxOpenOrders {
+		return core.Order{}, fmt.Errorf("%w: the team has %d open orders, the most it may have; cancel one first", core.ErrQuotaExceeded, len(open))
 	}
 	// A search refuses what the order could never buy.
 	if _, err := s.searchOrder(ctx, o, now); err != nil && !errors.Is(err, errOrderWindowAhead) {

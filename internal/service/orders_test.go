@@ -220,3 +220,31 @@ func TestOrderBadInput(t *testing.T) {
 		t.Errorf("bad input stored %d orders", len(orders))
 	}
 }
+
+// TestOpenOrdersAreBounded: a team may hold maxOpenOrders open orders;
+// one more is refused, and a cancelled one makes room.
+func TestOpenOrdersAreBounded(t *testing.T) {
+	e := newSeriesEnv(t)
+	var first core.Order
+	for i := range maxOpenOrders {
+		o := e.order("team-b", core.OrderNotify, 0)
+		if i == 0 {
+			first = o
+		}
+	}
+	req := contract.OrderRequest{Team: "team-b", InstanceType: "l4.1x", Count: 1, Duration: time.Hour,
+		StartAfter: orderStart, EndBefore: orderStart.Add(8 * time.Hour)}
+	if _, err := e.svc.CreateOrder(t.Context(), req); !errors.Is(err, core.ErrQuotaExceeded) {
+		t.Fatalf("order %d: %v, want quota exceeded", maxOpenOrders+1, err)
+	}
+	if _, err := e.svc.CreateOrder(t.Context(), contract.OrderRequest{Team: "team-c", InstanceType: "l4.1x", Count: 1,
+		Duration: time.Hour, StartAfter: orderStart, EndBefore: orderStart.Add(8 * time.Hour)}); err != nil {
+		t.Fatalf("another team's order: %v", err)
+	}
+	if _, err := e.svc.CancelOrder(t.Context(), "team-b", first.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.svc.CreateOrder(t.Context(), req); err != nil {
+		t.Fatalf("an order after a cancel: %v", err)
+	}
+}
