@@ -67,7 +67,7 @@ func (s *server) searchSeriesOfferings(ctx context.Context, in *searchSeriesInpu
 	if err != nil {
 		return nil, serviceProblem(ctx, err)
 	}
-	return reply(toSeriesOfferings(offers))
+	return reply(toSeriesOfferings(offers, s.svc.Fleet().Currency))
 }
 
 type purchaseSeriesInput struct {
@@ -185,7 +185,9 @@ func localTime(t time.Time, loc *time.Location) string {
 	return t.In(loc).Format(time.RFC3339)
 }
 
-func toSeriesOfferings(os []core.SeriesOffering) seriesOfferingsJSON {
+// toSeriesOfferings renders quotes; one where nothing fits costs 0 in
+// currency, the fleet's.
+func toSeriesOfferings(os []core.SeriesOffering, currency string) seriesOfferingsJSON {
 	out := seriesOfferingsJSON{SeriesOfferings: make([]seriesOfferingJSON, 0, len(os))}
 	for _, o := range os {
 		loc, _ := o.Schedule.Location()
@@ -194,7 +196,7 @@ func toSeriesOfferings(os []core.SeriesOffering) seriesOfferingsJSON {
 			OnDemandFee: toMoney(o.OnDemandFee()), ExpiresAt: o.ExpiresAt.UTC(),
 			Occurrences: make([]seriesOccurrenceJSON, 0, len(o.Occurrences))}
 		if j.UpfrontFee.Currency == "" {
-			j.UpfrontFee.Currency, j.OnDemandFee.Currency = "", ""
+			j.UpfrontFee.Currency, j.OnDemandFee.Currency = currency, currency
 		}
 		for _, oc := range o.Occurrences {
 			w := seriesOccurrenceJSON{StartTime: oc.Start.UTC(), EndTime: oc.End.UTC(), LocalStartTime: localTime(oc.Start, loc),
