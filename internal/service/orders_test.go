@@ -248,3 +248,33 @@ func TestOpenOrdersAreBounded(t *testing.T) {
 		t.Fatalf("an order after a cancel: %v", err)
 	}
 }
+
+// TestOrderBoughtWhenNodeRecovers: with the only node failed nothing
+// fits; its recovery wakes the standing orders, and the order buys.
+func TestOrderBoughtWhenNodeRecovers(t *testing.T) {
+	e := newSeriesEnv(t)
+	if _, err := e.svc.FailNode(t.Context(), "l4-0", "maintenance"); err != nil {
+		t.Fatal(err)
+	}
+	o := e.order("team-b", core.OrderBuy, 1_000_000)
+	e.serve()
+	if got := e.orderNow("team-b", o.ID); got.State != core.OrderOpen {
+		t.Fatalf("order with the node failed: %s", got.State)
+	}
+	select {
+	case <-e.svc.ordersKick: // drain the order's own kick
+	default:
+	}
+	if _, err := e.svc.RecoverNode(t.Context(), "l4-0"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-e.svc.ordersKick:
+	default:
+		t.Errorf("a node's recovery did not wake the standing orders")
+	}
+	e.serve()
+	if got := e.orderNow("team-b", o.ID); got.State != core.OrderBought {
+		t.Errorf("order after the recovery: %s (%q)", got.State, got.Reason)
+	}
+}
