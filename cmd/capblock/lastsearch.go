@@ -19,6 +19,8 @@ import (
 type lastSearch struct {
 	Offerings     *searchRows `json:"offerings,omitempty"`
 	PlanOfferings *searchRows `json:"planOfferings,omitempty"`
+	// SeriesOfferings keeps an empty id for a row that cannot be bought.
+	SeriesOfferings *searchRows `json:"seriesOfferings,omitempty"`
 }
 
 // searchRows are the offering ids of one search, in the order printed.
@@ -43,6 +45,8 @@ var (
 		rows: func(s *lastSearch) **searchRows { return &s.Offerings }}
 	planSearch = searchKind{command: "capblock plans offerings", idHint: "tpo-…",
 		rows: func(s *lastSearch) **searchRows { return &s.PlanOfferings }}
+	seriesSearch = searchKind{command: "capblock series search", idHint: "cso-…",
+		rows: func(s *lastSearch) **searchRows { return &s.SeriesOfferings }}
 )
 
 // lastSearchPath is where the last searches are kept: beside the login.

@@ -177,6 +177,8 @@ administrator's token, written beside its database:
 		a.buyCmd(),
 		a.blocksCmd(),
 		a.plansCmd(),
+		a.seriesCmd(),
+		a.ordersCmd(),
 		a.eventsCmd(),
 		a.webhooksCmd(),
 		a.loginCmd(),

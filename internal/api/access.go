@@ -60,6 +60,17 @@ var access = map[string]core.Role{
 	"getPlan":             core.RoleViewer,
 	"cancelPlan":          core.RoleMember,
 
+	"searchSeriesOfferings": core.RoleViewer, // a search: it stores nothing
+	"purchaseSeries":        core.RoleMember,
+	"listSeries":            core.RoleViewer,
+	"getSeries":             core.RoleViewer,
+	"cancelSeries":          core.RoleMember,
+
+	"createOrder": core.RoleMember,
+	"listOrders":  core.RoleViewer,
+	"getOrder":    core.RoleViewer,
+	"cancelOrder": core.RoleMember,
+
 	"listEvents": core.RoleViewer,
 
 	"createWebhook":         core.RoleMember,

@@ -84,6 +84,8 @@ func New(svc contract.Service, opts Options) http.Handler {
 	s.registerPolicy(hapi)
 	s.registerBlocks(hapi)
 	s.registerPlans(hapi)
+	s.registerSeries(hapi)
+	s.registerOrders(hapi)
 	s.registerEvents(hapi)
 	s.registerWebhooks(hapi)
 	s.registerOperations(hapi)

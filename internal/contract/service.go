@@ -64,6 +64,22 @@ type Service interface {
 	// CancelPlan cancels every segment of a plan still to come or active,
 	// each under the refund policy, in one commit.
 	CancelPlan(ctx context.Context, team, id string) (PlanView, error)
+	// Recurring blocks (series). SeriesOfferings quotes a schedule's
+	// occurrences, signed; PurchaseSeries buys one quote's occurrences in
+	// one commit (created is false when the client token was seen before
+	// and the earlier series is returned); CancelSeries cancels every
+	// occurrence not yet ended, each refunded per the operator's policy.
+	SeriesOfferings(ctx context.Context, req SeriesSearchRequest) ([]core.SeriesOffering, error)
+	PurchaseSeries(ctx context.Context, req SeriesPurchaseRequest) (s SeriesView, created bool, err error)
+	ListSeries(ctx context.Context, team string) ([]SeriesView, error)
+	GetSeries(ctx context.Context, team, id string) (SeriesView, error)
+	CancelSeries(ctx context.Context, team, id string) (SeriesView, error)
+	// Standing orders: requests that wait until capacity frees, then
+	// notify or buy, first come first served, until their deadline.
+	CreateOrder(ctx context.Context, req OrderRequest) (core.Order, error)
+	ListOrders(ctx context.Context, team string) ([]core.Order, error)
+	GetOrder(ctx context.Context, team, id string) (core.Order, error)
+	CancelOrder(ctx context.Context, team, id string) (core.Order, error)
 	// Events returns events after the cursor ("" = from the start), waiting
 	// up to wait for at least one; next is the cursor to pass next time.
 	Events(ctx context.Context, team, after string, wait time.Duration) (events []core.Event, next string, err error)

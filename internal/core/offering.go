@@ -224,7 +224,7 @@ func decodeOfferingTerms(payload []byte) (Offering, bool) {
 	}, true
 }
 
-// OfferingExpiry returns when the quote of id (a block, extension or plan
+// OfferingExpiry returns when the quote of id (a block, extension, plan or series
 // offering) expires, without checking its signature: it is for the store,
 // which keeps the ids of used quotes until then and sees only ids that
 // the service verified.
@@ -239,6 +239,10 @@ func OfferingExpiry(id string) (time.Time, error) {
 			}
 		case KindPlan:
 			if o, ok := decodePlanTerms(payload); ok {
+				return o.ExpiresAt, nil
+			}
+		case KindSeries:
+			if o, ok := decodeSeriesTerms(payload); ok {
 				return o.ExpiresAt, nil
 			}
 		}

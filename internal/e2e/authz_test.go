@@ -237,6 +237,57 @@ func (f *authzFixture) extensionOffering(id string) string {
 	return out.Offerings[0].OfferingID
 }
 
+// seriesSearch asks for one l4.1x on one day, an hour long, each call
+// at another day and hour so the pool never runs dry; the days are past
+// the hours that offering quotes (up to 1001 hours ahead).
+func (f *authzFixture) seriesSearch() map[string]any {
+	n := f.n.Add(1)
+	day := t0.AddDate(0, 0, 43+int(n%12)).Format(time.DateOnly)
+	h := 1 + n%20
+	return map[string]any{"instanceType": "l4.1x", "instanceCount": 1, "daysOfWeek": []string{"weekdays", "weekend"},
+		"startTime": fmt.Sprintf("%02d:00", h), "endTime": fmt.Sprintf("%02d:00", h+1), "timeZone": "UTC",
+		"fromDate": day, "toDate": day}
+}
+
+func (f *authzFixture) seriesOffering() string {
+	var out struct {
+		SeriesOfferings []struct{ OfferingID string } `json:"seriesOfferings"`
+	}
+	if code := call(f.e.t, f.e.url, "POST", "/v1/series-offerings", f.seriesSearch(), &out); code != 200 ||
+		len(out.SeriesOfferings) == 0 || out.SeriesOfferings[0].OfferingID == "" {
+		f.e.t.Fatalf("series offerings: %d %+v", code, out)
+	}
+	return out.SeriesOfferings[0].OfferingID
+}
+
+// series buys a fresh series for a team, as the admin.
+func (f *authzFixture) series(team string) string {
+	var out struct{ ID string }
+	body := map[string]any{"offeringId": f.seriesOffering(), "clientToken": fmt.Sprintf("authz-series-%d", f.n.Add(1)), "team": team}
+	if code := call(f.e.t, f.e.url, "POST", "/v1/series", body, &out); code != 201 {
+		f.e.t.Fatalf("buying a series for %s: %d", team, code)
+	}
+	return out.ID
+}
+
+// orderBody is a notify order; nothing serves it in this test, so it
+// stays open.
+func (f *authzFixture) orderBody() map[string]any {
+	return map[string]any{"instanceType": "l4.1x", "instanceCount": 1, "durationHours": 1,
+		"startAfter": ts(t0.Add(48 * time.Hour)), "endBefore": ts(t0.Add(72 * time.Hour))}
+}
+
+// order places a fresh order for a team, as the admin.
+func (f *authzFixture) order(team string) string {
+	var out struct{ ID string }
+	body := f.orderBody()
+	body["team"] = team
+	if code := call(f.e.t, f.e.url, "POST", "/v1/orders", body, &out); code != 201 {
+		f.e.t.Fatalf("placing an order for %s: %d", team, code)
+	}
+	return out.ID
+}
+
 var authzRequests = map[string]func(f *authzFixture, role core.Role, other bool) authzRequest{
 	"healthz": func(*authzFixture, core.Role, bool) authzRequest {
 		return authzRequest{need: "", method: "GET", path: "/healthz", success: 200}
@@ -328,6 +379,36 @@ var authzRequests = map[string]func(f *authzFixture, role core.Role, other bool)
 	},
 	"cancelPlan": func(f *authzFixture, _ core.Role, other bool) authzRequest {
 		return authzRequest{need: core.RoleMember, method: "POST", path: "/v1/plans/" + f.plan(f.teamOf(other)) + "/cancel", success: 200, scoped: true, otherStatus: 404}
+	},
+	"searchSeriesOfferings": func(f *authzFixture, _ core.Role, _ bool) authzRequest {
+		return authzRequest{need: core.RoleViewer, method: "POST", path: "/v1/series-offerings", body: f.seriesSearch(), success: 200}
+	},
+	"purchaseSeries": func(f *authzFixture, _ core.Role, other bool) authzRequest {
+		body := map[string]any{"offeringId": f.seriesOffering(), "clientToken": fmt.Sprintf("series-%d", f.n.Add(1)), "team": f.teamOf(other)}
+		return authzRequest{need: core.RoleMember, method: "POST", path: "/v1/series", body: body, success: 201, scoped: true, otherStatus: 403}
+	},
+	"listSeries": func(*authzFixture, core.Role, bool) authzRequest {
+		return authzRequest{need: core.RoleViewer, method: "GET", path: "/v1/series", success: 200}
+	},
+	"getSeries": func(f *authzFixture, _ core.Role, other bool) authzRequest {
+		return authzRequest{need: core.RoleViewer, method: "GET", path: "/v1/series/" + f.series(f.teamOf(other)), success: 200, scoped: true, otherStatus: 404}
+	},
+	"cancelSeries": func(f *authzFixture, _ core.Role, other bool) authzRequest {
+		return authzRequest{need: core.RoleMember, method: "POST", path: "/v1/series/" + f.series(f.teamOf(other)) + "/cancel", success: 200, scoped: true, otherStatus: 404}
+	},
+	"createOrder": func(f *authzFixture, _ core.Role, other bool) authzRequest {
+		body := f.orderBody()
+		body["team"] = f.teamOf(other)
+		return authzRequest{need: core.RoleMember, method: "POST", path: "/v1/orders", body: body, success: 201, scoped: true, otherStatus: 403}
+	},
+	"listOrders": func(*authzFixture, core.Role, bool) authzRequest {
+		return authzRequest{need: core.RoleViewer, method: "GET", path: "/v1/orders", success: 200}
+	},
+	"getOrder": func(f *authzFixture, _ core.Role, other bool) authzRequest {
+		return authzRequest{need: core.RoleViewer, method: "GET", path: "/v1/orders/" + f.order(f.teamOf(other)), success: 200, scoped: true, otherStatus: 404}
+	},
+	"cancelOrder": func(f *authzFixture, _ core.Role, other bool) authzRequest {
+		return authzRequest{need: core.RoleMember, method: "POST", path: "/v1/orders/" + f.order(f.teamOf(other)) + "/cancel", success: 200, scoped: true, otherStatus: 404}
 	},
 	"listEvents": func(*authzFixture, core.Role, bool) authzRequest {
 		return authzRequest{need: core.RoleViewer, method: "GET", path: "/v1/events", success: 200}

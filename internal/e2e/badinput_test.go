@@ -48,6 +48,23 @@ func TestBadInput(t *testing.T) {
 		"bad event cursor":        {"GET", "/v1/events?after=abc", "", 400, "invalid_argument"},
 		"clock backwards":         {"POST", "/v1/admin/clock", `{"now":"2020-01-01T00:00:00Z"}`, 400, "invalid_argument"},
 		"unknown route":           {"GET", "/v1/nothing", "", 404, "not_found"},
+		"series: unknown zone": {"POST", "/v1/series-offerings", `{"instanceType":"l4.1x","instanceCount":1,"daysOfWeek":["mon"],` +
+			`"startTime":"09:00","endTime":"17:00","timeZone":"Mars/Olympus","fromDate":"2026-12-07","weeks":1}`, 400, "invalid_argument"},
+		"series: bad day": {"POST", "/v1/series-offerings", `{"instanceType":"l4.1x","instanceCount":1,"daysOfWeek":["funday"],` +
+			`"startTime":"09:00","endTime":"17:00","timeZone":"UTC","fromDate":"2026-12-07","weeks":1}`, 400, "invalid_argument"},
+		"series: both toDate and weeks": {"POST", "/v1/series-offerings", `{"instanceType":"l4.1x","instanceCount":1,"daysOfWeek":["mon"],` +
+			`"startTime":"09:00","endTime":"17:00","timeZone":"UTC","fromDate":"2026-12-07","toDate":"2026-12-08","weeks":1}`, 400, "invalid_argument"},
+		"series: forged offering":   {"POST", "/v1/series", `{"offeringId":"cso-AAAA","clientToken":"s1"}`, 400, "offering_invalid"},
+		"series: a plan's offering": {"POST", "/v1/series", `{"offeringId":"tpo-AAAA","clientToken":"s2"}`, 400, "offering_invalid"},
+		"series: unknown":           {"GET", "/v1/series/cs-00000000000000000", "", 404, "not_found"},
+		"order: buy without maxFee": {"POST", "/v1/orders", `{"mode":"buy","instanceType":"h100.8x","instanceCount":1,"durationHours":4,` +
+			`"startAfter":"` + ts(s) + `","endBefore":"` + ts(s.Add(48*time.Hour)) + `"}`, 400, "invalid_argument"},
+		"order: bad mode": {"POST", "/v1/orders", `{"mode":"maybe","instanceType":"h100.8x","instanceCount":1,"durationHours":4,` +
+			`"startAfter":"` + ts(s) + `","endBefore":"` + ts(s.Add(48*time.Hour)) + `"}`, 400, "invalid_argument"},
+		"order: window in the past": {"POST", "/v1/orders", `{"instanceType":"h100.8x","instanceCount":1,"durationHours":4,` +
+			`"startAfter":"` + ts(t0.Add(-72*time.Hour)) + `","endBefore":"` + ts(t0.Add(-24*time.Hour)) + `"}`, 400, "invalid_argument"},
+		"order: unknown":        {"GET", "/v1/orders/ord-00000000000000000", "", 404, "not_found"},
+		"order: cancel unknown": {"POST", "/v1/orders/ord-00000000000000000/cancel", "", 404, "not_found"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -80,5 +97,12 @@ func TestBadInput(t *testing.T) {
 	}
 	if n := liveBlocks(t, e.db); n != 1 {
 		t.Fatalf("%d live blocks, want only the one bought before", n)
+	}
+	var orders struct{ Orders []order }
+	var series struct{ Series []series }
+	call(t, e.url, "GET", "/v1/orders", nil, &orders)
+	call(t, e.url, "GET", "/v1/series", nil, &series)
+	if len(orders.Orders) != 0 || len(series.Series) != 0 {
+		t.Fatalf("bad input stored %d orders and %d series", len(orders.Orders), len(series.Series))
 	}
 }

@@ -99,6 +99,9 @@ func (s *Service) applyNotice(ctx context.Context, bv store.BlockVersion) {
 		if err := s.index.Add(b); err != nil {
 			s.log.Error("indexing a block another replica changed", "block", bv.ID, "err", err)
 		}
+		if !b.State.Live() {
+			s.kickOrders() // another replica freed capacity: standing orders may fit
+		}
 	}
 }
 

@@ -59,6 +59,9 @@ func (s *Service) SetNodeHealth(ctx context.Context, h core.NodeHealth) (contrac
 			for _, b := range moved {
 				s.restartJobsOn(ctx, b, h.Node)
 			}
+			if h.Health == core.Healthy {
+				s.kickOrders() // a node recovered: standing orders may fit
+			}
 			return rep, nil
 		}
 		if !store.IsConflict(err) {

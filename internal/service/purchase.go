@@ -27,14 +27,18 @@ func (s *Service) Purchase(ctx context.Context, req contract.PurchaseRequest) (c
 	hash := purchaseHash(req)
 	return buyOnce(ctx, s, req.Team, req.ClientToken, hash, "purchase",
 		func() (core.Block, error) {
-			b, err := s.purchaseOnce(ctx, req, hash)
+			b, err := s.purchaseOnce(ctx, req, hash, nil)
 			return b, s.explainUsedQuote(ctx, req.OfferingID, "this quote already bought a block (a quote buys one); "+
 				"search again for a new quote, or repeat the first purchase's clientToken to get its block", err)
 		},
 		func(id string) (core.Block, error) { return s.store.GetBlock(ctx, id) })
 }
 
-func (s *Service) purchaseOnce(ctx context.Context, req contract.PurchaseRequest, hash string) (core.Block, error) {
+// purchaseOnce decides and commits one purchase. with, when set, adds
+// to the purchase's change what must commit with it (a standing order
+// that the block serves), or refuses it.
+func (s *Service) purchaseOnce(ctx context.Context, req contract.PurchaseRequest, hash string,
+	with func(b core.Block, c *store.Change, now time.Time) error) (core.Block, error) {
 	now := s.clock.Now()
 	off, err := core.VerifyOffering(s.secret, req.OfferingID, core.KindBlock, now)
 	if err != nil {
@@ -87,6 +91,12 @@ func (s *Service) purchaseOnce(ctx context.Context, req contract.PurchaseRequest
 	}
 	c.Budgets = guards(guard)
 	s.resaleCredits(&c, []core.Block{b}, releases, now)
+	if with != nil {
+		if err := with(b, &c, now); err != nil {
+			s.mu.Unlock()
+			return core.Block{}, err
+		}
+	}
 	s.addMoves(&c, plan.Moves, now)
 	s.addReserves(&c)
 	if err := s.index.Assume(b, plan.Moves...); err != nil {
@@ -255,15 +265,20 @@ func (s *Service) applyCommitted(c store.Change) {
 			s.log.Error("indexing a committed block", "block", b.ID, "err", err)
 		}
 	}
+	freed := false
 	for _, u := range c.Update {
 		b := u.Block
 		b.Version = u.ExpectedVersion + 1
 		if err := s.index.Add(b); err != nil {
 			s.log.Error("indexing a committed block", "block", b.ID, "err", err)
 		}
+		freed = freed || !b.State.Live()
 	}
 	if len(c.Events) > 0 {
 		s.notifyEvents()
+	}
+	if freed {
+		s.kickOrders() // a block ended or was cancelled: standing orders may fit
 	}
 }
 

@@ -68,7 +68,8 @@ const leadRetry = time.Second
 func (s *Service) Leading() bool { return s.leading.Load() }
 
 // lead runs the workers that only the leader runs (webhook deliveries,
-// the engine actions of the outbox, the jobs), then reconciles whenever a
+// the engine actions of the outbox, the jobs, the standing orders), then
+// reconciles whenever a
 // step is due, and at least once a minute, until ctx ends or the lead is
 // lost; it returns once its workers have stopped. It also forgets the
 // used offerings whose quotes have long expired, at once and then about
@@ -90,12 +91,15 @@ func (s *Service) lead(ctx context.Context, lost <-chan struct{}) {
 		s.runJobs(ctx, lost)
 	}()
 	defer func() { <-jobsDone }()
-	var pruned time.Time
+	var pruned, served time.Time
+	kicked := true
 	for {
 		if err := s.Reconcile(ctx); err != nil && ctx.Err() == nil {
 			s.log.Error("reconciling block lifecycles", "err", err)
 		}
 		pruned = s.pruneUsedOfferings(ctx, pruned)
+		served = s.serveOrdersWhenDue(ctx, kicked, served) // the standing orders, oldest first
+		kicked = false
 		wait := time.Minute
 		if next, ok := s.nextDue(); ok {
 			wait = min(wait, max(next.Sub(s.clock.Now()), time.Second))
@@ -108,6 +112,8 @@ func (s *Service) lead(ctx context.Context, lost <-chan struct{}) {
 			return
 		case <-lost:
 			return
+		case <-s.ordersKick:
+			kicked = true
 		case <-time.After(wait):
 		}
 	}

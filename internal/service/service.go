@@ -126,6 +126,7 @@ type Service struct {
 
 	outbox     outboxRuntime // the engine actions' worker, run while leading
 	enginePoll time.Duration // how often the leader reads the engine's nodes
+	ordersKick chan struct{} // wakes the leader to serve the standing orders
 
 	jobs    *jobRuntime // nil when the server runs no jobs
 	jobsOff string      // why, when it was told
@@ -158,6 +159,7 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 		webhookLogRetention: cfg.WebhookLogRetention,
 		metrics:             newServiceMetrics(),
 		outbox:              newOutboxRuntime(cfg.Outbox),
+		ordersKick:          make(chan struct{}, 1),
 		enginePoll:          cmp.Or(cfg.EnginePoll, defaultEnginePoll),
 		jobsOff:             cfg.JobsOff,
 		secretsKey:          cfg.SecretsKey,
@@ -312,6 +314,7 @@ func (c simClock) Set(t time.Time) (time.Time, error) {
 	if err != nil {
 		return now, err
 	}
+	c.svc.kickOrders() // deadlines may have passed
 	return now, c.svc.reconcileHere(context.Background())
 }
 

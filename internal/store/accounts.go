@@ -98,6 +98,7 @@ type Full interface {
 	Jobs
 	Webhooks
 	Plans
+	SeriesOrders
 	Outbox
 	Health
 	Handovers

@@ -106,6 +106,15 @@ type Change struct {
 	// their segments are blocks of Insert with PlanID set. A duplicate
 	// plan id is a conflict.
 	InsertPlans []core.Plan
+	// InsertSeries stores new series: their rows and which blocks are
+	// their occurrences (the ids of Occurrences, blocks of Insert). A
+	// duplicate series id is a conflict.
+	InsertSeries []core.Series
+	// InsertOrders stores new standing orders at Version 1; a duplicate
+	// id is a conflict. UpdateOrders changes stored ones, each checked
+	// against its expected version (a conflict when it moved).
+	InsertOrders []core.Order
+	UpdateOrders []OrderUpdate
 	// Budgets make the commit check, for each guard, that the team's net
 	// spend (charges minus refunds) with time at or after Since, including
 	// this change's own ledger entries of that team, stays within Limit; if

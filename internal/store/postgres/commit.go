@@ -79,6 +79,12 @@ func (s *Store) Commit(ctx context.Context, c store.Change) error {
 	for i := range c.Events {
 		c.Events[i].Seq = seqs[i]
 	}
+	for i := range c.InsertOrders {
+		c.InsertOrders[i].Version = 1
+	}
+	for i := range c.UpdateOrders {
+		c.UpdateOrders[i].Order.Version = c.UpdateOrders[i].ExpectedVersion + 1
+	}
 	return nil
 }
 
@@ -242,6 +248,21 @@ func (w *commitWriter) queue(c store.Change, eventData []string, used []store.Us
 	}
 	for _, p := range c.InsertPlans {
 		if err := w.queueInsertPlan(p); err != nil {
+			return err
+		}
+	}
+	for _, sr := range c.InsertSeries {
+		if err := w.queueInsertSeries(sr); err != nil {
+			return err
+		}
+	}
+	for _, o := range c.InsertOrders {
+		if err := w.queueInsertOrder(o); err != nil {
+			return err
+		}
+	}
+	for _, u := range c.UpdateOrders {
+		if err := w.queueUpdateOrder(u); err != nil {
 			return err
 		}
 	}

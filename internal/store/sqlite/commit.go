@@ -60,6 +60,12 @@ func (s *Store) Commit(ctx context.Context, c store.Change) error {
 	for i := range c.Events {
 		c.Events[i].Seq = seqs[i]
 	}
+	for i := range c.InsertOrders {
+		c.InsertOrders[i].Version = 1
+	}
+	for i := range c.UpdateOrders {
+		c.UpdateOrders[i].Order.Version = c.UpdateOrders[i].ExpectedVersion + 1
+	}
 	return nil
 }
 
@@ -135,6 +141,21 @@ func (w *commitTx) apply(c store.Change, eventData []string, used []store.UsedOf
 	}
 	for _, p := range c.InsertPlans {
 		if err := w.insertPlan(p); err != nil {
+			return nil, err
+		}
+	}
+	for _, sr := range c.InsertSeries {
+		if err := w.insertSeries(sr); err != nil {
+			return nil, err
+		}
+	}
+	for _, o := range c.InsertOrders {
+		if err := w.insertOrder(o); err != nil {
+			return nil, err
+		}
+	}
+	for _, u := range c.UpdateOrders {
+		if err := w.updateOrder(u); err != nil {
 			return nil, err
 		}
 	}

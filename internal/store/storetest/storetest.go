@@ -63,6 +63,7 @@ func Exercise(t *testing.T, h Harness) {
 	tests = append(tests, webhooksTests...)
 	tests = append(tests, jobsTests...)
 	tests = append(tests, plansTests...)
+	tests = append(tests, seriesOrdersTests...)
 	tests = append(tests, sharedTests...)
 	tests = append(tests, outboxTests...)
 	tests = append(tests, healthTests...)

@@ -1,0 +1,186 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"capblock/internal/core"
+	"capblock/internal/store"
+)
+
+const seriesColumns = `id, name, team, instance_type, instance_count, zone, time_zone, days, start_local, end_local,
+	first_date, last_date, created_at, fee_minor, fee_currency`
+
+func scanSeries(r rowScanner) (core.Series, error) {
+	var (
+		s       core.Series
+		days    string
+		created int64
+	)
+	if err := r.Scan(&s.ID, &s.Name, &s.Team, &s.InstanceType, &s.Count, &s.Zone, &s.Schedule.TimeZone, &days,
+		&s.Schedule.StartLocal, &s.Schedule.EndLocal, &s.Schedule.From, &s.Schedule.To, &created,
+		&s.Fee.Minor, &s.Fee.Currency); err != nil {
+		return core.Series{}, err
+	}
+	s.Schedule.Days = store.DecodeDays(days)
+	s.CreatedAt = fromUnix(created)
+	return s, nil
+}
+
+// Series returns one series with its occurrences.
+func (s *Store) Series(ctx context.Context, id string) (core.Series, error) {
+	sr, err := scanSeries(s.r.QueryRowContext(ctx, `SELECT `+seriesColumns+` FROM series WHERE id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return core.Series{}, fmt.Errorf("series %s: %w", id, store.ErrNotFound)
+	}
+	if err != nil {
+		return core.Series{}, fmt.Errorf("reading series %s: %w", id, err)
+	}
+	sr.Occurrences, err = queryRows(ctx, s.r, scanBlock, `SELECT `+blockColumns+` FROM blocks
+		WHERE id IN (SELECT block_id FROM series_blocks WHERE series_id = ?) ORDER BY start_time, id`, id)
+	if err != nil {
+		return core.Series{}, fmt.Errorf("reading the occurrences of series %s: %w", id, err)
+	}
+	return sr, nil
+}
+
+type seriesMember struct{ series, block string }
+
+// ListSeries returns a team's series (every team's for ""), oldest first,
+// with their occurrences.
+func (s *Store) ListSeries(ctx context.Context, team string) ([]core.Series, error) {
+	series, err := queryRows(ctx, s.r, scanSeries,
+		`SELECT `+seriesColumns+` FROM series WHERE ?1 = '' OR team = ?1 ORDER BY created_at, id`, team)
+	if err != nil {
+		return nil, fmt.Errorf("listing series: %w", err)
+	}
+	if len(series) == 0 {
+		return series, nil
+	}
+	pairs, err := queryRows(ctx, s.r, func(r rowScanner) (seriesMember, error) {
+		var m seriesMember
+		return m, r.Scan(&m.series, &m.block)
+	}, `SELECT series_id, block_id FROM series_blocks
+		WHERE series_id IN (SELECT id FROM series WHERE ?1 = '' OR team = ?1)`, team)
+	if err != nil {
+		return nil, fmt.Errorf("listing the occurrences of series: %w", err)
+	}
+	members := make(map[string]string, len(pairs))
+	for _, p := range pairs {
+		members[p.block] = p.series
+	}
+	blocks, err := queryRows(ctx, s.r, scanBlock, `SELECT `+blockColumns+` FROM blocks
+		WHERE id IN (SELECT block_id FROM series_blocks WHERE series_id IN (SELECT id FROM series WHERE ?1 = '' OR team = ?1))
+		ORDER BY start_time, id`, team)
+	if err != nil {
+		return nil, fmt.Errorf("listing the occurrences of series: %w", err)
+	}
+	store.GroupOccurrences(series, members, blocks)
+	return series, nil
+}
+
+// insertSeries stores a series' row and its occurrences inside a commit.
+func (w *commitTx) insertSeries(sr core.Series) error {
+	if err := store.ValidateSeries(sr); err != nil {
+		return fmt.Errorf("checking change: %w", err)
+	}
+	sc := sr.Schedule
+	_, err := w.tx.ExecContext(w.ctx, `INSERT INTO series (`+seriesColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		sr.ID, sr.Name, sr.Team, sr.InstanceType, sr.Count, sr.Zone, sc.TimeZone, store.EncodeDays(sc.Days),
+		sc.StartLocal, sc.EndLocal, sc.From, sc.To, unixSeconds(sr.CreatedAt), sr.Fee.Minor, sr.Fee.Currency)
+	if isConstraint(err) {
+		return fmt.Errorf("inserting series %s: it already exists: %w", sr.ID, store.ErrConflict)
+	}
+	if err != nil {
+		return fmt.Errorf("inserting series %s: %w", sr.ID, err)
+	}
+	for _, b := range sr.Occurrences {
+		if _, err := w.tx.ExecContext(w.ctx, `INSERT INTO series_blocks (series_id, block_id) VALUES (?, ?)`, sr.ID, b.ID); err != nil {
+			return fmt.Errorf("inserting occurrence %s of series %s: %w", b.ID, sr.ID, err)
+		}
+	}
+	return nil
+}
+
+const orderColumns = `id, name, team, mode, instance_type, instance_count, zone, duration_hours, start_after, end_before,
+	deadline, max_fee_minor, max_fee_currency, state, block_id, reason, created_at, updated_at, version`
+
+func scanOrder(r rowScanner) (core.Order, error) {
+	var (
+		o                                              core.Order
+		mode, state                                    string
+		hours, after, before, deadline, created, moved int64
+	)
+	if err := r.Scan(&o.ID, &o.Name, &o.Team, &mode, &o.InstanceType, &o.Count, &o.Zone, &hours, &after, &before,
+		&deadline, &o.MaxFee.Minor, &o.MaxFee.Currency, &state, &o.BlockID, &o.Reason, &created, &moved, &o.Version); err != nil {
+		return core.Order{}, err
+	}
+	o.Mode, o.State = core.OrderMode(mode), core.OrderState(state)
+	o.Duration = time.Duration(hours) * time.Hour
+	o.StartAfter, o.EndBefore, o.Deadline = fromUnix(after), fromUnix(before), fromUnix(deadline)
+	o.CreatedAt, o.UpdatedAt = fromUnix(created), fromUnix(moved)
+	return o, nil
+}
+
+// Order returns one standing order.
+func (s *Store) Order(ctx context.Context, id string) (core.Order, error) {
+	o, err := scanOrder(s.r.QueryRowContext(ctx, `SELECT `+orderColumns+` FROM orders WHERE id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return core.Order{}, fmt.Errorf("order %s: %w", id, store.ErrNotFound)
+	}
+	if err != nil {
+		return core.Order{}, fmt.Errorf("reading order %s: %w", id, err)
+	}
+	return o, nil
+}
+
+// ListOrders returns a team's orders in a state, oldest first.
+func (s *Store) ListOrders(ctx context.Context, team string, state core.OrderState) ([]core.Order, error) {
+	orders, err := queryRows(ctx, s.r, scanOrder, `SELECT `+orderColumns+` FROM orders
+		WHERE (?1 = '' OR team = ?1) AND (?2 = '' OR state = ?2) ORDER BY created_at, id`, team, string(state))
+	if err != nil {
+		return nil, fmt.Errorf("listing orders: %w", err)
+	}
+	return orders, nil
+}
+
+// insertOrder stores a new order at version 1 inside a commit.
+func (w *commitTx) insertOrder(o core.Order) error {
+	if err := store.ValidateOrder(o); err != nil {
+		return fmt.Errorf("checking change: %w", err)
+	}
+	_, err := w.tx.ExecContext(w.ctx, `INSERT INTO orders (`+orderColumns+`)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1)`,
+		o.ID, o.Name, o.Team, string(o.Mode), o.InstanceType, o.Count, o.Zone, int64(o.Duration/time.Hour),
+		unixSeconds(o.StartAfter), unixSeconds(o.EndBefore), unixSeconds(o.Deadline), o.MaxFee.Minor, o.MaxFee.Currency,
+		string(o.State), o.BlockID, o.Reason, unixSeconds(o.CreatedAt), unixSeconds(o.UpdatedAt))
+	if isConstraint(err) {
+		return fmt.Errorf("inserting order %s: it already exists: %w", o.ID, store.ErrConflict)
+	}
+	if err != nil {
+		return fmt.Errorf("inserting order %s: %w", o.ID, err)
+	}
+	return nil
+}
+
+// updateOrder changes an order's state if its version is the expected one.
+func (w *commitTx) updateOrder(u store.OrderUpdate) error {
+	o := u.Order
+	if err := store.ValidateOrder(o); err != nil {
+		return fmt.Errorf("checking change: %w", err)
+	}
+	res, err := w.tx.ExecContext(w.ctx, `UPDATE orders SET state = ?, block_id = ?, reason = ?, updated_at = ?, version = version + 1
+		WHERE id = ? AND version = ?`, string(o.State), o.BlockID, o.Reason, unixSeconds(o.UpdatedAt), o.ID, u.ExpectedVersion)
+	if err != nil {
+		return fmt.Errorf("updating order %s: %w", o.ID, err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return fmt.Errorf("updating order %s: %w", o.ID, err)
+	} else if n == 0 {
+		return fmt.Errorf("order %s is not at version %d: %w", o.ID, u.ExpectedVersion, store.ErrConflict)
+	}
+	return nil
+}
