@@ -116,19 +116,21 @@ type repackSweep struct {
 	walk  []int
 	free  nodeSet
 	// The chain's items that hold a node now and are not yet assigned,
-	// its claims: holds lists (position, item) by position, then item;
-	// head[pos] is the first of the node's not yet passed, claimAt[pos]
-	// the start of that item (noClaim when none), and claims a heap of
-	// the positions by claimAt. claimed marks the nodes claimed before
-	// the current item's end; claimedFree lists those of them free.
-	holds       [][2]int
+	// its claims: holds lists (item, next) for each node an item holds,
+	// next the entry of the node's next item in start order or -1;
+	// head[pos] is the node's first entry not yet passed, claimAt[pos]
+	// the start of its item (noClaim when none). claimedFree lists the
+	// free nodes claimed before the current item's end.
+	holds       []hold
 	head        []int
 	claimAt     []int
-	claims      hourHeap
-	claimed     []int
 	claimedFree []int
 	items       []repackItem
 }
+
+// hold is an item of a re-pack that holds a node now, and the entry of
+// the node's next such item.
+type hold struct{ item, next int }
 
 // noClaim is claimAt of a node that no later item of the chain holds.
 const noClaim = int(^uint(0) >> 1)
@@ -287,35 +289,19 @@ func (sw *repackSweep) advance(t int) {
 // setClaims records which nodes the chain's items hold now.
 func (sw *repackSweep) setClaims(items []repackItem) {
 	n := len(sw.po.nodes)
-	sw.head, sw.claimAt, sw.claimed = make([]int, n), make([]int, n), make([]int, n)
-	for i, it := range items {
-		for _, ni := range it.current {
+	sw.items, sw.head, sw.claimAt = items, make([]int, n), make([]int, n)
+	for pos := range n {
+		sw.head[pos], sw.claimAt[pos] = -1, noClaim
+	}
+	for i := len(items) - 1; i >= 0; i-- {
+		for _, ni := range items[i].current {
 			if sw.ix.nodes[ni].pool == sw.po.p {
-				sw.holds = append(sw.holds, [2]int{sw.ix.occ.pos[ni], i})
+				pos := sw.ix.occ.pos[ni]
+				sw.holds = append(sw.holds, hold{item: i, next: sw.head[pos]})
+				sw.head[pos], sw.claimAt[pos] = len(sw.holds)-1, items[i].s
 			}
 		}
 	}
-	slices.SortFunc(sw.holds, func(a, b [2]int) int {
-		if a[0] != b[0] {
-			return a[0] - b[0]
-		}
-		return a[1] - b[1]
-	})
-	for pos := range sw.claimAt {
-		sw.claimAt[pos] = noClaim
-	}
-	for k := len(sw.holds) - 1; k >= 0; k-- {
-		pos := sw.holds[k][0]
-		sw.head[pos] = k
-		sw.claimAt[pos] = items[sw.holds[k][1]].s
-	}
-	for pos, h := range sw.claimAt {
-		if h != noClaim {
-			sw.claims = append(sw.claims, hourAt{h, pos})
-		}
-	}
-	heap.Init(&sw.claims)
-	sw.items = items
 }
 
 // pass drops the claims of item i and those before it on its nodes:
@@ -327,15 +313,12 @@ func (sw *repackSweep) pass(i int) {
 		}
 		pos := sw.ix.occ.pos[ni]
 		k := sw.head[pos]
-		for k < len(sw.holds) && sw.holds[k][0] == pos && sw.holds[k][1] <= i {
-			k++
+		for k >= 0 && sw.holds[k].item <= i {
+			k = sw.holds[k].next
 		}
-		sw.head[pos] = k
-		if k < len(sw.holds) && sw.holds[k][0] == pos {
-			sw.claimAt[pos] = sw.items[sw.holds[k][1]].s
-			heap.Push(&sw.claims, hourAt{sw.claimAt[pos], pos})
-		} else {
-			sw.claimAt[pos] = noClaim
+		sw.head[pos], sw.claimAt[pos] = k, noClaim
+		if k >= 0 {
+			sw.claimAt[pos] = sw.items[sw.holds[k].item].s
 		}
 	}
 }
@@ -397,7 +380,7 @@ func (sw *repackSweep) assign(i int) ([]int, bool) {
 	}
 	// 4. The rest from the unclaimed free nodes, then the claimed ones.
 	if need := it.count - len(nodes); need > 0 {
-		sw.claimedFreeOver(it.s, it.e)
+		sw.claimedFreeBefore(it.e)
 		if n := sw.free.count(); n < need {
 			need = n
 		}
@@ -424,27 +407,15 @@ func (sw *repackSweep) assign(i int) ([]int, bool) {
 	return nodes, true
 }
 
-// claimedFreeOver moves the free nodes that a later item claims before
-// hour e out of free and into claimedFree: the claims heap's entries
-// below e that are still claims, found from its root down. Entries
-// before s, the current item's start, are of items passed: dropped.
-func (sw *repackSweep) claimedFreeOver(s, e int) {
-	for len(sw.claims) > 0 && sw.claims[0].h < s {
-		heap.Pop(&sw.claims)
-	}
+// claimedFreeBefore moves the free nodes that a later item claims
+// before hour e out of free and into claimedFree. The free nodes are
+// few where a re-pack is needed: it reads them, not the claims.
+func (sw *repackSweep) claimedFreeBefore(e int) {
 	sw.claimedFree = sw.claimedFree[:0]
-	sw.walk = append(sw.walk[:0], 0)
-	for len(sw.walk) > 0 {
-		i := sw.walk[len(sw.walk)-1]
-		sw.walk = sw.walk[:len(sw.walk)-1]
-		if i >= len(sw.claims) || sw.claims[i].h >= e {
-			continue
-		}
-		sw.walk = append(sw.walk, 2*i+1, 2*i+2)
-		if x := sw.claims[i]; sw.claimAt[x.pos] == x.h && sw.claimed[x.pos] != sw.item && sw.free.has(x.pos) {
-			sw.claimed[x.pos] = sw.item
-			sw.free.remove(x.pos)
-			sw.claimedFree = append(sw.claimedFree, x.pos)
+	for pos := sw.free.next(0); pos >= 0; pos = sw.free.next(pos + 1) {
+		if sw.claimAt[pos] < e {
+			sw.free.remove(pos)
+			sw.claimedFree = append(sw.claimedFree, pos)
 		}
 	}
 }
