@@ -346,13 +346,13 @@ func (sw *repackSweep) assign(i int) ([]int, bool) {
 	closed := 0
 	sw.walk = append(sw.walk[:0], 0)
 	for len(sw.walk) > 0 {
-		i := sw.walk[len(sw.walk)-1]
+		j := sw.walk[len(sw.walk)-1]
 		sw.walk = sw.walk[:len(sw.walk)-1]
-		if i >= len(sw.opens) || sw.opens[i].h >= it.e {
+		if j >= len(sw.opens) || sw.opens[j].h >= it.e {
 			continue
 		}
-		sw.walk = append(sw.walk, 2*i+1, 2*i+2)
-		if x := sw.opens[i]; sw.state[x.pos] == sweepOpen && sw.next[x.pos] == x.h && sw.stamp[x.pos] != sw.item {
+		sw.walk = append(sw.walk, 2*j+1, 2*j+2)
+		if x := sw.opens[j]; sw.state[x.pos] == sweepOpen && sw.next[x.pos] == x.h && sw.stamp[x.pos] != sw.item {
 			sw.stamp[x.pos] = sw.item
 			closed++
 		}
@@ -370,12 +370,21 @@ func (sw *repackSweep) assign(i int) ([]int, bool) {
 			}
 		}
 	}
-	// 3. Its own, as many as are free.
-	nodes := make([]int, 0, it.count)
+	// 3. Its own, as many as are free: all of them, most often.
+	own := 0
 	for _, ni := range it.current {
-		if pos := sw.ix.occ.pos[ni]; sw.ix.nodes[ni].pool == sw.po.p && sw.free.has(pos) && len(nodes) < it.count {
-			nodes = append(nodes, ni)
-			sw.free.remove(pos)
+		if sw.ix.nodes[ni].pool == sw.po.p && sw.free.has(sw.ix.occ.pos[ni]) {
+			own++
+		}
+	}
+	nodes := it.current
+	if own < len(it.current) || own != it.count {
+		nodes = make([]int, 0, it.count)
+		for _, ni := range it.current {
+			if pos := sw.ix.occ.pos[ni]; sw.ix.nodes[ni].pool == sw.po.p && sw.free.has(pos) && len(nodes) < it.count {
+				nodes = append(nodes, ni)
+				sw.free.remove(pos)
+			}
 		}
 	}
 	// 4. The rest from the unclaimed free nodes, then the claimed ones.
