@@ -16,8 +16,14 @@ import (
 // cancellations, decisions in flight, node failures and the passing of
 // time on two pools, and holds every decision of Place and
 // PlaceExtension to the placement that walked every node
-// (placement_ref_test.go): the same nodes, the same moves, the same
-// refusals. After each step it checks the occupancy against the index.
+// (placement_ref_test.go): the same refusals, and the same nodes and
+// moves where no tentative block is re-packed. A re-pack chooses its
+// nodes otherwise than the reference did (it keeps what it can where it
+// is, repackSweep.assign), so there the test holds it to what any right
+// re-pack must do: the same count of nodes, moves of tentative blocks
+// that change only their nodes, and no GPU in two blocks at once; and,
+// over the whole run, no more moves than the reference made. After each
+// step it checks the occupancy against the index.
 func TestPlaceAsTheReference(t *testing.T) {
 	for _, seed := range []uint64{1, 2, 3, 4} {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
@@ -29,6 +35,10 @@ func TestPlaceAsTheReference(t *testing.T) {
 			t.Logf("%+v", c.seen)
 			if c.seen.moves == 0 || c.seen.refused == 0 || c.seen.fractional == 0 || c.seen.extended == 0 || c.seen.kept == 0 {
 				t.Fatalf("the workload should move blocks, refuse requests, place fractional ones, extend and keep some: %+v", c.seen)
+			}
+			if c.seen.moves > c.seen.refMoves || c.seen.onlyRef > c.seen.onlyGot {
+				t.Fatalf("Place moved %d blocks and refused %d requests the reference granted; the reference moved %d and refused %d Place granted",
+					c.seen.moves, c.seen.onlyRef, c.seen.refMoves, c.seen.onlyGot)
 			}
 		})
 	}
@@ -42,7 +52,10 @@ type churn struct {
 	now     time.Time
 	n       int
 	pending []string // keys of decisions in flight
-	seen    struct{ placed, moves, refused, fractional, extended, kept int }
+	seen    struct {
+		placed, moves, refMoves, repacks, refused, fractional, extended, kept int
+		onlyGot, onlyRef                                                      int // granted by Place alone, by the reference alone
+	}
 }
 
 // churnFleet is three zones of 8-GPU H100 nodes, 40 in z, 12 in y and
@@ -117,20 +130,19 @@ func (c *churn) place(typ, zone string, count int) {
 	c.ix.Spread = spread(seed)
 	want, wantErr := c.ix.refPlace(req, c.now)
 	c.ix.Spread = nil
+	b := Block{ID: fmt.Sprintf("b%04d", c.n+1), Team: "t1", InstanceType: typ, GPUModel: "H100", Zone: req.Zone, Count: count,
+		State: StateScheduled, Start: req.Start, End: req.End, Placements: got.Placements}
 	c.compare(fmt.Sprintf("Place(%d × %s in %q, hours %d..%d)", count, typ, req.Zone, c.ix.hourOf(req.Start), c.ix.hourOf(req.End)),
-		got, gotErr, want, wantErr)
+		got, gotErr, want, wantErr, b, nil)
 	if gotErr != nil {
 		c.seen.refused++
 		return
 	}
 	c.seen.placed++
-	c.seen.moves += len(got.Moves)
 	if ty.GPUsPerInstance < 8 {
 		c.seen.fractional++
 	}
 	c.n++
-	b := Block{ID: fmt.Sprintf("b%04d", c.n), Team: "t1", InstanceType: typ, GPUModel: "H100", Zone: req.Zone, Count: count,
-		State: StateScheduled, Start: req.Start, End: req.End, Placements: got.Placements}
 	if c.rng.IntN(10) == 0 && !req.Start.After(c.now.Add(time.Hour)) {
 		b.State = StateActive
 	}
@@ -158,14 +170,116 @@ func (c *churn) apply(b Block, moves []Block) {
 	}
 }
 
-func (c *churn) compare(what string, got PlacementPlan, gotErr error, want PlacementPlan, wantErr error) {
+// compare holds a decision to the reference's. b is the block placed or
+// extended, with the placements got gives it; was is its placements
+// before, for an extension.
+func (c *churn) compare(what string, got PlacementPlan, gotErr error, want PlacementPlan, wantErr error, b Block, was []Placement) {
 	c.t.Helper()
-	if fmt.Sprint(gotErr) != fmt.Sprint(wantErr) {
+	switch {
+	case fmt.Sprint(gotErr) == fmt.Sprint(wantErr):
+	case gotErr == nil && errors.Is(wantErr, ErrNoCapacity):
+		// A re-pack is sure to succeed only when every fixed block starts
+		// before every tentative one; here fractional blocks are fixed
+		// and start anywhere, so whether it fits depends on the nodes
+		// chosen before.
+		c.seen.onlyGot++
+	case wantErr == nil && errors.Is(gotErr, ErrNoCapacity):
+		c.seen.onlyRef++
+		return
+	default:
 		c.t.Fatalf("%s: error %v, the reference %v", what, gotErr, wantErr)
 	}
-	if diff := cmp.Diff(want, got); diff != "" {
-		c.t.Fatalf("%s differs from the reference (-want +got):\n%s", what, diff)
+	if gotErr != nil {
+		return
 	}
+	c.seen.moves += len(got.Moves)
+	c.seen.refMoves += len(want.Moves)
+	repacked := wantErr != nil || len(got.Moves) > 0 || len(want.Moves) > 0 ||
+		was != nil && (!cmp.Equal(was, got.Placements) || !cmp.Equal(was, want.Placements)) ||
+		c.notFirstPool(b, want)
+	if !repacked {
+		if diff := cmp.Diff(want, got); diff != "" {
+			c.t.Fatalf("%s differs from the reference (-want +got):\n%s", what, diff)
+		}
+		return
+	}
+	c.seen.repacks++
+	ty, _ := c.ix.Fleet.Type(b.InstanceType)
+	gpus := 0
+	for _, p := range got.Placements {
+		gpus += len(p.GPUs)
+	}
+	if gpus != b.Count*ty.GPUsPerInstance {
+		c.t.Fatalf("%s: %d GPUs placed for %d × %s", what, gpus, b.Count, ty.Name)
+	}
+	from := b.Start
+	if was != nil && cmp.Equal(was, got.Placements) {
+		from = c.ix.blocks[b.ID].End // an extension in place: only its new hours are new
+	}
+	if err := planConflict(c.ix, b, from, got.Moves, c.now); err != nil {
+		c.t.Fatalf("%s: %v", what, err)
+	}
+}
+
+// notFirstPool reports whether want placed b in a pool after the first
+// that b's type and zone allow: a re-pack tried in an earlier pool took
+// other draws of Spread than the reference's, so the nodes of the next
+// pool may differ although both found them free as they stand.
+func (c *churn) notFirstPool(b Block, want PlacementPlan) bool {
+	ty, _ := c.ix.Fleet.Type(b.InstanceType)
+	pools := c.ix.poolsFor(ty, b.Zone)
+	if len(want.Placements) == 0 || len(pools) < 2 {
+		return false
+	}
+	return c.ix.nodes[c.ix.nodeIdx[want.Placements[0].Node]].pool != pools[0]
+}
+
+// planConflict checks a re-pack's plan against the index: each move is
+// of a tentative block, to as many whole nodes as it had, and changes
+// nothing else; no GPU of the block placed (b, from from on) or of a
+// moved block is held by another block at an overlapping time, once the
+// moves apply.
+func planConflict(ix *Index, b Block, from time.Time, moves []Block, now time.Time) error {
+	after := map[string]Block{b.ID: b}
+	for _, m := range moves {
+		old, ok := ix.blocks[m.ID]
+		if !ok || !old.Movable(now, ix.Fleet.Limits) {
+			return fmt.Errorf("moves %s, which is not a tentative block", m.ID)
+		}
+		moved := *old
+		moved.Placements = m.Placements
+		if !cmp.Equal(moved, m) || len(m.Placements) != len(old.Placements) {
+			return fmt.Errorf("the move of %s changes more than its nodes:\n%s", m.ID, cmp.Diff(*old, m))
+		}
+		after[m.ID] = m
+	}
+	others := []Block{}
+	for _, o := range ix.blocks {
+		if _, ok := after[o.ID]; !ok {
+			others = append(others, *o)
+		}
+	}
+	for _, o := range after {
+		others = append(others, o)
+	}
+	for id, x := range after {
+		if id == b.ID {
+			x.Start = from
+		}
+		for _, o := range others {
+			if o.ID == id || !o.Start.Before(x.End) || !x.Start.Before(o.End) {
+				continue
+			}
+			for _, p := range x.Placements {
+				for _, q := range o.Placements {
+					if p.Node == q.Node && slices.ContainsFunc(p.GPUs, func(g int) bool { return slices.Contains(q.GPUs, g) }) {
+						return fmt.Errorf("node %s is in %s (%v..%v %s) and %s (%v..%v %s %v) at overlapping times", p.Node, id, x.Start, x.End, x.State, o.ID, o.Start, o.End, o.State, o.Placements)
+					}
+				}
+			}
+		}
+	}
+	return nil
 }
 
 // live returns a random live block, or nil.
@@ -201,14 +315,13 @@ func (c *churn) extend() {
 	c.ix.Spread = spread(seed)
 	want, wantErr := c.ix.refPlaceExtension(*b, newEnd, c.now)
 	c.ix.Spread = nil
-	c.compare(fmt.Sprintf("PlaceExtension(%s to hour %d)", b.ID, c.ix.hourOf(newEnd)), got, gotErr, want, wantErr)
+	ext := *b
+	ext.End, ext.Placements = newEnd, got.Placements
+	c.compare(fmt.Sprintf("PlaceExtension(%s to hour %d)", b.ID, c.ix.hourOf(newEnd)), got, gotErr, want, wantErr, ext, b.Placements)
 	if gotErr != nil {
 		return
 	}
 	c.seen.extended++
-	c.seen.moves += len(got.Moves)
-	ext := *b
-	ext.End, ext.Placements = newEnd, got.Placements
 	c.apply(ext, got.Moves)
 }
 
@@ -236,7 +349,9 @@ func (c *churn) toggleHealth() {
 // advance moves time on, and makes some blocks that have started active.
 func (c *churn) advance() {
 	c.now = c.now.Add(time.Duration(1+c.rng.IntN(4)) * time.Hour)
-	for _, b := range c.ix.Blocks() {
+	bs := c.ix.Blocks()
+	slices.SortFunc(bs, func(a, b *Block) int { return cmpString(a.ID, b.ID) }) // the same draws each run
+	for _, b := range bs {
 		if b.State == StateScheduled && !b.Start.After(c.now) && !c.ix.Assumed(b.ID) && c.rng.IntN(2) == 0 {
 			act := *b
 			act.State = StateActive
@@ -301,7 +416,8 @@ func checkOccupancy(t *testing.T, ix *Index, rng *rand.Rand) {
 			}
 			ni := ix.nodeIdx[b.Placements[0].Node]
 			s, e := ix.hourOf(b.Start), ix.hourOf(b.End)
-			if ix.nodes[ni].pool != p || len(b.Placements[0].GPUs) != p.gpus || e <= s {
+			if ix.nodes[ni].pool != p || len(b.Placements) != b.Count || e <= s ||
+				slices.ContainsFunc(b.Placements, func(pl Placement) bool { return len(pl.GPUs) != p.gpus }) {
 				continue
 			}
 			wantStarts[s] = append(wantStarts[s], b.ID)

@@ -3,6 +3,7 @@ package core
 import (
 	"fmt"
 	"math/bits"
+	"slices"
 	"sort"
 	"time"
 )
@@ -103,9 +104,19 @@ func (ix *Index) refPlaceExtension(b Block, newEnd time.Time, now time.Time) (Pl
 		return refSplitOwn(plan, b), nil
 	}
 	extra := map[int][]alloc{}
+	tentative := map[string]bool{}
+	for _, t := range ix.refTentativeIn(p, now) {
+		tentative[t.ID] = true
+	}
 	for _, pl := range b.Placements {
 		n := ix.nodeIdx[pl.Node]
 		extra[n] = append(extra[n], alloc{block: b.ID, mask: maskOf(pl.GPUs), start: s, end: e})
+		// Its new hours must not meet a block that cannot move (the
+		// reference did not check; Place does, newRepackSweep).
+		tentative[b.ID] = true
+		if want := maskOf(pl.GPUs); ix.freeMask(n, s, e, tentative)&want != want {
+			return PlacementPlan{}, nope
+		}
 	}
 	plan, ok := ix.refRepack(p, refItem{count: 0, s: s, e: e}, now, extra)
 	if !ok {
@@ -372,8 +383,12 @@ func (ix *Index) refTentativeIn(p *pool, now time.Time) []*Block {
 		if !b.Movable(now, ix.Fleet.Limits) || len(b.Placements) == 0 {
 			continue
 		}
+		// Whole-node: one placement per instance, each a whole node (the
+		// reference took a fractional block whose first placement fills a
+		// node for a whole-node one, and moved it to Count whole nodes).
 		ni, ok := ix.nodeIdx[b.Placements[0].Node]
-		if !ok || ix.nodes[ni].pool != p || len(b.Placements[0].GPUs) != p.gpus {
+		if !ok || ix.nodes[ni].pool != p || len(b.Placements) != b.Count ||
+			slices.ContainsFunc(b.Placements, func(pl Placement) bool { return len(pl.GPUs) != p.gpus }) {
 			continue
 		}
 		out = append(out, b)

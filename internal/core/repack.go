@@ -20,14 +20,19 @@ type repackItem struct {
 // the new item by overlapping windows, together with the item, to nodes.
 // Fixed blocks (active, locked or fractional) stay where they are. Items
 // go in start order, each to nodes free of fixed blocks and of items
-// already assigned; a tentative block keeps its nodes when they are free,
-// so only what must move moves. extra holds fixed allocations not yet in
-// the index (an extension being planned).
+// already assigned; extra holds fixed allocations not yet in the index
+// (an extension being planned).
 //
 // Placing intervals in start order on whatever nodes are free uses no more
 // nodes at any hour than the hour's demand (interval graphs are perfect),
 // so when the hour-by-hour count fits, this never fails as long as every
 // fixed block starts before every tentative one, which lock-in guarantees.
+// Which free nodes an item gets is therefore free to choose, and it is
+// chosen so that only what must move moves (repackSweep.assign): a
+// tentative block keeps those of its nodes that are free; the rest of
+// what an item needs comes first from nodes that no later item of the
+// chain holds in an overlapping window, since taking a node a later item
+// holds moves that item too, and it may take another's in turn.
 //
 // Its cost follows the chain, not the pool: the chain's blocks come from
 // the pool's list by start (chainOf), and the nodes free for each item
@@ -50,9 +55,13 @@ func (ix *Index) repack(p *pool, item repackItem, now time.Time, extra ...map[in
 	}
 	// 2. Assign in start order.
 	sw := ix.newRepackSweep(po, s, e, skip, extra)
+	if sw == nil {
+		return PlacementPlan{}, false
+	}
+	sw.setClaims(items)
 	var plan PlacementPlan
-	for _, it := range items {
-		nodes, ok := sw.assign(it)
+	for i, it := range items {
+		nodes, ok := sw.assign(i)
 		if !ok {
 			return PlacementPlan{}, false
 		}
@@ -106,7 +115,25 @@ type repackSweep struct {
 	item  int
 	walk  []int
 	free  nodeSet
+	// The chain's items that hold a node now and are not yet assigned,
+	// its claims: holds lists (item, next) for each node an item holds,
+	// next the entry of the node's next item in start order or -1;
+	// head[pos] is the node's first entry not yet passed, claimAt[pos]
+	// the start of its item (noClaim when none). claimedFree lists the
+	// free nodes claimed before the current item's end.
+	holds       []hold
+	head        []int
+	claimAt     []int
+	claimedFree []int
+	items       []repackItem
 }
+
+// hold is an item of a re-pack that holds a node now, and the entry of
+// the node's next such item.
+type hold struct{ item, next int }
+
+// noClaim is claimAt of a node that no later item of the chain holds.
+const noClaim = int(^uint(0) >> 1)
 
 // sweepState is a node's state in a repackSweep.
 type sweepState uint8
@@ -120,7 +147,7 @@ const (
 
 // newRepackSweep sets up the sweep of the chain's hours [s, e): what
 // holds each node then, but for the blocks in skip (the chain's), and the
-// extra allocations.
+// extra allocations; nil when an extra allocation meets a fixed one.
 func (ix *Index) newRepackSweep(po *poolOcc, s, e int, skip map[string]bool, extra []map[int][]alloc) *repackSweep {
 	n := len(po.nodes)
 	sw := &repackSweep{ix: ix, po: po, fixed: make([][][2]int, n), k: make([]int, n), state: make([]sweepState, n),
@@ -145,16 +172,28 @@ func (ix *Index) newRepackSweep(po *poolOcc, s, e int, skip map[string]bool, ext
 			}
 		}
 	}
+	// 2. The extra allocations, which must not meet a fixed one: an
+	// extension's new hours on a node that a block fixed in place holds
+	// then (fractional, locked, active) cannot be made room for.
 	for _, x := range extra {
 		for ni, as := range x {
-			if ix.nodes[ni].pool == po.p {
-				for _, a := range as {
-					add(ix.occ.pos[ni], a.start, a.end)
+			if ix.nodes[ni].pool != po.p {
+				continue
+			}
+			pos := ix.occ.pos[ni]
+			for _, a := range as {
+				for _, f := range sw.fixed[pos] {
+					if f[0] < a.end && a.start < f[1] {
+						return nil
+					}
 				}
+			}
+			for _, a := range as {
+				add(pos, a.start, a.end)
 			}
 		}
 	}
-	// 2. Each healthy node's state at s.
+	// 3. Each healthy node's state at s.
 	for _, pos := range ix.unhealthyIn(po) {
 		sw.state[pos] = sweepHeld // set apart from the loop below
 	}
@@ -247,11 +286,59 @@ func (sw *repackSweep) advance(t int) {
 	}
 }
 
-// assign chooses nodes for it, as the re-pack does: its current nodes
-// when they are all free for its window, else free nodes on the fewest
-// racks (pickFree). It reports false when too few nodes are free.
-func (sw *repackSweep) assign(it repackItem) ([]int, bool) {
+// setClaims records which nodes the chain's items hold now.
+func (sw *repackSweep) setClaims(items []repackItem) {
+	n := len(sw.po.nodes)
+	sw.items, sw.head, sw.claimAt = items, make([]int, n), make([]int, n)
+	for pos := range n {
+		sw.head[pos], sw.claimAt[pos] = -1, noClaim
+	}
+	for i := len(items) - 1; i >= 0; i-- {
+		for _, ni := range items[i].current {
+			if sw.ix.nodes[ni].pool == sw.po.p {
+				pos := sw.ix.occ.pos[ni]
+				sw.holds = append(sw.holds, hold{item: i, next: sw.head[pos]})
+				sw.head[pos], sw.claimAt[pos] = len(sw.holds)-1, items[i].s
+			}
+		}
+	}
+}
+
+// pass drops the claims of item i and those before it on its nodes:
+// the next item holding each becomes its claim.
+func (sw *repackSweep) pass(i int) {
+	for _, ni := range sw.items[i].current {
+		if sw.ix.nodes[ni].pool != sw.po.p {
+			continue
+		}
+		pos := sw.ix.occ.pos[ni]
+		k := sw.head[pos]
+		for k >= 0 && sw.holds[k].item <= i {
+			k = sw.holds[k].next
+		}
+		sw.head[pos], sw.claimAt[pos] = k, noClaim
+		if k >= 0 {
+			sw.claimAt[pos] = sw.items[sw.holds[k].item].s
+		}
+	}
+}
+
+// assign chooses nodes for the i-th item of the chain, as the re-pack
+// does, or reports false when too few nodes are free. The item gets, in
+// this order of preference:
+//  1. its current nodes that are free for its window;
+//  2. free nodes that no later item holds in an overlapping window, on
+//     the fewest racks (pickFree);
+//  3. free nodes that later items hold then, those whose item starts
+//     latest first.
+//
+// Any free nodes keep the hour-by-hour bound (see repack); the order
+// keeps the moves few. A node taken from a later item moves that item,
+// which takes another's node only when 1 and 2 run short for it in turn.
+func (sw *repackSweep) assign(i int) ([]int, bool) {
+	it := sw.items[i]
 	sw.advance(it.s)
+	sw.pass(i)
 	// 1. The open nodes held by something fixed before it.e: the heap's
 	// entries below it.e, found from its root down (an entry's children
 	// are no smaller than it).
@@ -259,13 +346,13 @@ func (sw *repackSweep) assign(it repackItem) ([]int, bool) {
 	closed := 0
 	sw.walk = append(sw.walk[:0], 0)
 	for len(sw.walk) > 0 {
-		i := sw.walk[len(sw.walk)-1]
+		j := sw.walk[len(sw.walk)-1]
 		sw.walk = sw.walk[:len(sw.walk)-1]
-		if i >= len(sw.opens) || sw.opens[i].h >= it.e {
+		if j >= len(sw.opens) || sw.opens[j].h >= it.e {
 			continue
 		}
-		sw.walk = append(sw.walk, 2*i+1, 2*i+2)
-		if x := sw.opens[i]; sw.state[x.pos] == sweepOpen && sw.next[x.pos] == x.h && sw.stamp[x.pos] != sw.item {
+		sw.walk = append(sw.walk, 2*j+1, 2*j+2)
+		if x := sw.opens[j]; sw.state[x.pos] == sweepOpen && sw.next[x.pos] == x.h && sw.stamp[x.pos] != sw.item {
 			sw.stamp[x.pos] = sw.item
 			closed++
 		}
@@ -273,30 +360,53 @@ func (sw *repackSweep) assign(it repackItem) ([]int, bool) {
 	if sw.nClear+sw.nOpen-closed < it.count {
 		return nil, false
 	}
-	// 2. Its current nodes, else free nodes on the fewest racks.
-	nodes := it.current
-	for _, ni := range it.current {
-		pos := sw.ix.occ.pos[ni]
-		if sw.ix.nodes[ni].pool != sw.po.p || !sw.isFree(pos) {
-			nodes = nil
-			break
-		}
-	}
-	if nodes == nil {
-		free := sw.clear
-		if sw.nOpen > 0 {
-			free = sw.free
-			copy(free, sw.clear)
-			orInto(free, sw.open)
-			for pos := sw.open.next(0); pos >= 0; pos = sw.open.next(pos + 1) {
-				if sw.stamp[pos] == sw.item {
-					free.remove(pos)
-				}
+	// 2. The free nodes.
+	copy(sw.free, sw.clear)
+	if sw.nOpen > 0 {
+		orInto(sw.free, sw.open)
+		for pos := sw.open.next(0); pos >= 0; pos = sw.open.next(pos + 1) {
+			if sw.stamp[pos] == sw.item {
+				sw.free.remove(pos)
 			}
 		}
-		nodes = sw.ix.pickFree(sw.po, free, it.count)
 	}
-	// 3. Hold them until it.e.
+	// 3. Its own, as many as are free: all of them, most often.
+	own := 0
+	for _, ni := range it.current {
+		if sw.ix.nodes[ni].pool == sw.po.p && sw.free.has(sw.ix.occ.pos[ni]) {
+			own++
+		}
+	}
+	nodes := it.current
+	if own < len(it.current) || own != it.count {
+		nodes = make([]int, 0, it.count)
+		for _, ni := range it.current {
+			if pos := sw.ix.occ.pos[ni]; sw.ix.nodes[ni].pool == sw.po.p && sw.free.has(pos) && len(nodes) < it.count {
+				nodes = append(nodes, ni)
+				sw.free.remove(pos)
+			}
+		}
+	}
+	// 4. The rest from the unclaimed free nodes, then the claimed ones.
+	if need := it.count - len(nodes); need > 0 {
+		sw.claimedFreeBefore(it.e)
+		if n := sw.free.count(); n < need {
+			need = n
+		}
+		nodes = append(nodes, sw.ix.pickFree(sw.po, sw.free, need)...)
+		if need := it.count - len(nodes); need > 0 {
+			slices.SortFunc(sw.claimedFree, func(a, b int) int {
+				if sw.claimAt[a] != sw.claimAt[b] {
+					return sw.claimAt[b] - sw.claimAt[a]
+				}
+				return a - b
+			})
+			for _, pos := range sw.claimedFree[:need] {
+				nodes = append(nodes, sw.po.nodes[pos])
+			}
+		}
+	}
+	// 5. Hold them until it.e.
 	for _, ni := range nodes {
 		pos := sw.ix.occ.pos[ni]
 		sw.leave(pos)
@@ -306,15 +416,17 @@ func (sw *repackSweep) assign(it repackItem) ([]int, bool) {
 	return nodes, true
 }
 
-// isFree reports whether the node at pos is free for the current item.
-func (sw *repackSweep) isFree(pos int) bool {
-	switch sw.state[pos] {
-	case sweepClear:
-		return true
-	case sweepOpen:
-		return sw.stamp[pos] != sw.item
+// claimedFreeBefore moves the free nodes that a later item claims
+// before hour e out of free and into claimedFree. The free nodes are
+// few where a re-pack is needed: it reads them, not the claims.
+func (sw *repackSweep) claimedFreeBefore(e int) {
+	sw.claimedFree = sw.claimedFree[:0]
+	for pos := sw.free.next(0); pos >= 0; pos = sw.free.next(pos + 1) {
+		if sw.claimAt[pos] < e {
+			sw.free.remove(pos)
+			sw.claimedFree = append(sw.claimedFree, pos)
+		}
 	}
-	return false
 }
 
 // hourAt is a node's position keyed by an hour, in an hourHeap.

@@ -14,18 +14,16 @@ type tentEntry struct {
 }
 
 // list lists b among its pool's blocks that may be tentative: live and
-// not active, whole-node (its first placement takes every GPU of a node
-// of the pool), holding at least one hour. Whether it is still movable at
-// a given time (before its lock-in point) is for the reader to check.
-// With crossing false, the crossings are left for countCrossings.
+// not active, whole-node (one placement per instance, each taking every
+// GPU of a node of the pool), holding at least one hour. Whether it is
+// still movable at a given time (before its lock-in point) is for the
+// reader to check. With crossing false, the crossings are left for
+// countCrossings.
 func (occ *occupancy) list(ix *Index, b *Block, crossing bool) {
-	if !b.State.Live() || b.State == StateActive || len(b.Placements) == 0 {
+	if !ix.wholeNode(b) {
 		return
 	}
-	ni, ok := ix.nodeIdx[b.Placements[0].Node]
-	if !ok || len(b.Placements[0].GPUs) != ix.nodes[ni].pool.gpus {
-		return
-	}
+	ni := ix.nodeIdx[b.Placements[0].Node]
 	s, e := ix.hourOf(b.Start), ix.hourOf(b.End)
 	if e <= s {
 		return // it holds no hour, so it is in no one's way
@@ -62,6 +60,30 @@ func (occ *occupancy) countCrossings() {
 			po.cross[h] += po.cross[h-1]
 		}
 	}
+}
+
+// wholeNode reports whether b is a whole-node block that may be
+// tentative: live and not active, one placement per instance, each
+// taking every GPU of a node of the pool of the first. A fractional
+// block whose GPUs happen to fill a node (8 of 1 GPU, or 9 over a whole
+// node and one GPU of another) is not: a re-pack would move it to Count
+// whole nodes.
+func (ix *Index) wholeNode(b *Block) bool {
+	if !b.State.Live() || b.State == StateActive || len(b.Placements) == 0 || len(b.Placements) != b.Count {
+		return false
+	}
+	ni, ok := ix.nodeIdx[b.Placements[0].Node]
+	if !ok {
+		return false
+	}
+	p := ix.nodes[ni].pool
+	for _, pl := range b.Placements {
+		n, ok := ix.nodeIdx[pl.Node]
+		if !ok || ix.nodes[n].pool != p || len(pl.GPUs) != p.gpus {
+			return false
+		}
+	}
+	return true
 }
 
 // unlist undoes list.

@@ -29,6 +29,7 @@ type Backend struct {
 	gpus     map[string]int    // node → its GPUs, from the last read of the nodes
 	unmapped map[string]bool   // teams already logged as lacking Slurm users
 	names    map[string]string // team id → name
+	exists   map[string]bool   // reservations last seen to exist (known)
 }
 
 // New finds Slurm's commands, asks the controller for its
@@ -44,7 +45,8 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Backend, error) {
 		return nil, fmt.Errorf("configuring the Slurm backend: %w", err)
 	}
 	b := &Backend{cfg: cfg, log: log, paths: map[string]string{},
-		skipped: map[string]string{}, gpus: map[string]int{}, unmapped: map[string]bool{}, names: map[string]string{}}
+		skipped: map[string]string{}, gpus: map[string]int{}, unmapped: map[string]bool{}, names: map[string]string{},
+		exists: map[string]bool{}}
 	// 1. The commands, and an environment that reads and writes every
 	// time in UTC, whatever the zone of capblock's host or of slurmctld:
 	// scontrol reads and prints times in its own process's zone.

@@ -112,6 +112,7 @@ func (b *Backend) Release(ctx context.Context, blk core.Block) error {
 		}
 	}
 	_, err = b.run(ctx, "scontrol", "delete", "ReservationName="+blk.ID)
+	b.setKnown(blk.ID, false)
 	switch {
 	case err == nil:
 		b.log.Info("deleted a block's Slurm reservation", "block", blk.ID)

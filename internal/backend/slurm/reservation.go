@@ -2,6 +2,7 @@ package slurm
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -140,24 +141,52 @@ func (b *Backend) access(ctx context.Context, team string) (Access, error) {
 }
 
 // Reserve holds the block's nodes for its window from its purchase on:
-// it creates the reservation, or brings it to the block as given.
-func (b *Backend) Reserve(ctx context.Context, blk core.Block) error { return b.ensure(ctx, blk) }
-
-// Activate brings the block's reservation to the block as given: at
-// the block's start (it exists since the purchase, unless the engine
-// was another then), after a replacement moved it off a node, and after
-// an extension moved its end.
-func (b *Backend) Activate(ctx context.Context, blk core.Block) error { return b.ensure(ctx, blk) }
-
-// ensure creates the block's reservation or updates what differs. A
-// block whose end has passed has nothing left to hold: Release follows.
-func (b *Backend) ensure(ctx context.Context, blk core.Block) error {
+// it creates the reservation, or brings it to the block as given. At a
+// purchase the reservation is new, so Reserve creates it without
+// reading first, one call; only when Slurm refuses the create does it
+// read the reservation, and bring it to the block if it exists. A
+// reservation this process has seen or made is read and updated, as
+// Activate does: a move, an extension, a replacement, a retry.
+func (b *Backend) Reserve(ctx context.Context, blk core.Block) error {
 	want, err := b.want(ctx, blk)
 	if err != nil {
 		return err
 	}
 	now := b.cfg.Now()
-	have, found, err := b.show(ctx, blk.ID)
+	if b.known(want.name) || !want.end.After(now) {
+		return b.ensure(ctx, want, now)
+	}
+	err = b.createOverlapping(ctx, want, now)
+	if err == nil || errors.Is(err, backend.ErrPermanent) {
+		return err
+	}
+	// Refused: it may exist already (created by another replica, or by
+	// an earlier try that timed out), which Slurm may say as a duplicate
+	// name or as an overlap with itself. The read decides.
+	have, found, serr := b.show(ctx, want.name)
+	if serr != nil || !found {
+		return err
+	}
+	return b.update(ctx, have, want, now)
+}
+
+// Activate brings the block's reservation to the block as given: at
+// the block's start (it exists since the purchase, unless the engine
+// was another then), after a replacement moved it off a node, and after
+// an extension moved its end.
+func (b *Backend) Activate(ctx context.Context, blk core.Block) error {
+	want, err := b.want(ctx, blk)
+	if err != nil {
+		return err
+	}
+	return b.ensure(ctx, want, b.cfg.Now())
+}
+
+// ensure reads the block's reservation, then creates it or updates what
+// differs. A block whose end has passed has nothing left to hold:
+// Release follows.
+func (b *Backend) ensure(ctx context.Context, want reservation, now time.Time) error {
+	have, found, err := b.show(ctx, want.name)
 	if err != nil {
 		return err
 	}
@@ -165,28 +194,41 @@ func (b *Backend) ensure(ctx context.Context, blk core.Block) error {
 		if !want.end.After(now) {
 			return nil
 		}
-		err := b.create(ctx, want, now)
-		if b.onlyBlocksInTheWay(ctx, err, want) {
-			want.overlap = true
-			err = b.create(ctx, want, now)
-		}
+		err := b.createOverlapping(ctx, want, now)
 		if !slurmSays(err, "Duplicate reservation name") {
 			return err
 		}
 		// Created meanwhile (another worker, an earlier try that timed
 		// out): bring it to the block.
-		if have, found, err = b.show(ctx, blk.ID); err != nil {
+		if have, found, err = b.show(ctx, want.name); err != nil {
 			return err
 		}
 		if !found {
-			return fmt.Errorf("reservation %s: Slurm said it exists, then that it does not; trying again", blk.ID)
+			return fmt.Errorf("reservation %s: Slurm said it exists, then that it does not; trying again", want.name)
 		}
 	}
+	return b.update(ctx, have, want, now)
+}
+
+// createOverlapping creates want, overlapping other blocks'
+// reservations where they alone are in the way (onlyBlocksInTheWay).
+func (b *Backend) createOverlapping(ctx context.Context, want reservation, now time.Time) error {
+	err := b.create(ctx, want, now)
+	if b.onlyBlocksInTheWay(ctx, err, want) {
+		want.overlap = true
+		err = b.create(ctx, want, now)
+	}
+	return err
+}
+
+// update brings the reservation have to want: what differs, if
+// anything.
+func (b *Backend) update(ctx context.Context, have, want reservation, now time.Time) error {
 	args := updateArgs(have, want, now)
 	if len(args) == 0 {
 		return nil
 	}
-	_, err = b.run(ctx, "scontrol", append([]string{"update", "ReservationName=" + want.name}, args...)...)
+	_, err := b.run(ctx, "scontrol", append([]string{"update", "ReservationName=" + want.name}, args...)...)
 	if b.onlyBlocksInTheWay(ctx, err, want) {
 		want.overlap = true
 		args = updateArgs(have, want, now)
@@ -208,6 +250,24 @@ func (b *Backend) ensure(ctx context.Context, blk core.Block) error {
 // the block's reservation may then overlap theirs (OVERLAP). A
 // reservation made by hand in the way (maintenance) is still refused, and
 // the action retried and shown failing until an operator resolves it.
+//
+// Why the overlap cannot let two blocks' jobs share a node: only
+// tentative blocks move, and a block is tentative until its lock-in, a
+// while before its start (an hour by default); a reservation runs no job
+// before its start, so the two reservations overlap only in hours no
+// job can use yet, and the other block's move, applied moments later
+// and retried until it is, ends the overlap long before either starts. The nodes
+// stay reserved throughout: deleting the reservation and creating it
+// again instead would leave them free for a moment, and a job Slurm
+// started on them then would run into the block (IGNORE_JOBS lets the
+// new reservation take its nodes anyway).
+//
+// What OVERLAP costs: Slurm 22.05 cannot clear it (Flags=-OVERLAP and
+// Flags-=OVERLAP are refused as flags it cannot parse), and it skips its
+// overlap check for such a reservation both ways, so Slurm no longer
+// catches a fault of capblock's own placement on it. The re-pack moves
+// few blocks (core.repackSweep.assign keeps what it can in place), so
+// few reservations carry it.
 func (b *Backend) onlyBlocksInTheWay(ctx context.Context, err error, want reservation) bool {
 	if !slurmSays(err, "overlaps") || want.overlap {
 		return false
@@ -240,6 +300,7 @@ const blockIDPrefix = "cb-"
 func (b *Backend) show(ctx context.Context, name string) (res reservation, found bool, err error) {
 	out, err := b.run(ctx, "scontrol", "--oneliner", "show", "reservation", name)
 	if slurmSays(err, "not found") {
+		b.setKnown(name, false)
 		return reservation{}, false, nil
 	}
 	if err != nil {
@@ -248,10 +309,33 @@ func (b *Backend) show(ctx context.Context, name string) (res reservation, found
 	for _, r := range parseRecords(out) {
 		if r["ReservationName"] == name {
 			res, err := parseReservation(r)
+			b.setKnown(name, err == nil)
 			return res, err == nil, err
 		}
 	}
+	b.setKnown(name, false)
 	return reservation{}, false, nil
+}
+
+// known reports whether this process has last seen the reservation
+// named name exist (made it, or read it). It only chooses which call
+// Reserve tries first: a reservation deleted since (by hand, by another
+// replica) is read, found missing and created; one made since by
+// another replica is refused as a duplicate, read and updated.
+func (b *Backend) known(name string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.exists[name]
+}
+
+func (b *Backend) setKnown(name string, exists bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if exists {
+		b.exists[name] = true
+	} else {
+		delete(b.exists, name)
+	}
 }
 
 // create creates the reservation want, from now if its start has passed.
@@ -261,6 +345,7 @@ func (b *Backend) create(ctx context.Context, want reservation, now time.Time) e
 	if _, err := b.run(ctx, "scontrol", args...); err != nil {
 		return refusal(fmt.Errorf("creating reservation %s: %w", want.name, err))
 	}
+	b.setKnown(want.name, true)
 	b.log.Info("created a block's Slurm reservation", "block", want.name, "nodes", strings.Join(want.nodes, ","),
 		"start", want.start, "end", want.end)
 	return nil

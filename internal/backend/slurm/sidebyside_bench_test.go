@@ -4,9 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -23,6 +27,9 @@ const (
 	sideBySideNodes    = 64
 	sideBySideRequests = 1000
 	sideBySideWeeks    = 4
+	// sideBySideParallel is how many calls the parallel halves keep in
+	// flight: the outbox's default (OutboxOptions.Parallel).
+	sideBySideParallel = 8
 )
 
 // traceRequest is one request of the trace: count whole nodes from
@@ -75,6 +82,9 @@ type halfResult struct {
 	recreated            int           // moved reservations deleted and created again (blocks that swapped nodes)
 	place                time.Duration // capblock's own placement (Place and Add), wall
 	loggedRefusal        bool          // a refused move has been logged
+	// parallel: the calls ran sideBySideParallel at a time, and calls is
+	// the wall time of them all, moves included.
+	parallel bool
 }
 
 func (r halfResult) report(b *testing.B, bound int) {
@@ -84,12 +94,14 @@ func (r halfResult) report(b *testing.B, bound int) {
 	b.ReportMetric(float64(bound), "hourly-bound")
 	b.ReportMetric(float64(r.created)/r.calls.Seconds(), "resv/s")
 	b.ReportMetric(float64(r.ctldCPU.Microseconds())/1000/float64(r.created), "ctld-ms/resv")
+	if r.moves > 0 && !r.parallel {
+		b.ReportMetric(r.moveCalls.Seconds(), "move-s")
+		b.ReportMetric(float64(r.moveCPU.Microseconds())/1000/float64(r.created), "move-ctld-ms/resv")
+	}
 	if r.moves > 0 {
 		b.ReportMetric(float64(r.moves), "moves")
 		b.ReportMetric(float64(r.repacks), "repacks")
-		b.ReportMetric(r.moveCalls.Seconds(), "move-s")
 		b.ReportMetric(float64(r.recreated), "recreated")
-		b.ReportMetric(float64(r.moveCPU.Microseconds())/1000/float64(r.created), "move-ctld-ms/resv")
 		b.ReportMetric(float64(r.created)/(r.calls+r.moveCalls).Seconds(), "with-moves-resv/s")
 	}
 	if r.place > 0 {
@@ -120,15 +132,29 @@ func BenchmarkSlurmSideBySide(b *testing.B) {
 				b.StopTimer()
 				c := slurmtest.Start(b, opts(responding))
 				b.StartTimer()
-				r = slurmPlaces(b, c, trace)
+				r = slurmPlaces(b, c, trace, 1)
 			}
 			r.report(b, bound)
 		})
 	}
+	// Slurm's placement with the requests sent 8 at a time, in trace
+	// order: slurmctld places them one at a time as they arrive, so the
+	// order, and what each request gets, may differ from run to run.
+	b.Run(fmt.Sprintf("slurm-NodeCnt/parallel=%d/responding=64", sideBySideParallel), func(b *testing.B) {
+		var r halfResult
+		for range b.N {
+			b.StopTimer()
+			c := slurmtest.Start(b, opts(sideBySideNodes))
+			b.StartTimer()
+			r = slurmPlaces(b, c, trace, sideBySideParallel)
+		}
+		r.report(b, bound)
+	})
 	// Explicit nodes do not depend on which nodes respond (Slurm takes
 	// even down ones): every node responds here, as in the first half.
-	// "Reserve" goes through the backend as the outbox does (a show,
-	// then a create or an update); "create" is its one scontrol call.
+	// "Reserve" goes through the backend as the outbox does (a create,
+	// one call; a move reads and updates); "create" is its one scontrol
+	// call.
 	for _, via := range []string{"Reserve", "create"} {
 		b.Run("capblock-Nodes/via="+via+"/responding=64", func(b *testing.B) {
 			var r halfResult
@@ -144,6 +170,22 @@ func BenchmarkSlurmSideBySide(b *testing.B) {
 			}
 		})
 	}
+	// Through Reserve as the outbox runs it: the purchases are decided
+	// one by one, and their reserve actions (each moved block's, then the
+	// new block's) applied 8 at a time, those of one block in order.
+	b.Run(fmt.Sprintf("capblock-Nodes/via=Reserve/parallel=%d/responding=64", sideBySideParallel), func(b *testing.B) {
+		var r halfResult
+		for range b.N {
+			b.StopTimer()
+			c := slurmtest.Start(b, opts(sideBySideNodes))
+			b.StartTimer()
+			r = capblockPlacesParallel(b, c, trace)
+		}
+		r.report(b, bound)
+		if r.full != bound {
+			b.Errorf("capblock granted %d requests, the hourly count allows %d", r.full, bound)
+		}
+	})
 }
 
 // reserver holds a block's nodes in Slurm: the backend, or scontrol
@@ -154,7 +196,9 @@ type reserver interface {
 
 // scontrolReserver creates a block's reservation with the backend's own
 // scontrol call and no read before it, and moves it with one update of
-// its nodes.
+// its nodes; a move that Slurm refuses for overlapping another block's
+// reservation (which moves in the same re-pack) is sent again with
+// OVERLAP, as the backend does.
 type scontrolReserver struct {
 	c       *slurmtest.Cluster
 	created map[string]bool
@@ -172,7 +216,12 @@ func (s scontrolReserver) Reserve(ctx context.Context, blk core.Block) error {
 			"EndTime=" + blk.End.In(s.c.Location()).Format("2006-01-02T15:04:05"),
 			"Nodes=" + strings.Join(nodes, ","), "Flags=IGNORE_JOBS", "Users=nobody"}
 	}
-	if _, err := s.c.Run(ctx, "", "scontrol", args...); err != nil {
+	_, err := s.c.Run(ctx, "", "scontrol", args...)
+	if err != nil && s.created[blk.ID] && strings.Contains(err.Error(), "overlaps") {
+		args[len(args)-1] += ",OVERLAP"
+		_, err = s.c.Run(ctx, "", "scontrol", args...)
+	}
+	if err != nil {
 		return err
 	}
 	s.created[blk.ID] = true
@@ -186,28 +235,45 @@ func halfBase() time.Time { return time.Now().UTC().Truncate(time.Hour).Add(2 * 
 
 // slurmPlaces asks Slurm for each request's reservation by node count,
 // then reads back how many nodes each one got.
-func slurmPlaces(b *testing.B, c *slurmtest.Cluster, trace []traceRequest) halfResult {
+func slurmPlaces(b *testing.B, c *slurmtest.Cluster, trace []traceRequest, parallel int) halfResult {
 	ctx := b.Context()
 	base := halfBase()
-	var r halfResult
-	cpu0 := controllerCPU(b, c)
-	for i, q := range trace {
+	r := halfResult{parallel: parallel > 1}
+	var mu sync.Mutex
+	create := func(i int) {
+		q := trace[i]
 		args := []string{"create", "reservation", "ReservationName=" + sideBySideName("s", i),
 			"StartTime=" + base.Add(time.Duration(q.start)*time.Hour).In(c.Location()).Format("2006-01-02T15:04:05"),
 			"Duration=" + strconv.Itoa(q.hours*60), "NodeCnt=" + strconv.Itoa(q.count), "Users=nobody"}
 		t0 := time.Now()
 		_, err := c.Run(ctx, "", "scontrol", args...)
-		r.calls += time.Since(t0)
+		mu.Lock()
+		defer mu.Unlock()
+		if !r.parallel {
+			r.calls += time.Since(t0)
+		}
 		switch {
 		case err == nil:
 			r.created++
 		case strings.Contains(err.Error(), "Requested nodes are busy"):
 			r.refused++
 		default:
-			b.Fatal(err)
+			b.Error(err)
 		}
 	}
+	cpu0, t0 := controllerCPU(b, c), time.Now()
+	if parallel <= 1 {
+		for i := range trace {
+			create(i)
+		}
+	} else {
+		inTraceOrder(len(trace), parallel, create)
+		r.calls = time.Since(t0)
+	}
 	r.ctldCPU = controllerCPU(b, c) - cpu0
+	if b.Failed() {
+		b.FailNow()
+	}
 	got := reservationNodeCounts(b, c)
 	for i, q := range trace {
 		n, ok := got[sideBySideName("s", i)]
@@ -231,26 +297,12 @@ func slurmPlaces(b *testing.B, c *slurmtest.Cluster, trace []traceRequest) halfR
 // purchase: first the moved blocks, then the new one.
 func capblockPlaces(b *testing.B, c *slurmtest.Cluster, trace []traceRequest, via string) halfResult {
 	ctx := b.Context()
-	be, err := slurm.New(ctx, slurm.Config{Conf: c.Conf, SoldModels: []string{"H100"},
-		Teams: map[string]slurm.Access{"team-1": {Users: []string{"nobody"}}}}, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	nodes, err := be.Inventory(ctx) // also what Reserve reads of the nodes
-	if err != nil {
-		b.Fatal(err)
-	}
+	be, ix, f := capblockIndex(b, c)
 	var res reserver = be
 	if via == "create" {
 		res = scontrolReserver{c: c, created: map[string]bool{}}
 	}
-	f := core.Fleet{Currency: "USD", Limits: core.DefaultLimits(), Pricing: core.DefaultPricing(), Nodes: nodes,
-		Types: []core.InstanceType{{Name: "h100.8x", GPUModel: "H100", GPUsPerInstance: 8, OnDemand: core.Money{Minor: 9832, Currency: "USD"}}}}
 	now := time.Now()
-	ix, err := core.NewIndex(&f, nil, now)
-	if err != nil {
-		b.Fatal(err)
-	}
 	base := halfBase()
 	var r halfResult
 	for i, q := range trace {
@@ -297,18 +349,152 @@ func capblockPlaces(b *testing.B, c *slurmtest.Cluster, trace []traceRequest, vi
 		r.created++
 		r.full++
 	}
-	// What Slurm holds is what the index placed: one reservation per
-	// granted request, of its whole count.
-	got := reservationNodeCounts(b, c)
+	checkReservations(b, c, ix, r.created)
+	return r
+}
+
+// capblockIndex is the backend on c and capblock's index over the
+// cluster's nodes, read through the backend as the service reads its
+// inventory, and its fleet.
+func capblockIndex(b *testing.B, c *slurmtest.Cluster) (*slurm.Backend, *core.Index, *core.Fleet) {
+	be, err := slurm.New(b.Context(), slurm.Config{Conf: c.Conf, SoldModels: []string{"H100"},
+		Teams: map[string]slurm.Access{"team-1": {Users: []string{"nobody"}}}}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	nodes, err := be.Inventory(b.Context()) // also what Reserve reads of the nodes
+	if err != nil {
+		b.Fatal(err)
+	}
+	f := &core.Fleet{Currency: "USD", Limits: core.DefaultLimits(), Pricing: core.DefaultPricing(), Nodes: nodes,
+		Types: []core.InstanceType{{Name: "h100.8x", GPUModel: "H100", GPUsPerInstance: 8, OnDemand: core.Money{Minor: 9832, Currency: "USD"}}}}
+	ix, err := core.NewIndex(f, nil, time.Now())
+	if err != nil {
+		b.Fatal(err)
+	}
+	return be, ix, f
+}
+
+// checkReservations holds what Slurm holds to what the index placed:
+// one reservation per granted request, on its block's nodes.
+func checkReservations(b *testing.B, c *slurmtest.Cluster, ix *core.Index, created int) {
+	got := reservationNodes(b, c)
 	for _, blk := range ix.Blocks() {
-		if got[blk.ID] != blk.Count {
-			b.Fatalf("reservation %s holds %d nodes, its block %d", blk.ID, got[blk.ID], blk.Count)
+		var want []string
+		for _, p := range blk.Placements {
+			want = append(want, p.Node)
+		}
+		slices.Sort(want)
+		if !slices.Equal(got[blk.ID], want) {
+			b.Fatalf("reservation %s holds %v, its block %v", blk.ID, got[blk.ID], want)
 		}
 	}
-	if len(got) != r.created {
-		b.Fatalf("Slurm shows %d reservations, capblock created %d", len(got), r.created)
+	if len(got) != created {
+		b.Fatalf("Slurm shows %d reservations, capblock created %d", len(got), created)
 	}
+}
+
+// capblockPlacesParallel decides every request with capblock's index,
+// as capblockPlaces does, then has the backend reserve them as the
+// outbox would after the burst of purchases: each purchase's reserve
+// actions (the moved blocks', then the new block's) in purchase order,
+// sideBySideParallel at a time, the actions of one block one after the
+// other (each block's go to the same worker). A create that meets a
+// moved block's reservation not yet moved takes OVERLAP, as in the
+// outbox; a refused action is applied again, as the outbox retries it.
+func capblockPlacesParallel(b *testing.B, c *slurmtest.Cluster, trace []traceRequest) halfResult {
+	ctx := b.Context()
+	be, ix, f := capblockIndex(b, c)
+	base := halfBase()
+	r := halfResult{parallel: true}
+	var actions []core.Block
+	now := time.Now()
+	for i, q := range trace {
+		t0 := time.Now()
+		req := core.PlaceRequest{Type: f.Types[0], Count: q.count, Zone: c.Name,
+			Start: base.Add(time.Duration(q.start) * time.Hour), End: base.Add(time.Duration(q.start+q.hours) * time.Hour)}
+		plan, err := ix.Place(req, now)
+		if errors.Is(err, core.ErrNoCapacity) {
+			r.place += time.Since(t0)
+			r.refused++
+			continue
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+		blk := core.Block{ID: sideBySideName("cb-", i), Team: "team-1", InstanceType: req.Type.Name, GPUModel: "H100",
+			Count: q.count, Zone: c.Name, Start: req.Start, End: req.End, State: core.StateScheduled, Placements: plan.Placements}
+		for _, m := range append(plan.Moves, blk) {
+			if err := ix.Add(m); err != nil {
+				b.Fatal(err)
+			}
+		}
+		r.place += time.Since(t0)
+		actions = append(actions, append(plan.Moves, blk)...)
+		if len(plan.Moves) > 0 {
+			r.moves += len(plan.Moves)
+			r.repacks++
+		}
+		r.created++
+		r.full++
+	}
+	// Each worker takes the actions of the blocks hashed to it, in order.
+	queues := make([]chan core.Block, sideBySideParallel)
+	var wg sync.WaitGroup
+	var failed atomic.Int32
+	cpu0, t0 := controllerCPU(b, c), time.Now()
+	for w := range queues {
+		queues[w] = make(chan core.Block, len(actions))
+		wg.Go(func() {
+			for blk := range queues[w] {
+				var err error
+				for try := 0; try < 5; try++ {
+					if err = be.Reserve(ctx, blk); err == nil {
+						break
+					}
+					time.Sleep(50 * time.Millisecond)
+				}
+				if err != nil && failed.Add(1) == 1 {
+					b.Errorf("reserving %s: %v", blk.ID, err)
+				}
+			}
+		})
+	}
+	for _, blk := range actions {
+		h := fnv.New32a()
+		h.Write([]byte(blk.ID))
+		queues[h.Sum32()%sideBySideParallel] <- blk
+	}
+	for _, q := range queues {
+		close(q)
+	}
+	wg.Wait()
+	r.calls = time.Since(t0)
+	r.ctldCPU = controllerCPU(b, c) - cpu0
+	if b.Failed() {
+		b.FailNow()
+	}
+	checkReservations(b, c, ix, r.created)
 	return r
+}
+
+// inTraceOrder calls do(0), do(1), ... do(n-1), parallel at a time,
+// each started in order.
+func inTraceOrder(n, parallel int, do func(i int)) {
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range parallel {
+		wg.Go(func() {
+			for i := range next {
+				do(i)
+			}
+		})
+	}
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
 }
 
 // moveReservations brings the reservations of the blocks a re-pack moved
@@ -366,26 +552,43 @@ func controllerCPU(b *testing.B, c *slurmtest.Cluster) time.Duration {
 // reservationNodeCounts reads every reservation's node count, in one
 // call.
 func reservationNodeCounts(b *testing.B, c *slurmtest.Cluster) map[string]int {
+	got := map[string]int{}
+	for name, f := range reservationFields(b, c) {
+		got[name], _ = strconv.Atoi(f["NodeCnt"])
+	}
+	return got
+}
+
+// reservationNodes reads every reservation's nodes, sorted, in one call.
+func reservationNodes(b *testing.B, c *slurmtest.Cluster) map[string][]string {
+	got := map[string][]string{}
+	for name, f := range reservationFields(b, c) {
+		nodes, err := slurm.ExpandHostlist(f["Nodes"])
+		if err != nil {
+			b.Fatal(err)
+		}
+		slices.Sort(nodes)
+		got[name] = nodes
+	}
+	return got
+}
+
+// reservationFields reads every reservation's fields, in one call.
+func reservationFields(b *testing.B, c *slurmtest.Cluster) map[string]map[string]string {
 	out, err := c.Run(b.Context(), "", "scontrol", "--oneliner", "show", "reservation")
 	if err != nil && !strings.Contains(err.Error(), "No reservations") {
 		b.Fatal(err)
 	}
-	got := map[string]int{}
+	got := map[string]map[string]string{}
 	for _, line := range strings.Split(string(out), "\n") {
-		var name string
-		count := -1
+		f := map[string]string{}
 		for _, w := range strings.Fields(line) {
 			if k, v, ok := strings.Cut(w, "="); ok {
-				switch k {
-				case "ReservationName":
-					name = v
-				case "NodeCnt":
-					count, _ = strconv.Atoi(v)
-				}
+				f[k] = v
 			}
 		}
-		if name != "" {
-			got[name] = count
+		if name := f["ReservationName"]; name != "" {
+			got[name] = f
 		}
 	}
 	return got

@@ -269,6 +269,37 @@ func TestBackend(t *testing.T) {
 		}
 	})
 
+	t.Run("a reservation another replica made", func(t *testing.T) {
+		// Reserve creates without reading first; Slurm refuses the create
+		// of a reservation that exists (as an overlap with itself when
+		// its nodes are the same), and Reserve then reads and updates it.
+		other := newBackend(t, c, slurm.Config{SoldModels: []string{"H100"}, Now: clock.Now})
+		blk := block("cb-replica", hour.Add(7*time.Hour), hour.Add(8*time.Hour), "sim0")
+		if err := be.Reserve(ctx, blk); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { be.Release(context.Background(), blk) })
+		if err := other.Reserve(ctx, blk); err != nil {
+			t.Fatalf("reserving again, unchanged, from another backend: %v", err)
+		}
+		// Moved by the other (it never saw it: a create, refused, then a
+		// read and an update), then back by the first (it made it: a read
+		// and an update).
+		for _, step := range []struct {
+			be   *slurm.Backend
+			node string
+			end  time.Time
+		}{{other, "sim1", hour.Add(9 * time.Hour)}, {be, "sim0", hour.Add(10 * time.Hour)}} {
+			blk.Placements[0].Node, blk.End = step.node, step.end
+			if err := step.be.Reserve(ctx, blk); err != nil {
+				t.Fatalf("moving it to %s: %v", step.node, err)
+			}
+			if got, _ := reservation(t, c, blk.ID); got.Nodes != step.node || !got.End.Equal(step.end) {
+				t.Errorf("after the move: %+v, want on %s until %s", got, step.node, step.end)
+			}
+		}
+	})
+
 	t.Run("refusals", func(t *testing.T) {
 		// A node Slurm does not know: no retry mends it.
 		err := be.Reserve(ctx, block("cb-nowhere", hour.Add(2*time.Hour), hour.Add(3*time.Hour), "nosuch"))
