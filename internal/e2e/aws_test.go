@@ -3,6 +3,7 @@ package e2e
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,8 +21,9 @@ import (
 // TestAWSThroughServe: `capblock serve` answers AWS's protocols at /aws
 // with the access keys `capblock access-keys` makes: the real SDK's EC2
 // client searches and buys a capacity block and sees it, the SageMaker
-// client searches training plans; the purchase is in the audit log; a
-// revoked key and a disabled user are refused with AuthFailure.
+// client searches and buys a training plan; the purchase is in the audit
+// log; another team's key sees neither; a wrong secret, a disabled user
+// and a revoked key are refused, each in its protocol's words.
 func TestAWSThroughServe(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the server binary")
@@ -90,6 +92,52 @@ func TestAWSThroughServe(t *testing.T) {
 		t.Fatalf("SearchTrainingPlanOfferings: %v, %+v", err, plans)
 	}
 
+	plan, err := smc.CreateTrainingPlan(ctx, &sm.CreateTrainingPlanInput{TrainingPlanName: aws.String("llm-run"),
+		TrainingPlanOfferingId: plans.TrainingPlanOfferings[0].TrainingPlanOfferingId})
+	if err != nil || aws.ToString(plan.TrainingPlanArn) == "" {
+		t.Fatalf("CreateTrainingPlan: %v", err)
+	}
+	if _, err := smc.DescribeTrainingPlan(ctx, &sm.DescribeTrainingPlanInput{TrainingPlanName: aws.String("llm-run")}); err != nil {
+		t.Fatalf("DescribeTrainingPlan: %v", err)
+	}
+
+	// Another team's key sees neither the reservation nor the plan; a
+	// wrong secret is refused by both protocols.
+	var other struct{ ID string }
+	must(t, json.Unmarshal([]byte(cli("teams", "create", "vision")), &other))
+	cli("users", "create", "grace", "--team", other.ID, "--role", "member")
+	var otherKey struct{ AccessKeyID, SecretAccessKey string }
+	must(t, json.Unmarshal([]byte(cli("access-keys", "create", "--user", "grace")), &otherKey))
+	otherCreds := credentials.NewStaticCredentialsProvider(otherKey.AccessKeyID, otherKey.SecretAccessKey, "")
+	otherEC2 := ec2.New(ec2.Options{Region: "eu-west-1", BaseEndpoint: aws.String(srv.url + "/aws"), Credentials: otherCreds})
+	otherSM := sm.New(sm.Options{Region: "eu-west-1", BaseEndpoint: aws.String(srv.url + "/aws"), Credentials: otherCreds})
+	code := func(err error) string {
+		var api smithy.APIError
+		if errors.As(err, &api) {
+			return api.ErrorCode()
+		}
+		return fmt.Sprint(err)
+	}
+	_, err = otherEC2.DescribeCapacityReservations(ctx, &ec2.DescribeCapacityReservationsInput{CapacityReservationIds: []string{id}})
+	if got := code(err); got != "InvalidCapacityReservationId.NotFound" {
+		t.Errorf("another team's reservation: %s", got)
+	}
+	_, err = otherSM.DescribeTrainingPlan(ctx, &sm.DescribeTrainingPlanInput{TrainingPlanName: plan.TrainingPlanArn})
+	if got := code(err); got != "ResourceNotFound" {
+		t.Errorf("another team's plan: %s", got)
+	}
+	wrong := credentials.NewStaticCredentialsProvider(key.AccessKeyID, "not-the-secret", "")
+	_, err = ec2.New(ec2.Options{Region: "eu-west-1", BaseEndpoint: aws.String(srv.url + "/aws"), Credentials: wrong}).
+		DescribeCapacityReservations(ctx, &ec2.DescribeCapacityReservationsInput{})
+	if got := code(err); got != "SignatureDoesNotMatch" {
+		t.Errorf("EC2 with a wrong secret: %s", got)
+	}
+	_, err = sm.New(sm.Options{Region: "eu-west-1", BaseEndpoint: aws.String(srv.url + "/aws"), Credentials: wrong}).
+		ListTrainingPlans(ctx, &sm.ListTrainingPlansInput{})
+	if got := code(err); got != "InvalidSignatureException" {
+		t.Errorf("SageMaker with a wrong secret: %s", got)
+	}
+
 	refused := func(what string) {
 		t.Helper()
 		_, err := ec2c.DescribeCapacityReservations(ctx, &ec2.DescribeCapacityReservationsInput{})
@@ -106,6 +154,10 @@ func TestAWSThroughServe(t *testing.T) {
 	}
 	cli("access-keys", "revoke", key.ID)
 	refused("a revoked key")
+	_, err = smc.ListTrainingPlans(ctx, &sm.ListTrainingPlansInput{})
+	if got := code(err); got != "UnrecognizedClientException" {
+		t.Errorf("SageMaker with a revoked key: %s", got)
+	}
 }
 
 func must(t *testing.T, err error) {
