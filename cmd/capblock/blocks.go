@@ -178,8 +178,8 @@ func (a *app) blocksCancelCmd() *cobra.Command {
 		Use:   "cancel BLOCK [--yes]",
 		Short: "Cancel a block, or release it early once started (refund per the operator's policy)",
 		Long: `Cancel a block before its start, or release it early once it has started.
-It first shows the block and the refund the operator's policy gives
-(GET /v1/policy) and asks for confirmation (--yes does not ask; without a
+It first shows the block and the refund the server quotes for it now
+(under the operator's policy, GET /v1/policy) and asks for confirmation (--yes does not ask; without a
 terminal to answer, --yes is needed), then says what was refunded, read
 from the team's ledger.`,
 		Args: exactlyOne("block id or name"),
@@ -212,8 +212,12 @@ from the team's ledger.`,
 			if err != nil {
 				return err
 			}
+			refund, err := c.CancelQuote(ctx, id)
+			if err != nil {
+				return err
+			}
 			what := fmt.Sprintf("cancelling block %s: %s, %d × %s in %s, %s to %s, fee %s; %s",
-				blockLabel(b), b.State, b.InstanceCount, b.InstanceType, b.Zone, fmtTime(b.StartTime), fmtZoned(b.EndTime), b.UpfrontFee, refundPreview(b, now, policy))
+				blockLabel(b), b.State, b.InstanceCount, b.InstanceType, b.Zone, fmtTime(b.StartTime), fmtZoned(b.EndTime), b.UpfrontFee, refundPreview(b, now, policy, refund))
 			if err := a.confirm(yes, what, "Cancel it?", "block "+b.ID+" was not cancelled"); err != nil {
 				return err
 			}

@@ -83,28 +83,18 @@ func feeChange(before, after client.Money) string {
 	return formatMinor(f-b, after.Currency)
 }
 
-// refundPreview says what cancelling b at now refunds under the
-// operator's policy p, as the service works it out.
-func refundPreview(b client.Block, now time.Time, p client.Policy) string {
+// refundPreview says what cancelling b at now refunds: the server's quote
+// (GET /v1/blocks/{id}/cancel-quote), explained by the operator's policy p.
+func refundPreview(b client.Block, now time.Time, p client.Policy, refund client.Money) string {
 	if now.Before(b.StartTime) {
-		return fmt.Sprintf("it has not started: refund %s (%d%% of the fee before the start, the operator's policy)",
-			percentOf(b.UpfrontFee, p.RefundBeforeStartPercent), p.RefundBeforeStartPercent)
+		return fmt.Sprintf("it has not started: refund %s (%d%% of the fee before the start, the operator's policy)", refund, p.RefundBeforeStartPercent)
 	}
-	if p.RefundAfterStartPercent == 0 {
-		return fmt.Sprintf("it started at %s: no refund, an early release (the operator's policy refunds nothing after the start)", fmtZoned(b.StartTime))
+	if minor, ok := money(refund); ok && minor == 0 {
+		return fmt.Sprintf("it started at %s: no refund, an early release (the operator's policy refunds %d%% after the start)",
+			fmtZoned(b.StartTime), p.RefundAfterStartPercent)
 	}
 	return fmt.Sprintf("it started at %s: an early release, refund %s (%d%% of the fee after the start, the operator's policy)",
-		fmtZoned(b.StartTime), percentOf(b.UpfrontFee, p.RefundAfterStartPercent), p.RefundAfterStartPercent)
-}
-
-// percentOf is pct percent of m, rounded down to the minor unit as the
-// service rounds a refund; m itself when it cannot be read.
-func percentOf(m client.Money, pct int) string {
-	minor, ok := money(m)
-	if !ok {
-		return fmt.Sprintf("%d%% of %s", pct, m)
-	}
-	return formatMinor(minor*int64(pct)/100, m.Currency)
+		fmtZoned(b.StartTime), refund, p.RefundAfterStartPercent)
 }
 
 // blockLabel names a block for a sentence: its id, and its name if any.

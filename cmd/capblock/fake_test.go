@@ -79,6 +79,13 @@ func newFakeAPI(t *testing.T) *fakeAPI {
 		{"name": "h100.8x", "gpuModel": "H100", "gpusPerInstance": 8, "onDemandPrice": {"amount": "98.32", "currency": "USD"}, "zones": ["zone-a", "zone-b"]},
 		{"name": "l4.1x", "gpuModel": "L4", "gpusPerInstance": 1, "onDemandPrice": {"amount": "1.00", "currency": "USD"}, "zones": ["zone-b"]}]}`))
 	// Not the default policy: the CLI must say what the operator set.
+	mux.HandleFunc("GET /v1/blocks/{id}/cancel-quote", func(w http.ResponseWriter, r *http.Request) {
+		refund := "3539.04" // 50% of cb-1's fee before its start
+		if r.PathValue("id") == "cb-2" {
+			refund = "0.00" // started: nothing after the start
+		}
+		reply(`{"refund": {"amount": "` + refund + `", "currency": "USD"}}`)(w, r)
+	})
 	mux.HandleFunc("GET /v1/policy", reply(`{"refundBeforeStartPercent": 50, "refundAfterStartPercent": 0, "approvalDeadlineSeconds": 600}`))
 	mux.HandleFunc("GET /v1/nodes", reply(`{"nodes": [
 		{"name": "a-h100-01", "zone": "zone-a", "rack": "a-r1", "gpuModel": "H100", "gpus": 8, "health": "healthy", "labels": {"fabric": "ib"}},

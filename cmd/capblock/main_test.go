@@ -263,13 +263,13 @@ func TestCommands(t *testing.T) {
 					"it has not started: refund 3539.04 USD (50% of the fee before the start, the operator's policy)",
 				"cancelled block cb-1: nothing was refunded",
 			)},
-			wantRequests: []string{"GET /v1/blocks/cb-1", "GET /healthz", "GET /v1/policy", "POST /v1/blocks/cb-1/cancel", "GET /v1/teams/ml/ledger"},
+			wantRequests: []string{"GET /v1/blocks/cb-1", "GET /healthz", "GET /v1/policy", "GET /v1/blocks/cb-1/cancel-quote", "POST /v1/blocks/cb-1/cancel", "GET /v1/teams/ml/ledger"},
 		},
 		"blocks cancel: started, and the ledger's refund": {
 			args: []string{"blocks", "cancel", "cb-2", "-y"},
 			want: result{stdout: "*", stderr: lines(
 				"cancelling block cb-2: active, 1 × l4.1x in zone-b, 2026-11-20 12:00 to 2026-11-20 16:00 UTC, fee 3.00 USD; "+
-					"it started at 2026-11-20 12:00 UTC: no refund, an early release (the operator's policy refunds nothing after the start)",
+					"it started at 2026-11-20 12:00 UTC: no refund, an early release (the operator's policy refunds 0% after the start)",
 				"cancelled block cb-2: refunded 3.00 USD",
 			)},
 		},

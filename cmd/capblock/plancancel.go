@@ -56,8 +56,12 @@ needed), then says what was refunded, read from the team's ledger.`,
 				if err != nil {
 					return err
 				}
+				refund, err := c.CancelQuote(ctx, s.BlockID)
+				if err != nil {
+					return err
+				}
 				lines = append(lines, fmt.Sprintf("  segment %s: %s, %s to %s, fee %s; %s",
-					b.ID, b.State, fmtTime(b.StartTime), fmtZoned(b.EndTime), b.UpfrontFee, refundPreview(b, now, policy)))
+					b.ID, b.State, fmtTime(b.StartTime), fmtZoned(b.EndTime), b.UpfrontFee, refundPreview(b, now, policy, refund)))
 			}
 			label := p.ID
 			if p.Name != "" {

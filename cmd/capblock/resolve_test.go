@@ -32,6 +32,7 @@ func namesAPI(t *testing.T) (url string, seen func() []string) {
 	mux.HandleFunc("GET /v1/blocks/{id}", reply(block1))
 	mux.HandleFunc("GET /v1/blocks/{id}/status", reply(`{"totalCapacity": 2, "availableCapacity": 2, "placementFinal": true}`))
 	mux.HandleFunc("POST /v1/blocks/{id}/cancel", reply(block1))
+	mux.HandleFunc("GET /v1/blocks/{id}/cancel-quote", reply(`{"refund": {"amount": "7078.08", "currency": "USD"}}`))
 	mux.HandleFunc("GET /v1/policy", reply(`{"refundBeforeStartPercent": 100}`))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Capblock-Now", serverNow.Format(time.RFC3339))
@@ -92,7 +93,7 @@ func TestNamesStandForIDs(t *testing.T) {
 		},
 		"blocks cancel": {
 			args:         []string{"blocks", "cancel", "load-test", "--yes"},
-			wantRequests: []string{"GET /v1/blocks", "GET /v1/blocks/cb-1", "GET /healthz", "GET /v1/policy", "POST /v1/blocks/cb-1/cancel", "GET /v1/teams/ml/ledger"},
+			wantRequests: []string{"GET /v1/blocks", "GET /v1/blocks/cb-1", "GET /healthz", "GET /v1/policy", "GET /v1/blocks/cb-1/cancel-quote", "POST /v1/blocks/cb-1/cancel", "GET /v1/teams/ml/ledger"},
 		},
 		"blocks extend": {
 			args:         []string{"blocks", "extend", "load-test", "--duration", "24h", "--yes"},

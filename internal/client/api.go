@@ -299,3 +299,15 @@ func (c *Client) Policy(ctx context.Context) (Policy, error) {
 	}
 	return p, nil
 }
+
+// CancelQuote is what cancelling a block now would refund, per the
+// operator's policy; it cancels nothing: GET /v1/blocks/{id}/cancel-quote.
+func (c *Client) CancelQuote(ctx context.Context, id string) (Money, error) {
+	var out struct {
+		Refund Money `json:"refund"`
+	}
+	if err := c.do(ctx, request{method: http.MethodGet, path: blockPath(id, "/cancel-quote")}, &out); err != nil {
+		return Money{}, wrapf(err, "quoting the cancellation of block %s", id)
+	}
+	return out.Refund, nil
+}

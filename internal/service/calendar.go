@@ -41,6 +41,9 @@ func (s *Service) CancelQuote(ctx context.Context, team, id string) (core.Money,
 		return core.Money{}, err
 	}
 	_, refund, err := core.Cancel(b, s.clock.Now(), s.fleet.Limits)
+	if err == nil {
+		err = s.handedOn(ctx, b, "cancelled") // as CancelBlock refuses it
+	}
 	if err != nil {
 		return core.Money{}, fmt.Errorf("quoting the cancellation of block %s: %w", id, err)
 	}
