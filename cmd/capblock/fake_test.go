@@ -84,7 +84,7 @@ func newFakeAPI(t *testing.T) *fakeAPI {
 		if r.PathValue("id") == "cb-2" {
 			refund = "0.00" // started: nothing after the start
 		}
-		reply(`{"refund": {"amount": "` + refund + `", "currency": "USD"}}`)(w, r)
+		reply(`{"refund": {"amount": "`+refund+`", "currency": "USD"}}`)(w, r)
 	})
 	mux.HandleFunc("GET /v1/policy", reply(`{"refundBeforeStartPercent": 50, "refundAfterStartPercent": 0, "approvalDeadlineSeconds": 600}`))
 	mux.HandleFunc("GET /v1/nodes", reply(`{"nodes": [
