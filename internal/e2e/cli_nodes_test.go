@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -23,17 +22,7 @@ func TestCLINodesFailAndRecover(t *testing.T) {
 	}
 	cli := func(args ...string) (string, string, int) {
 		t.Helper()
-		cmd := exec.Command(bin, append([]string{"--url", srv.url, "--token", strings.TrimSpace(string(token))}, args...)...)
-		var out, errOut strings.Builder
-		cmd.Stdout, cmd.Stderr = &out, &errOut
-		err := cmd.Run()
-		code := 0
-		if x, ok := err.(*exec.ExitError); ok {
-			code = x.ExitCode()
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		return out.String(), errOut.String(), code
+		return runCLI(t, bin, srv.url, string(token), args...)
 	}
 	node := "a-h100-01" // a node of the demo fleet
 	out, errOut, code := cli("nodes", "fail", node, "--reason", "GPU 3: XID 79")

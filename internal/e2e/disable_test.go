@@ -3,7 +3,6 @@ package e2e
 import (
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -25,17 +24,7 @@ func TestCLIDisable(t *testing.T) {
 	}
 	run := func(token string, args ...string) (string, string, int) {
 		t.Helper()
-		cmd := exec.Command(bin, append([]string{"--url", srv.url, "--token", strings.TrimSpace(token)}, args...)...)
-		var out, errOut strings.Builder
-		cmd.Stdout, cmd.Stderr = &out, &errOut
-		err := cmd.Run()
-		code := 0
-		if x, ok := err.(*exec.ExitError); ok {
-			code = x.ExitCode()
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		return out.String(), errOut.String(), code
+		return runCLI(t, bin, srv.url, token, args...)
 	}
 	cli := func(args ...string) string {
 		t.Helper()

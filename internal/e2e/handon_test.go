@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"os/exec"
 	"sort"
 	"strings"
 	"testing"
@@ -256,17 +255,7 @@ func TestCLITransferAndRelease(t *testing.T) {
 	bin := buildBinary(t)
 	cli := func(token string, args ...string) (string, string, int) {
 		t.Helper()
-		cmd := exec.Command(bin, append([]string{"--url", h.url, "--token", token}, args...)...)
-		var out, errOut strings.Builder
-		cmd.Stdin, cmd.Stdout, cmd.Stderr = strings.NewReader(""), &out, &errOut // a pipe: no terminal to answer
-		err := cmd.Run()
-		code := 0
-		if x, ok := err.(*exec.ExitError); ok {
-			code = x.ExitCode()
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		return out.String(), errOut.String(), code
+		return runCLI(t, bin, h.url, token, args...)
 	}
 	b := h.buyAs(h.alphaTok, 2, 6)
 	if _, errOut, code := cli(h.alphaTok, "blocks", "transfer", b.ID, "--to", "beta", "--price", "100.00"); code != 2 || !strings.Contains(errOut, "--yes") {

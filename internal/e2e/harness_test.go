@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -337,4 +338,21 @@ func (e *env) eventsWithData() []struct {
 		e.t.Fatalf("events: status %d", code)
 	}
 	return out.Events
+}
+
+// runCLI runs the capblock binary bin against the server at url with
+// token, stdin empty (a pipe: no terminal to answer), and returns its
+// stdout, stderr and exit code.
+func runCLI(t testing.TB, bin, url, token string, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	cmd := exec.Command(bin, append([]string{"--url", url, "--token", strings.TrimSpace(token)}, args...)...)
+	var out, errOut strings.Builder
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = strings.NewReader(""), &out, &errOut
+	err := cmd.Run()
+	if x, ok := err.(*exec.ExitError); ok {
+		code = x.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return out.String(), errOut.String(), code
 }

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -22,17 +21,7 @@ func TestCLIPlansCancel(t *testing.T) {
 	token, _ := tokens.Load(e.url)
 	cli := func(args ...string) (string, string, int) {
 		t.Helper()
-		cmd := exec.Command(bin, append([]string{"--url", e.url, "--token", token.(string)}, args...)...)
-		var out, errOut strings.Builder
-		cmd.Stdout, cmd.Stderr = &out, &errOut
-		err := cmd.Run()
-		code := 0
-		if x, ok := err.(*exec.ExitError); ok {
-			code = x.ExitCode()
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		return out.String(), errOut.String(), code
+		return runCLI(t, bin, e.url, token.(string), args...)
 	}
 
 	// Two segments: every l4.1x is taken from +6h to +7h, so 8 hours
