@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bufio"
 	"fmt"
 	"os/exec"
 	"path/filepath"
@@ -110,7 +109,7 @@ type process struct {
 }
 
 var (
-	listenLine    = regexp.MustCompile(`url=(http://127\.0\.0\.1:\d+)`)
+	listenLine    = testbin.ListenLine
 	listenLineTLS = regexp.MustCompile(`url=(https://127\.0\.0\.1:\d+)`)
 )
 
@@ -134,33 +133,7 @@ func startProcessWith(t testing.TB, bin, db, simStart string, flags ...string) *
 	}
 	args = append(args, flags...)
 	cmd := exec.Command(bin, args...)
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	found := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			if m := listenLine.FindStringSubmatch(sc.Text()); m != nil {
-				select {
-				case found <- m[1]:
-				default:
-				}
-			}
-		}
-	}()
-	select {
-	case url := <-found:
-		return &process{cmd: cmd, url: url}
-	case <-time.After(30 * time.Second):
-		t.Fatal("the server did not say where it listens within 30s")
-		return nil
-	}
+	return &process{cmd: cmd, url: testbin.Serve(t, cmd, 30*time.Second)}
 }
 
 // buildBinary builds cmd/capblock once per test run.

@@ -1,7 +1,6 @@
 package tfprovider_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -9,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -73,8 +71,6 @@ func buildProvider(t *testing.T) string {
 	return dir
 }
 
-var listenLine = regexp.MustCompile(`url=(http://127\.0\.0\.1:\d+)`)
-
 // server is `capblock serve` as a process: the demo fleet, a fresh SQLite
 // file and a simulated clock at simStart.
 type server struct {
@@ -89,32 +85,7 @@ func startServer(t *testing.T, simStart time.Time) *server {
 	cmd := exec.Command(testbin.Capblock(t), "serve", "--db", filepath.Join(dir, "capblock.db"), "--listen", "127.0.0.1:0",
 		"--sim-clock", "--sim-start", simStart.Format(time.RFC3339), "--rate-limit", "0", "--webhook-allow-private")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	found := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			if m := listenLine.FindStringSubmatch(sc.Text()); m != nil {
-				select {
-				case found <- m[1]:
-				default:
-				}
-			}
-		}
-	}()
-	var url string
-	select {
-	case url = <-found:
-	case <-time.After(30 * time.Second):
-		t.Fatal("the server did not say where it listens within 30s")
-	}
+	url := testbin.Serve(t, cmd, 30*time.Second)
 	token, err := os.ReadFile(filepath.Join(dir, "admin.token"))
 	if err != nil {
 		t.Fatalf("reading the admin token: %v", err)

@@ -5,7 +5,6 @@
 package console
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	_ "embed"
@@ -16,7 +15,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -41,8 +39,6 @@ type server struct {
 	dir   string
 }
 
-var listenLine = regexp.MustCompile(`url=(http://127\.0\.0\.1:\d+)`)
-
 // startServer runs the capblock binary with a simulated clock at start,
 // on the demo fleet or the fleet file given.
 func startServer(t testing.TB, start time.Time, fleetFile string) *server {
@@ -56,32 +52,7 @@ func startServer(t testing.TB, start time.Time, fleetFile string) *server {
 	}
 	cmd := exec.Command(bin, args...)
 	cmd.Dir = dir
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	found := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			if m := listenLine.FindStringSubmatch(sc.Text()); m != nil {
-				select {
-				case found <- m[1]:
-				default:
-				}
-			}
-		}
-	}()
-	var url string
-	select {
-	case url = <-found:
-	case <-time.After(60 * time.Second):
-		t.Fatal("the server did not say where it listens within 60s")
-	}
+	url := testbin.Serve(t, cmd, 60*time.Second)
 	tok, err := os.ReadFile(filepath.Join(dir, "admin.token"))
 	if err != nil {
 		t.Fatalf("reading the admin token: %v", err)
