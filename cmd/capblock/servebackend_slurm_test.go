@@ -43,6 +43,7 @@ func TestServeBadSlurmFlags(t *testing.T) {
 		"a type Slurm cannot print": {[]string{"--backend", "slurm", "--slurm-gpu-model", "h:100=H100"}, `a GRES type holds no ':'`},
 		"no grace":                  {[]string{"--backend", "slurm", "--slurm-grace", "0s"}, `--slurm-grace "0s": want a duration of at least 1s`},
 		"a Slurm flag on the sim":   {[]string{"--slurm-zone", "a"}, `the --slurm-* flags need --backend slurm`},
+		"no such transport":         {[]string{"--backend", "slurm", "--slurm-scontrol", "rest"}, `--slurm-scontrol "rest": want session or process`},
 		"a Kubernetes flag on Slurm": {[]string{"--backend", "slurm", "--kubeconfig", "kube.yaml"},
 			`--kubeconfig, --kube-gpu-model and --kube-rack-label need --backend kubernetes`},
 	}
