@@ -70,14 +70,15 @@ func TestSlurmConfig(t *testing.T) {
 	}
 	t.Setenv("SLURM_CONF", "/etc/slurm/env.conf")
 	f := slurmFlags{bin: "/opt/slurm/bin", gpuModels: []string{"nvidia_h100_80gb_hbm3=H100", "=A100"}, partitions: []string{"gpu"},
-		zone: "site-a", rackFeature: "rack:", zoneFeature: slurm.DefaultZoneFeature, holdUsers: []string{"capblock"}, grace: "90s"}
+		zone: "site-a", rackFeature: "rack:", zoneFeature: slurm.DefaultZoneFeature, holdUsers: []string{"capblock"}, grace: "90s",
+		scontrol: slurm.ScontrolProcess}
 	got, err := slurmConfig(f, path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := slurm.Config{Conf: "/etc/slurm/env.conf", Bin: "/opt/slurm/bin", GPUModels: map[string]string{"nvidia_h100_80gb_hbm3": "H100", "": "A100"},
 		Partitions: []string{"gpu"}, Zone: "site-a", RackFeature: "rack:", ZoneFeature: slurm.DefaultZoneFeature, HoldUsers: []string{"capblock"},
-		Grace: 90 * time.Second, Teams: map[string]slurm.Access{"ml": {Users: []string{"nobody"}}}}
+		Grace: 90 * time.Second, Teams: map[string]slurm.Access{"ml": {Users: []string{"nobody"}}}, Scontrol: slurm.ScontrolProcess}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("config (-want +got):\n%s", diff)
 	}
