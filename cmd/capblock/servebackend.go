@@ -46,6 +46,7 @@ type slurmFlags struct {
 	holdUsers   []string
 	grace       string
 	jobDir      string
+	scontrol    string
 }
 
 // addSlurmFlags defines the flags of --backend slurm.
@@ -59,6 +60,7 @@ func addSlurmFlags(fl *pflag.FlagSet, f *slurmFlags) {
 	fl.StringVar(&f.zoneFeature, "slurm-zone-feature", slurm.DefaultZoneFeature, "prefix of the node feature that names a node's zone")
 	fl.StringSliceVar(&f.holdUsers, "slurm-hold-users", nil, "Slurm users of the reservations of a team that the fleet file's slurm section does not map: its nodes are held, no job of the team may use them (default: the user capblock runs as)")
 	fl.StringVar(&f.grace, "slurm-grace", slurm.DefaultGrace.String(), "how long a terminating block's jobs have between SIGTERM and their end, such as 5m")
+	fl.StringVar(&f.scontrol, "slurm-scontrol", slurm.ScontrolSession, "how the reservation commands reach slurmctld: session (a few long-lived scontrol processes that read them on their input, restarted when one dies or hangs) or process (one scontrol per command)")
 	fl.StringVar(&f.jobDir, "slurm-job-dir", "", "folder, at the same path on this host and on every node (a shared file system), of capblock's jobs on Slurm: their working and checkpoint directories and output files (default: none, and capblock runs no jobs; users submit with sbatch --reservation)")
 }
 
@@ -68,7 +70,8 @@ func checkBackend(f serveFlags) error {
 	kubeSet := f.kube.kubeconfig != "" || len(f.kube.gpuModels) > 0 || f.kube.rackLabel != kubernetes.DefaultRackLabel
 	sf := f.slurm
 	slurmSet := sf.conf != "" || sf.bin != "" || sf.zone != "" || len(sf.gpuModels) > 0 || len(sf.partitions) > 0 || len(sf.holdUsers) > 0 || sf.jobDir != "" ||
-		sf.rackFeature != slurm.DefaultRackFeature || sf.zoneFeature != slurm.DefaultZoneFeature || sf.grace != slurm.DefaultGrace.String()
+		sf.rackFeature != slurm.DefaultRackFeature || sf.zoneFeature != slurm.DefaultZoneFeature || sf.grace != slurm.DefaultGrace.String() ||
+		sf.scontrol != slurm.ScontrolSession
 	if kubeSet && f.backend != "kubernetes" {
 		return usagef("--kubeconfig, --kube-gpu-model and --kube-rack-label need --backend kubernetes")
 	}
@@ -95,7 +98,10 @@ func checkBackend(f serveFlags) error {
 // each team's reservations.
 func slurmConfig(f slurmFlags, fleetFile string) (slurm.Config, error) {
 	cfg := slurm.Config{Conf: f.conf, Bin: f.bin, Partitions: f.partitions, Zone: f.zone,
-		RackFeature: f.rackFeature, ZoneFeature: f.zoneFeature, HoldUsers: f.holdUsers}
+		RackFeature: f.rackFeature, ZoneFeature: f.zoneFeature, HoldUsers: f.holdUsers, Scontrol: f.scontrol}
+	if f.scontrol != slurm.ScontrolSession && f.scontrol != slurm.ScontrolProcess {
+		return cfg, usagef("--slurm-scontrol %q: want session or process", f.scontrol)
+	}
 	if cfg.Conf == "" {
 		cfg.Conf = os.Getenv("SLURM_CONF")
 	}
@@ -176,7 +182,7 @@ func newEngine(ctx context.Context, f serveFlags, fl core.Fleet, st store.Full, 
 		if err != nil {
 			return nil, nil, fmt.Errorf("starting the Slurm backend: %w", err)
 		}
-		return be, func() {}, nil
+		return be, be.Close, nil
 	case "kubernetes":
 		cfg, err := kubeConfig(f.kube)
 		if err != nil {

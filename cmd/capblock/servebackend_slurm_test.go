@@ -43,6 +43,7 @@ func TestServeBadSlurmFlags(t *testing.T) {
 		"a type Slurm cannot print": {[]string{"--backend", "slurm", "--slurm-gpu-model", "h:100=H100"}, `a GRES type holds no ':'`},
 		"no grace":                  {[]string{"--backend", "slurm", "--slurm-grace", "0s"}, `--slurm-grace "0s": want a duration of at least 1s`},
 		"a Slurm flag on the sim":   {[]string{"--slurm-zone", "a"}, `the --slurm-* flags need --backend slurm`},
+		"no such transport":         {[]string{"--backend", "slurm", "--slurm-scontrol", "rest"}, `--slurm-scontrol "rest": want session or process`},
 		"a Kubernetes flag on Slurm": {[]string{"--backend", "slurm", "--kubeconfig", "kube.yaml"},
 			`--kubeconfig, --kube-gpu-model and --kube-rack-label need --backend kubernetes`},
 	}
@@ -69,14 +70,15 @@ func TestSlurmConfig(t *testing.T) {
 	}
 	t.Setenv("SLURM_CONF", "/etc/slurm/env.conf")
 	f := slurmFlags{bin: "/opt/slurm/bin", gpuModels: []string{"nvidia_h100_80gb_hbm3=H100", "=A100"}, partitions: []string{"gpu"},
-		zone: "site-a", rackFeature: "rack:", zoneFeature: slurm.DefaultZoneFeature, holdUsers: []string{"capblock"}, grace: "90s"}
+		zone: "site-a", rackFeature: "rack:", zoneFeature: slurm.DefaultZoneFeature, holdUsers: []string{"capblock"}, grace: "90s",
+		scontrol: slurm.ScontrolProcess}
 	got, err := slurmConfig(f, path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := slurm.Config{Conf: "/etc/slurm/env.conf", Bin: "/opt/slurm/bin", GPUModels: map[string]string{"nvidia_h100_80gb_hbm3": "H100", "": "A100"},
 		Partitions: []string{"gpu"}, Zone: "site-a", RackFeature: "rack:", ZoneFeature: slurm.DefaultZoneFeature, HoldUsers: []string{"capblock"},
-		Grace: 90 * time.Second, Teams: map[string]slurm.Access{"ml": {Users: []string{"nobody"}}}}
+		Grace: 90 * time.Second, Teams: map[string]slurm.Access{"ml": {Users: []string{"nobody"}}}, Scontrol: slurm.ScontrolProcess}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("config (-want +got):\n%s", diff)
 	}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -23,6 +24,9 @@ type Backend struct {
 	reader nodeReader
 	env    []string          // the commands' environment
 	paths  map[string]string // command → its path
+	// sessions run the reservation commands; nil: a process per call
+	// (Config.Scontrol).
+	sessions *sessions
 
 	mu       sync.Mutex
 	skipped  map[string]string // node → why the inventory leaves it out, as last logged
@@ -87,7 +91,28 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Backend, error) {
 	}
 	b.reader = nodeReader{models: cfg.GPUModels, sold: cfg.SoldModels, partitions: cfg.Partitions,
 		zone: b.cfg.Zone, rackFeature: cfg.RackFeature, zoneFeature: cfg.ZoneFeature}
+	// 3. The reservation commands' sessions: the first starts now, so
+	// that an scontrol that cannot run one is found at the start, and
+	// its commands then run a process each.
+	if cfg.Scontrol == ScontrolSession {
+		b.sessions = newSessions(b.paths["scontrol"], b.env, cfg.Sessions, cfg.CommandTimeout)
+		s, err := b.sessions.take(ctx)
+		if err != nil {
+			b.sessions = nil
+			log.Warn("scontrol cannot run a session; the reservation commands run a process each", "err", err)
+		} else {
+			b.sessions.give(s, true)
+		}
+	}
 	return b, nil
+}
+
+// Close stops the scontrol sessions. Commands that run meanwhile fail;
+// those that follow run a process each.
+func (b *Backend) Close() {
+	if b.sessions != nil {
+		b.sessions.close()
+	}
 }
 
 // configValue reads one "Key = Value" line of `scontrol show config`.
@@ -203,6 +228,22 @@ func (e *commandError) Unwrap() error { return e.err }
 func slurmSays(err error, text string) bool {
 	var ce *commandError
 	return errors.As(err, &ce) && strings.Contains(ce.stderr, text)
+}
+
+// scontrol runs a reservation command (create, update, delete or show
+// reservation) and returns what it printed on its standard output,
+// records one a line: in a session (Config.Scontrol), else in a process
+// of its own. Words holding a space or a quote, which a session would
+// read otherwise than a process, run in a process.
+func (b *Backend) scontrol(ctx context.Context, args ...string) (string, error) {
+	if b.sessions != nil && !b.sessions.isClosed() && !slices.ContainsFunc(args, func(a string) bool {
+		return a == "" || strings.ContainsAny(a, " \t\n\r\"'#")
+	}) {
+		out, err := b.sessions.run(ctx, args)
+		b.log.Debug("ran a Slurm command in a session", "command", "scontrol", "args", args, "err", err)
+		return out, err
+	}
+	return b.run(ctx, "scontrol", append([]string{"--oneliner"}, args...)...)
 }
 
 // run runs one of Slurm's commands in the backend's environment and

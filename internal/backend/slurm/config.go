@@ -73,6 +73,19 @@ type Config struct {
 	// Now is the clock the backend compares the blocks' windows with;
 	// default time.Now (actions follow the wall clock).
 	Now func() time.Time
+	// Scontrol is how the reservation commands (create, update, delete
+	// and show reservation) run: ScontrolSession (the default), in a
+	// few long-lived scontrol processes that read them on their input;
+	// ScontrolProcess, one scontrol process per command. The other
+	// commands always run a process each.
+	Scontrol string
+	// Sessions bounds the scontrol sessions, one command each at a time
+	// (default DefaultSessions).
+	Sessions int
+	// CommandTimeout bounds one command of a session; past it the
+	// session is killed and the command reported failed (default
+	// DefaultCommandTimeout).
+	CommandTimeout time.Duration
 }
 
 // Access is who may run jobs in a team's reservations.
@@ -125,6 +138,15 @@ func (cfg Config) withDefaults() (Config, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if cfg.Scontrol == "" {
+		cfg.Scontrol = ScontrolSession
+	}
+	if cfg.Sessions <= 0 {
+		cfg.Sessions = DefaultSessions
+	}
+	if cfg.CommandTimeout <= 0 {
+		cfg.CommandTimeout = DefaultCommandTimeout
+	}
 	if len(cfg.HoldUsers) == 0 {
 		u, err := user.Current()
 		if err != nil {
@@ -133,6 +155,9 @@ func (cfg Config) withDefaults() (Config, error) {
 		cfg.HoldUsers = []string{u.Username}
 	}
 	var errs []error
+	if cfg.Scontrol != ScontrolSession && cfg.Scontrol != ScontrolProcess {
+		errs = append(errs, fmt.Errorf("scontrol transport %q: want %s or %s", cfg.Scontrol, ScontrolSession, ScontrolProcess))
+	}
 	for team, a := range cfg.Teams {
 		if len(a.Users) == 0 && len(a.Accounts) == 0 {
 			errs = append(errs, fmt.Errorf("team %q has no Slurm users and no accounts", team))

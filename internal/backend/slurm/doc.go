@@ -5,7 +5,10 @@
 //
 // It drives Slurm through its commands (scontrol, squeue, scancel), run
 // with TZ=UTC, since scontrol reads and prints times in its own
-// process's zone; slurmrestd 22.05 cannot create reservations.
+// process's zone; slurmrestd 22.05 cannot create reservations. The
+// reservation commands run in a few long-lived scontrol processes that
+// read them on their input (session.go), else one process each
+// (Config.Scontrol).
 //
 // Inventory and health come from `scontrol show nodes`, read at each
 // poll of the engine (--engine-poll). A node is sold when its GRES has

@@ -111,7 +111,7 @@ func (b *Backend) Release(ctx context.Context, blk core.Block) error {
 			return err
 		}
 	}
-	_, err = b.run(ctx, "scontrol", "delete", "ReservationName="+blk.ID)
+	_, err = b.scontrol(ctx, "delete", "ReservationName="+blk.ID)
 	b.setKnown(blk.ID, false)
 	switch {
 	case err == nil:

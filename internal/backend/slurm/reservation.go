@@ -228,11 +228,11 @@ func (b *Backend) update(ctx context.Context, have, want reservation, now time.T
 	if len(args) == 0 {
 		return nil
 	}
-	_, err := b.run(ctx, "scontrol", append([]string{"update", "ReservationName=" + want.name}, args...)...)
+	_, err := b.scontrol(ctx, append([]string{"update", "ReservationName=" + want.name}, args...)...)
 	if b.onlyBlocksInTheWay(ctx, err, want) {
 		want.overlap = true
 		args = updateArgs(have, want, now)
-		_, err = b.run(ctx, "scontrol", append([]string{"update", "ReservationName=" + want.name}, args...)...)
+		_, err = b.scontrol(ctx, append([]string{"update", "ReservationName=" + want.name}, args...)...)
 	}
 	if err != nil {
 		return refusal(fmt.Errorf("updating reservation %s: %w", want.name, err))
@@ -272,7 +272,7 @@ func (b *Backend) onlyBlocksInTheWay(ctx context.Context, err error, want reserv
 	if !slurmSays(err, "overlaps") || want.overlap {
 		return false
 	}
-	out, lerr := b.run(ctx, "scontrol", "--oneliner", "show", "reservation")
+	out, lerr := b.scontrol(ctx, "show", "reservation")
 	if lerr != nil {
 		return false
 	}
@@ -298,7 +298,7 @@ const blockIDPrefix = "cb-"
 // show reads the reservation named name; found is false when there is
 // none.
 func (b *Backend) show(ctx context.Context, name string) (res reservation, found bool, err error) {
-	out, err := b.run(ctx, "scontrol", "--oneliner", "show", "reservation", name)
+	out, err := b.scontrol(ctx, "show", "reservation", name)
 	if slurmSays(err, "not found") {
 		b.setKnown(name, false)
 		return reservation{}, false, nil
@@ -342,7 +342,7 @@ func (b *Backend) setKnown(name string, exists bool) {
 func (b *Backend) create(ctx context.Context, want reservation, now time.Time) error {
 	args := append([]string{"create", "reservation", "ReservationName=" + want.name, "StartTime=" + startArg(want.start, now)},
 		createArgs(want)...)
-	if _, err := b.run(ctx, "scontrol", args...); err != nil {
+	if _, err := b.scontrol(ctx, args...); err != nil {
 		return refusal(fmt.Errorf("creating reservation %s: %w", want.name, err))
 	}
 	b.setKnown(want.name, true)

@@ -115,6 +115,8 @@ func (r halfResult) report(b *testing.B, bound int) {
 // (core.Index places; the reservation is created with explicit Nodes=,
 // through the backend's Reserve or with its scontrol call alone, after
 // the reservations of the tentative blocks a re-pack moved are moved).
+// Both sides send their commands over the same transport, the backend's
+// (Config.Scontrol): a process per call, or its scontrol sessions.
 // responding is how many of the 64 nodes run a slurmd; the others are
 // declared only and never respond (slurmtest.Options.Declared). Run it
 // with -benchtime 1x: each iteration starts its own cluster. The
@@ -125,44 +127,69 @@ func BenchmarkSlurmSideBySide(b *testing.B) {
 	opts := func(responding int) slurmtest.Options {
 		return slurmtest.Options{Nodes: responding, Declared: sideBySideNodes - responding, StartTimeout: 5 * time.Minute}
 	}
-	for _, responding := range []int{64, 2} {
-		b.Run(fmt.Sprintf("slurm-NodeCnt/responding=%d", responding), func(b *testing.B) {
+	for _, transport := range []string{slurm.ScontrolProcess, slurm.ScontrolSession} {
+		for _, responding := range []int{64, 2} {
+			if responding != sideBySideNodes && transport != slurm.ScontrolProcess {
+				continue // a question of placement, not of transport
+			}
+			b.Run(fmt.Sprintf("slurm-NodeCnt/scontrol=%s/responding=%d", transport, responding), func(b *testing.B) {
+				var r halfResult
+				for range b.N {
+					b.StopTimer()
+					c := slurmtest.Start(b, opts(responding))
+					be := sideBySideBackend(b, c, transport)
+					b.StartTimer()
+					r = slurmPlaces(b, c, be, trace, 1)
+				}
+				r.report(b, bound)
+			})
+		}
+		// Slurm's placement with the requests sent 8 at a time, in trace
+		// order: slurmctld places them one at a time as they arrive, so
+		// the order, and what each request gets, may differ from run to
+		// run.
+		b.Run(fmt.Sprintf("slurm-NodeCnt/scontrol=%s/parallel=%d/responding=64", transport, sideBySideParallel), func(b *testing.B) {
 			var r halfResult
 			for range b.N {
 				b.StopTimer()
-				c := slurmtest.Start(b, opts(responding))
+				c := slurmtest.Start(b, opts(sideBySideNodes))
+				be := sideBySideBackend(b, c, transport)
 				b.StartTimer()
-				r = slurmPlaces(b, c, trace, 1)
+				r = slurmPlaces(b, c, be, trace, sideBySideParallel)
 			}
 			r.report(b, bound)
 		})
-	}
-	// Slurm's placement with the requests sent 8 at a time, in trace
-	// order: slurmctld places them one at a time as they arrive, so the
-	// order, and what each request gets, may differ from run to run.
-	b.Run(fmt.Sprintf("slurm-NodeCnt/parallel=%d/responding=64", sideBySideParallel), func(b *testing.B) {
-		var r halfResult
-		for range b.N {
-			b.StopTimer()
-			c := slurmtest.Start(b, opts(sideBySideNodes))
-			b.StartTimer()
-			r = slurmPlaces(b, c, trace, sideBySideParallel)
+		// Explicit nodes do not depend on which nodes respond (Slurm
+		// takes even down ones): every node responds here, as in the
+		// first half. "Reserve" goes through the backend as the outbox
+		// does (a create, one call; a move reads and updates); "create"
+		// is its one scontrol call.
+		for _, via := range []string{"Reserve", "create"} {
+			b.Run(fmt.Sprintf("capblock-Nodes/scontrol=%s/via=%s/responding=64", transport, via), func(b *testing.B) {
+				var r halfResult
+				for range b.N {
+					b.StopTimer()
+					c := slurmtest.Start(b, opts(sideBySideNodes))
+					b.StartTimer()
+					r = capblockPlaces(b, c, transport, trace, via)
+				}
+				r.report(b, bound)
+				if r.full != bound {
+					b.Errorf("capblock granted %d requests, the hourly count allows %d", r.full, bound)
+				}
+			})
 		}
-		r.report(b, bound)
-	})
-	// Explicit nodes do not depend on which nodes respond (Slurm takes
-	// even down ones): every node responds here, as in the first half.
-	// "Reserve" goes through the backend as the outbox does (a create,
-	// one call; a move reads and updates); "create" is its one scontrol
-	// call.
-	for _, via := range []string{"Reserve", "create"} {
-		b.Run("capblock-Nodes/via="+via+"/responding=64", func(b *testing.B) {
+		// Through Reserve as the outbox runs it: the purchases are
+		// decided one by one, and their reserve actions (each moved
+		// block's, then the new block's) applied 8 at a time, those of
+		// one block in order.
+		b.Run(fmt.Sprintf("capblock-Nodes/scontrol=%s/via=Reserve/parallel=%d/responding=64", transport, sideBySideParallel), func(b *testing.B) {
 			var r halfResult
 			for range b.N {
 				b.StopTimer()
 				c := slurmtest.Start(b, opts(sideBySideNodes))
 				b.StartTimer()
-				r = capblockPlaces(b, c, trace, via)
+				r = capblockPlacesParallel(b, c, transport, trace)
 			}
 			r.report(b, bound)
 			if r.full != bound {
@@ -170,22 +197,22 @@ func BenchmarkSlurmSideBySide(b *testing.B) {
 			}
 		})
 	}
-	// Through Reserve as the outbox runs it: the purchases are decided
-	// one by one, and their reserve actions (each moved block's, then the
-	// new block's) applied 8 at a time, those of one block in order.
-	b.Run(fmt.Sprintf("capblock-Nodes/via=Reserve/parallel=%d/responding=64", sideBySideParallel), func(b *testing.B) {
-		var r halfResult
-		for range b.N {
-			b.StopTimer()
-			c := slurmtest.Start(b, opts(sideBySideNodes))
-			b.StartTimer()
-			r = capblockPlacesParallel(b, c, trace)
-		}
-		r.report(b, bound)
-		if r.full != bound {
-			b.Errorf("capblock granted %d requests, the hourly count allows %d", r.full, bound)
-		}
-	})
+}
+
+// sideBySideBackend is a backend on c whose scontrol commands take
+// transport (Config.Scontrol), with its default number of sessions;
+// the side by side sends either side's commands through it.
+func sideBySideBackend(b *testing.B, c *slurmtest.Cluster, transport string) *slurm.Backend {
+	be, err := slurm.New(b.Context(), slurm.Config{Conf: c.Conf, SoldModels: []string{"H100"}, Scontrol: transport,
+		Teams: map[string]slurm.Access{"team-1": {Users: []string{"nobody"}}}}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(be.Close)
+	if got := len(be.SessionPIDs()) > 0; got != (transport == slurm.ScontrolSession) {
+		b.Fatalf("scontrol=%s: sessions running: %v", transport, got)
+	}
+	return be
 }
 
 // reserver holds a block's nodes in Slurm: the backend, or scontrol
@@ -200,7 +227,7 @@ type reserver interface {
 // reservation (which moves in the same re-pack) is sent again with
 // OVERLAP, as the backend does.
 type scontrolReserver struct {
-	c       *slurmtest.Cluster
+	be      *slurm.Backend
 	created map[string]bool
 }
 
@@ -212,14 +239,14 @@ func (s scontrolReserver) Reserve(ctx context.Context, blk core.Block) error {
 	args := []string{"update", "ReservationName=" + blk.ID, "Nodes=" + strings.Join(nodes, ","), "Flags=IGNORE_JOBS"}
 	if !s.created[blk.ID] {
 		args = []string{"create", "reservation", "ReservationName=" + blk.ID,
-			"StartTime=" + blk.Start.In(s.c.Location()).Format("2006-01-02T15:04:05"),
-			"EndTime=" + blk.End.In(s.c.Location()).Format("2006-01-02T15:04:05"),
+			"StartTime=" + blk.Start.UTC().Format("2006-01-02T15:04:05"),
+			"EndTime=" + blk.End.UTC().Format("2006-01-02T15:04:05"),
 			"Nodes=" + strings.Join(nodes, ","), "Flags=IGNORE_JOBS", "Users=nobody"}
 	}
-	_, err := s.c.Run(ctx, "", "scontrol", args...)
+	_, err := s.be.Scontrol(ctx, args...)
 	if err != nil && s.created[blk.ID] && strings.Contains(err.Error(), "overlaps") {
 		args[len(args)-1] += ",OVERLAP"
-		_, err = s.c.Run(ctx, "", "scontrol", args...)
+		_, err = s.be.Scontrol(ctx, args...)
 	}
 	if err != nil {
 		return err
@@ -234,8 +261,8 @@ func (s scontrolReserver) Reserve(ctx context.Context, blk core.Block) error {
 func halfBase() time.Time { return time.Now().UTC().Truncate(time.Hour).Add(2 * time.Hour) }
 
 // slurmPlaces asks Slurm for each request's reservation by node count,
-// then reads back how many nodes each one got.
-func slurmPlaces(b *testing.B, c *slurmtest.Cluster, trace []traceRequest, parallel int) halfResult {
+// through be's transport, then reads back how many nodes each one got.
+func slurmPlaces(b *testing.B, c *slurmtest.Cluster, be *slurm.Backend, trace []traceRequest, parallel int) halfResult {
 	ctx := b.Context()
 	base := halfBase()
 	r := halfResult{parallel: parallel > 1}
@@ -243,10 +270,10 @@ func slurmPlaces(b *testing.B, c *slurmtest.Cluster, trace []traceRequest, paral
 	create := func(i int) {
 		q := trace[i]
 		args := []string{"create", "reservation", "ReservationName=" + sideBySideName("s", i),
-			"StartTime=" + base.Add(time.Duration(q.start)*time.Hour).In(c.Location()).Format("2006-01-02T15:04:05"),
+			"StartTime=" + base.Add(time.Duration(q.start)*time.Hour).UTC().Format("2006-01-02T15:04:05"),
 			"Duration=" + strconv.Itoa(q.hours*60), "NodeCnt=" + strconv.Itoa(q.count), "Users=nobody"}
 		t0 := time.Now()
-		_, err := c.Run(ctx, "", "scontrol", args...)
+		_, err := be.Scontrol(ctx, args...)
 		mu.Lock()
 		defer mu.Unlock()
 		if !r.parallel {
@@ -295,12 +322,12 @@ func slurmPlaces(b *testing.B, c *slurmtest.Cluster, trace []traceRequest, paral
 // cluster's nodes (read through the backend, as the service reads its
 // inventory) and has the backend reserve it, as the outbox does after a
 // purchase: first the moved blocks, then the new one.
-func capblockPlaces(b *testing.B, c *slurmtest.Cluster, trace []traceRequest, via string) halfResult {
+func capblockPlaces(b *testing.B, c *slurmtest.Cluster, transport string, trace []traceRequest, via string) halfResult {
 	ctx := b.Context()
-	be, ix, f := capblockIndex(b, c)
+	be, ix, f := capblockIndex(b, c, transport)
 	var res reserver = be
 	if via == "create" {
-		res = scontrolReserver{c: c, created: map[string]bool{}}
+		res = scontrolReserver{be: be, created: map[string]bool{}}
 	}
 	now := time.Now()
 	base := halfBase()
@@ -353,15 +380,12 @@ func capblockPlaces(b *testing.B, c *slurmtest.Cluster, trace []traceRequest, vi
 	return r
 }
 
-// capblockIndex is the backend on c and capblock's index over the
+// capblockIndex is the backend on c (its scontrol commands through
+// transport) and capblock's index over the
 // cluster's nodes, read through the backend as the service reads its
 // inventory, and its fleet.
-func capblockIndex(b *testing.B, c *slurmtest.Cluster) (*slurm.Backend, *core.Index, *core.Fleet) {
-	be, err := slurm.New(b.Context(), slurm.Config{Conf: c.Conf, SoldModels: []string{"H100"},
-		Teams: map[string]slurm.Access{"team-1": {Users: []string{"nobody"}}}}, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
+func capblockIndex(b *testing.B, c *slurmtest.Cluster, transport string) (*slurm.Backend, *core.Index, *core.Fleet) {
+	be := sideBySideBackend(b, c, transport)
 	nodes, err := be.Inventory(b.Context()) // also what Reserve reads of the nodes
 	if err != nil {
 		b.Fatal(err)
@@ -402,9 +426,9 @@ func checkReservations(b *testing.B, c *slurmtest.Cluster, ix *core.Index, creat
 // other (each block's go to the same worker). A create that meets a
 // moved block's reservation not yet moved takes OVERLAP, as in the
 // outbox; a refused action is applied again, as the outbox retries it.
-func capblockPlacesParallel(b *testing.B, c *slurmtest.Cluster, trace []traceRequest) halfResult {
+func capblockPlacesParallel(b *testing.B, c *slurmtest.Cluster, transport string, trace []traceRequest) halfResult {
 	ctx := b.Context()
-	be, ix, f := capblockIndex(b, c)
+	be, ix, f := capblockIndex(b, c, transport)
 	base := halfBase()
 	r := halfResult{parallel: true}
 	var actions []core.Block
