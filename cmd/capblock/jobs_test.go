@@ -82,6 +82,8 @@ func TestJobsCommands(t *testing.T) {
 		"preemptible on a block":   {"jobs", "run", "--preemptible", "--type", "h100.1x", "--block", "cb-1", "--", "true"},
 		"preemptible, no type":     {"jobs", "run", "--preemptible", "--", "true"},
 		"type without preemptible": {"jobs", "run", "--block", "cb-1", "--type", "h100.1x", "--", "true"},
+		"lend, neither on nor off": {"blocks", "lend", "cb-1"},
+		"lend, both on and off":    {"blocks", "lend", "cb-1", "--on", "--off"},
 	} {
 		if got := runApp(t.Context(), env, args...); got.code != 2 || !strings.HasPrefix(got.stderr, "capblock: ") || strings.Count(got.stderr, "\n") != 1 {
 			t.Errorf("%s: %+v, want one usage line and exit 2", name, got)

@@ -233,6 +233,9 @@ type Block struct {
 	// Warned and Terminating record the lifecycle marks of an active block.
 	Warned      bool
 	Terminating bool
+	// Lending: the holder lends the block's GPUs to backfill while it
+	// runs no job on them (see backfill.go).
+	Lending bool
 	// PlanID is the training plan the block is a segment of, if any.
 	PlanID string
 	// Version increases with every stored change; commits check it.

@@ -175,3 +175,85 @@ func atoi(t *testing.T, s string) int {
 	}
 	return n
 }
+
+// TestBackfillOnLentGPUs: an active block lends its idle GPUs; a
+// preemptible job runs on them (and on the unsold node beside). When the
+// holder starts a job there, the backfill gets SIGTERM at once and the
+// holder's job starts when it is gone; the run is charged at the spot
+// price, the holder is credited half of what ran on its GPUs, and the
+// block's utilisation counts those GPU-hours as lent.
+func TestBackfillOnLentGPUs(t *testing.T) {
+	e := startFleet(t, backfillFleet)
+	runService(t, e)
+	dir := t.TempDir()
+	start := t0.Add(time.Hour)
+	blk, code := e.buy(e.exact(searchQuery("h100.8x", 1, 4, start, start.Add(4*time.Hour)), 4, start).OfferingID, "lender")
+	if code != 201 {
+		t.Fatalf("buying: %d", code)
+	}
+	e.advance(time.Hour) // active
+	var lent struct {
+		ID      string `json:"id"`
+		Lending bool   `json:"lending"`
+	}
+	if code := call(t, e.url, "POST", "/v1/blocks/"+blk.ID+"/lending", map[string]any{"enabled": true}, &lent); code != 200 || !lent.Lending {
+		t.Fatalf("lending: %d %+v", code, lent)
+	}
+	polite := writeScript(t, `echo $$ > "`+dir+`/bf.$RANK.pid"
+trap 'date +%s > "`+dir+`/bf.$RANK.term"; exit 0' TERM
+while :; do sleep 0.05; done
+`)
+	var bf job
+	call(t, e.url, "POST", "/v1/jobs", map[string]any{"preemptible": true, "instanceType": "h100.8x", "instanceCount": 2,
+		"command": []string{polite}}, &bf)
+	waitJob(t, e, bf.ID, func(j job) bool { return j.State == "running" })
+	pids := []string{waitFile(t, dir+"/bf.0.pid"), waitFile(t, dir+"/bf.1.pid")}
+
+	e.advance(30 * time.Minute)
+	// The holder starts a job on its block: the backfill is preempted, and
+	// the holder's job runs once it is gone.
+	holder := writeScript(t, `echo started > "`+dir+`/holder.started"
+while :; do sleep 0.05; done
+`)
+	var hj job
+	if code := call(t, e.url, "POST", "/v1/jobs", map[string]any{"blockId": blk.ID, "command": []string{holder}}, &hj); code != 201 {
+		t.Fatalf("the holder's job: %d", code)
+	}
+	waitFile(t, dir+"/bf.0.term")
+	for _, pid := range pids {
+		waitGone(t, "the backfill", pid)
+	}
+	waitJob(t, e, hj.ID, func(j job) bool { return j.State == "running" })
+	waitFile(t, dir+"/holder.started")
+	if j := waitJob(t, e, bf.ID, func(j job) bool { return j.State == "pending" }); j.Reason != core.ReasonPreempted {
+		t.Errorf("the backfill job waits for %q", j.Reason)
+	}
+
+	// 2 × h100.8x for 30 minutes at 0.3 × 98.32: 29.50; half ran on the
+	// lent GPUs, half of that is credited: 7.37.
+	entries, err := e.store.Ledger(t.Context(), e.team)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var charged, credited int64
+	for _, le := range entries {
+		switch {
+		case le.Subject == bf.ID && le.Kind == core.LedgerCharge:
+			charged += le.Amount.Minor
+		case le.Subject == blk.ID && le.Kind == core.LedgerRefund:
+			credited += le.Amount.Minor
+		}
+	}
+	if charged != 2950 || credited != 737 {
+		t.Errorf("charged %d and credited %d, want 2950 and 737", charged, credited)
+	}
+	var detail struct {
+		Utilisation struct {
+			Reserved, Used, Lent, Idle float64
+		} `json:"utilisation"`
+	}
+	call(t, e.url, "GET", "/v1/blocks/"+blk.ID, nil, &detail)
+	if detail.Utilisation.Lent != 4 {
+		t.Errorf("utilisation %+v, want 4 GPU-hours lent", detail.Utilisation)
+	}
+}

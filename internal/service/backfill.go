@@ -161,11 +161,7 @@ func (s *Service) reconcileBackfill(ctx context.Context, jobs []core.Job) {
 	for _, l := range lingers {
 		taken = append(taken, allocsOf(l.job)...)
 	}
-	lending, err := s.lendingNow(ctx, jobs)
-	if err != nil {
-		s.log.Error("reading the blocks that lend their GPUs", "err", err)
-		return
-	}
+	lending := s.lendingNow(jobs)
 
 	// 1. Decide under the index's read lock.
 	type start struct {
@@ -265,7 +261,11 @@ func (s *Service) backfillBlock(j core.Job) core.Block {
 		b.Placements = append(b.Placements, core.Placement{Node: a.Node, GPUs: a.GPUs})
 	}
 	now := s.clock.Now()
-	lending, _ := s.lendingNow(context.Background(), nil)
+	jobs, err := s.store.ListJobs(context.Background(), "", true)
+	if err != nil {
+		s.log.Warn("listing open jobs for a backfill run's end", "err", err)
+	}
+	lending := s.lendingNow(jobs)
 	s.mu.RLock()
 	at := neededAt(s.index.BackfillDue(allocsOf(j), lending, now))
 	s.mu.RUnlock()
@@ -277,15 +277,31 @@ func (s *Service) backfillBlock(j core.Job) core.Block {
 }
 
 // spotEntries charge a preemptible run that ends at now to its team, and
-// credit the holders of the blocks that lent its GPUs.
-func (s *Service) spotEntries(was core.Job, now time.Time) []core.LedgerEntry {
+// credit the holders of the blocks that lent its GPUs; the events record,
+// for each holder, the GPU-hours its block lent (block.lent).
+func (s *Service) spotEntries(was core.Job, now time.Time) ([]core.LedgerEntry, []core.Event) {
+	var evs []core.Event
+	for id, gpus := range lentGPUs(was) {
+		s.mu.RLock()
+		b, ok := s.index.Block(id)
+		var blk core.Block
+		if ok {
+			blk = *b
+		}
+		s.mu.RUnlock()
+		if ok && now.After(was.RunStartedAt) {
+			evs = append(evs, s.event(now, core.EventBlockLent, blk, map[string]any{"gpus": gpus,
+				"from": was.RunStartedAt.UTC().Format(time.RFC3339), "until": now.UTC().Format(time.RFC3339)}))
+		}
+	}
+	sort.Slice(evs, func(i, j int) bool { return evs[i].Subject < evs[j].Subject })
 	t, ok := s.fleet.Type(was.InstanceType)
 	if !ok {
-		return nil
+		return nil, evs
 	}
 	charge := core.SpotCharge(was, t, s.fleet.Pricing, now)
 	if charge.Minor <= 0 {
-		return nil
+		return nil, evs
 	}
 	secs := int64(now.Sub(was.RunStartedAt) / time.Second)
 	onDemand := core.Money{Minor: (t.OnDemand.Minor*int64(was.InstanceCount)*secs + 1800) / 3600, Currency: t.OnDemand.Currency}
@@ -310,7 +326,7 @@ func (s *Service) spotEntries(was core.Job, now time.Time) []core.LedgerEntry {
 		}
 		out = append(out, core.LedgerEntry{ID: newID("le"), Team: team, Time: now, Kind: core.LedgerRefund, Amount: credits[id], Subject: id})
 	}
-	return out
+	return out, evs
 }
 
 // lentGPUs counts, by lending block, the GPUs a preemptible job's run
@@ -329,8 +345,88 @@ func lentGPUs(j core.Job) map[string]int {
 	return out
 }
 
-// lendingNow are the blocks that lend their GPUs now: none until blocks
-// can lend.
-func (s *Service) lendingNow(ctx context.Context, jobs []core.Job) ([]core.Lending, error) {
-	return nil, nil
+// SetLending turns the lending of a live block's GPUs to backfill on or
+// off. Backfill on them is credited to the block's team (limits'
+// lendCreditPercent of its spot price) and counted as lent in its
+// utilisation. A job of the holder's on a lending block starts once the
+// backfill there is gone: within the notice.
+func (s *Service) SetLending(ctx context.Context, scope, id string, on bool) (core.Block, error) {
+	b, err := s.mutate(ctx, scope, id, func(b core.Block, now time.Time) (store.Change, error) {
+		if !b.State.Live() {
+			return store.Change{}, fmt.Errorf("%w: block %s is %s: only a scheduled or active block lends its GPUs", core.ErrInvalidState, b.ID, b.State)
+		}
+		next := b
+		next.Lending = on
+		return store.Change{Update: []store.BlockUpdate{{Block: next, ExpectedVersion: b.Version}},
+			Events: []core.Event{s.event(now, core.EventBlockLending, next, map[string]any{"lending": on})}}, nil
+	})
+	if err == nil {
+		s.notifyEvents()
+		s.kickJobs()
+	}
+	return b, err
+}
+
+// lendingNow are the active blocks that lend their GPUs now, each with
+// when its holder needs them back: a running job of the holder's there
+// needs them since it started; a waiting one, the notice after it was
+// created (the holder's job waits at most that for backfill to leave).
+// jobs are the open jobs.
+func (s *Service) lendingNow(jobs []core.Job) []core.Lending {
+	now := s.clock.Now()
+	need := map[string]time.Time{}
+	for _, j := range jobs {
+		if j.Preemptible || j.BlockID == "" {
+			continue
+		}
+		at := j.CreatedAt.Add(s.fleet.Limits.BackfillNotice)
+		switch j.State {
+		case core.JobRunning:
+			at = j.StartedAt
+		case core.JobInterrupted:
+			at = now
+		case core.JobPending:
+		default:
+			continue
+		}
+		if cur, ok := need[j.BlockID]; !ok || at.Before(cur) {
+			need[j.BlockID] = at
+		}
+	}
+	var out []core.Lending
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	for _, b := range s.index.Blocks() {
+		if b.Lending && b.State == core.StateActive && !now.Before(b.Start) && now.Before(b.End) {
+			out = append(out, core.Lending{BlockID: b.ID, NeededAt: need[b.ID]})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].BlockID < out[j].BlockID })
+	return out
+}
+
+// backfillOn reports whether backfill still runs on GPUs lent by block
+// id: a running preemptible job's, or a preempted run's still there.
+func (s *Service) backfillOn(id string, jobs []core.Job) bool {
+	on := func(j core.Job) bool {
+		for _, a := range j.Backfill {
+			if a.Lent == id {
+				return true
+			}
+		}
+		return false
+	}
+	for _, j := range jobs {
+		if j.Preemptible && j.State == core.JobRunning && on(j) {
+			return true
+		}
+	}
+	s.jobs.mu.Lock()
+	defer s.jobs.mu.Unlock()
+	for key, h := range s.jobs.holds {
+		if h.Preemptible && len(s.jobs.live[key]) > 0 && on(h) {
+			return true
+		}
+	}
+	return false
 }

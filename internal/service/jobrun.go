@@ -153,6 +153,9 @@ func (s *Service) reconcileJobs(ctx context.Context) {
 			moved.BlockID = b.ID // a plan's job follows it to its next segment
 		}
 		next, step, ok := core.DecideJob(moved, b, now)
+		if ok && step.Start && b.Lending && s.backfillOn(b.ID, jobs) {
+			continue // the backfill on its GPUs is being preempted; it starts once that is gone
+		}
 		if ok && step.Start {
 			// A job's instances never share a block's GPUs with another job's.
 			next, step, ok = core.TakeSlots(j, next, b.Count, held[b.ID], now)

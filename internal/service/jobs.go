@@ -271,9 +271,6 @@ func (s *Service) jobEvent(at time.Time, typ string, j core.Job, reason string) 
 	if j.Preemptible {
 		data["preemptible"] = true
 		data["instanceType"] = j.InstanceType
-		if lent := lentGPUs(j); len(lent) > 0 && j.State == core.JobRunning {
-			data["lentGpus"] = lent
-		}
 	}
 	if reason != "" {
 		data["reason"] = reason
@@ -289,11 +286,13 @@ func (s *Service) commitJob(ctx context.Context, was, next core.Job, step core.J
 		next.RunStartedAt = now
 	}
 	c := store.Change{Jobs: []store.JobWrite{{Job: next, ExpectedVersion: was.Version}}, Actions: s.jobActions(was, next, step)}
-	if core.BackfillRunEnds(was, next, step) {
-		c.Ledger = s.spotEntries(was, now)
-	}
 	if step.Event != "" {
 		c.Events = []core.Event{s.jobEvent(now, step.Event, next, step.Reason)}
+	}
+	if core.BackfillRunEnds(was, next, step) {
+		var evs []core.Event
+		c.Ledger, evs = s.spotEntries(was, now)
+		c.Events = append(c.Events, evs...)
 	}
 	if err := s.store.Commit(ctx, c); err != nil {
 		return fmt.Errorf("storing job %s: %w", next.ID, err)
