@@ -158,6 +158,9 @@ func (s *Service) reconcileBackfill(ctx context.Context, jobs []core.Job) {
 	}
 	s.jobs.mu.Unlock()
 	sort.Slice(lingers, func(a, b int) bool { return lingers[a].key < lingers[b].key })
+	if len(running) == 0 && len(pending) == 0 && len(lingers) == 0 {
+		return // nothing on backfill: no pass over the blocks
+	}
 	for _, l := range lingers {
 		taken = append(taken, allocsOf(l.job)...)
 	}

@@ -6,6 +6,7 @@ import (
 
 	"capblock/internal/contract"
 	"capblock/internal/core"
+	"capblock/internal/store"
 )
 
 // TestBackfillJobRefusals: a preemptible job with no type, an unknown
@@ -40,5 +41,39 @@ func TestBackfillJobRefusals(t *testing.T) {
 	j, err := svc.CreateJob(ctx, "t", contract.JobRequest{Preemptible: true, InstanceType: "h100.8x", Command: cmd})
 	if err != nil || !j.Preemptible || j.Team != "t" || j.InstanceCount != 1 || j.State != core.JobPending || j.BlockID != "" {
 		t.Fatalf("a preemptible job: %+v, %v", j, err)
+	}
+}
+
+// TestLendingRefusals: another team's block is not found, a block that
+// is no longer live does not lend; nothing changes. The holder turns
+// lending on and off.
+func TestLendingRefusals(t *testing.T) {
+	ctx := t.Context()
+	svc, _, st := jobRunner(t)
+	if _, err := svc.SetLending(ctx, "other", "cb-a", true); !errors.Is(err, core.ErrNotFound) {
+		t.Errorf("another team's block: %v, want not found", err)
+	}
+	if _, err := svc.SetLending(ctx, "t", "cb-none", true); !errors.Is(err, core.ErrNotFound) {
+		t.Errorf("an unknown block: %v, want not found", err)
+	}
+	b, err := st.GetBlock(ctx, "cb-a")
+	if err != nil || b.Lending || b.Version != 1 {
+		t.Fatalf("refusals changed the block: %+v %v", b, err)
+	}
+	on, err := svc.SetLending(ctx, "t", "cb-a", true)
+	if err != nil || !on.Lending {
+		t.Fatalf("lending on: %+v %v", on, err)
+	}
+	off, err := svc.SetLending(ctx, "", "cb-a", false) // an admin
+	if err != nil || off.Lending {
+		t.Fatalf("lending off: %+v %v", off, err)
+	}
+	ended := off
+	ended.State = core.StateExpired
+	if err := st.Commit(ctx, store.Change{Update: []store.BlockUpdate{{Block: ended, ExpectedVersion: off.Version}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.SetLending(ctx, "t", "cb-a", true); !errors.Is(err, core.ErrInvalidState) {
+		t.Errorf("an expired block: %v, want invalid state", err)
 	}
 }
