@@ -31,6 +31,7 @@ that name.`,
 		a.blocksExtendCmd(),
 		a.blocksTransferCmd(),
 		a.blocksReleaseCmd(),
+		a.blocksLendCmd(),
 	)
 	return cmd
 }

@@ -171,3 +171,50 @@ func gpuHours(v float64) string {
 	}
 	return strconv.FormatFloat(v, 'f', 2, 64)
 }
+
+func (a *app) blocksLendCmd() *cobra.Command {
+	var on, off bool
+	cmd := &cobra.Command{
+		Use:   "lend BLOCK (--on | --off)",
+		Short: "Lend a block's idle GPUs to backfill (preemptible jobs), credited a share of their spot price; or stop",
+		Long: `Lend a block's GPUs to backfill while you run no job on them: preemptible
+jobs of any team may run there, and you are credited a share of what they
+pay (limits.lendCreditPercent of the spot price, 50% unless the operator
+set another); the GPU-hours count as lent in your utilisation. A job of
+yours on the block starts once the backfill there is gone: it gets
+SIGTERM at once and is gone within the fleet's backfillNotice (10 minutes
+unless the operator set another).`,
+		Example: `  capblock blocks lend llama-eval --on
+  capblock blocks lend cb-… --off`,
+		Args: exactlyOne("block id or name"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if on == off {
+				return usagef("give --on or --off: whether block %s lends its idle GPUs", args[0])
+			}
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			id, err := blockID(cmd.Context(), c, args[0])
+			if err != nil {
+				return err
+			}
+			b, err := c.SetLending(cmd.Context(), id, on)
+			if err != nil {
+				return err
+			}
+			if a.jsonOutput() {
+				return a.printJSON(b)
+			}
+			if b.Lending {
+				a.note("block %s lends its idle GPUs to backfill", b.ID)
+			} else {
+				a.note("block %s no longer lends its GPUs", b.ID)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&on, "on", false, "lend the block's idle GPUs")
+	cmd.Flags().BoolVar(&off, "off", false, "stop lending them")
+	return cmd
+}

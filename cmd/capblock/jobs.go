@@ -36,13 +36,27 @@ func (a *app) jobsRunCmd() *cobra.Command {
 		env []string
 	)
 	cmd := &cobra.Command{
-		Use:   "run (--block BLOCK | --plan PLAN) [flags] -- COMMAND [ARG...]",
+		Use:   "run (--block BLOCK | --plan PLAN | --preemptible --type TYPE) [flags] -- COMMAND [ARG...]",
 		Short: "Run a command on a block: it starts when the block is active and is stopped 30 minutes before its end",
+		Long: `Run a command on a block: it starts when the block is active and is stopped 30 minutes before its end.
+
+With --preemptible it runs on no block, on GPUs nobody needs now (unsold, or
+lent by their holder), at the spot price per GPU-hour used. It gets SIGTERM
+a notice (the fleet's backfillNotice, 10 minutes by default) before a block
+needs its GPUs, is gone by then, and waits to run again.`,
 		Example: `  capblock jobs run --block llama-eval --name eval --env SEED=7 --max-restarts 2 -- python3 "$PWD/eval.py"
-  capblock jobs run --plan tp-… --name train -- python3 /srv/train.py --epochs 10`,
+  capblock jobs run --plan tp-… --name train -- python3 /srv/train.py --epochs 10
+  capblock jobs run --preemptible --type h100.1x --instances 2 --name sweep -- python3 /srv/sweep.py`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if (req.BlockID == "") == (req.PlanID == "") {
-				return usagef("give --block or --plan: the capacity the job runs on (capblock blocks list, capblock plans list)")
+			switch {
+			case req.Preemptible && (req.BlockID != "" || req.PlanID != ""):
+				return usagef("a --preemptible job runs on no block or plan: drop --block and --plan, give --type")
+			case req.Preemptible && req.InstanceType == "":
+				return usagef("give --type with --preemptible: the instance type of the job's instances (capblock catalog)")
+			case !req.Preemptible && (req.InstanceType != "" || req.Zone != "" || req.Team != ""):
+				return usagef("--type, --zone and --team are for --preemptible jobs; a job on a block runs on its instances")
+			case !req.Preemptible && (req.BlockID == "") == (req.PlanID == ""):
+				return usagef("give --block or --plan: the capacity the job runs on (capblock blocks list, capblock plans list), or --preemptible")
 			}
 			if len(args) == 0 {
 				return usagef("the command is missing: put it after --, e.g. capblock jobs run --block cb-… -- python train.py")
@@ -86,6 +100,10 @@ func (a *app) jobsRunCmd() *cobra.Command {
 	f.StringArrayVar(&env, "env", nil, "an environment variable NAME=VALUE (repeatable)")
 	f.IntVar(&req.InstanceCount, "instances", 0, "instances to run (default: all of the block's)")
 	f.IntVar(&req.MaxRestarts, "max-restarts", 0, "restarts after a non-zero exit")
+	f.BoolVar(&req.Preemptible, "preemptible", false, "run on backfill (unsold or lent GPUs) at the spot price, preempted with notice when a block needs them")
+	f.StringVar(&req.InstanceType, "type", "", "with --preemptible: the instance type of each instance")
+	f.StringVar(&req.Zone, "zone", "", "with --preemptible: the zone (default: any)")
+	f.StringVar(&req.Team, "team", "", "with --preemptible: the team the job is for and charged to (default: yours)")
 	return cmd
 }
 
@@ -108,7 +126,11 @@ func (a *app) jobsListCmd() *cobra.Command {
 			}
 			t := newTable(a.stdout, "ID", "NAME", "STATE", "BLOCK", "INSTANCES", "RESTARTS", "CREATED (UTC)", "REASON")
 			for _, j := range js {
-				t.row(j.ID, j.Name, j.State, j.BlockID, strconv.Itoa(j.InstanceCount), strconv.Itoa(j.Restarts), fmtTime(j.CreatedAt), j.Reason)
+				blk := j.BlockID
+				if j.Preemptible {
+					blk = "preemptible " + j.InstanceType
+				}
+				t.row(j.ID, j.Name, j.State, blk, strconv.Itoa(j.InstanceCount), strconv.Itoa(j.Restarts), fmtTime(j.CreatedAt), j.Reason)
 			}
 			return t.flush()
 		},
@@ -283,7 +305,15 @@ func (a *app) printJob(j client.Job) error {
 	if j.PlanID != "" {
 		row("plan", j.PlanID)
 	}
-	row("block", j.BlockID)
+	if j.Preemptible {
+		zone := j.Zone
+		if zone == "" {
+			zone = "any zone"
+		}
+		row("preemptible", fmt.Sprintf("%s in %s, on backfill at the spot price", j.InstanceType, zone))
+	} else {
+		row("block", j.BlockID)
+	}
 	row("command", strings.Join(j.Command, " "))
 	row("instances", strconv.Itoa(j.InstanceCount))
 	row("restarts", fmt.Sprintf("%d of %d", j.Restarts, j.MaxRestarts))

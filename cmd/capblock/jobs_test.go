@@ -64,14 +64,26 @@ func TestJobsCommands(t *testing.T) {
 	if want := `POST /v1/jobs {"blockId":"cb-1","command":["python","train.py"],"env":{"SEED":"7"},"maxRestarts":2}`; seen()[0] != want {
 		t.Errorf("jobs run sent %q, want %q", seen()[0], want)
 	}
+	got = runApp(t.Context(), env, "jobs", "run", "--preemptible", "--type", "h100.1x", "--instances", "2", "--", "python", "sweep.py")
+	if got.code != 0 {
+		t.Fatalf("jobs run --preemptible: %+v", got)
+	}
+	if want := `POST /v1/jobs {"command":["python","sweep.py"],"instanceCount":2,"preemptible":true,"instanceType":"h100.1x"}`; seen()[1] != want {
+		t.Errorf("jobs run --preemptible sent %q, want %q", seen()[1], want)
+	}
 	got = runApp(t.Context(), env, "jobs", "logs", "job-1", "--instance", "1", "-f", "--poll", "1ms")
 	if got.code != 0 || got.stdout != "step 1\nstep 2\n" {
 		t.Fatalf("jobs logs -f: %+v", got)
 	}
 	for name, args := range map[string][]string{
-		"no block":   {"jobs", "run", "--", "true"},
-		"no command": {"jobs", "run", "--block", "cb-1"},
-		"bad env":    {"jobs", "run", "--block", "cb-1", "--env", "SEED", "--", "true"},
+		"no block":                 {"jobs", "run", "--", "true"},
+		"no command":               {"jobs", "run", "--block", "cb-1"},
+		"bad env":                  {"jobs", "run", "--block", "cb-1", "--env", "SEED", "--", "true"},
+		"preemptible on a block":   {"jobs", "run", "--preemptible", "--type", "h100.1x", "--block", "cb-1", "--", "true"},
+		"preemptible, no type":     {"jobs", "run", "--preemptible", "--", "true"},
+		"type without preemptible": {"jobs", "run", "--block", "cb-1", "--type", "h100.1x", "--", "true"},
+		"lend, neither on nor off": {"blocks", "lend", "cb-1"},
+		"lend, both on and off":    {"blocks", "lend", "cb-1", "--on", "--off"},
 	} {
 		if got := runApp(t.Context(), env, args...); got.code != 2 || !strings.HasPrefix(got.stderr, "capblock: ") || strings.Count(got.stderr, "\n") != 1 {
 			t.Errorf("%s: %+v, want one usage line and exit 2", name, got)

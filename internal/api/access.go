@@ -53,6 +53,7 @@ var access = map[string]core.Role{
 	"getCancelQuote":         core.RoleViewer,
 	"transferBlock":          core.RoleMember, // and the fleet's policy (limits.transfers)
 	"releaseBlock":           core.RoleMember,
+	"setBlockLending":        core.RoleMember,
 
 	"searchPlanOfferings": core.RoleViewer,
 	"purchasePlan":        core.RoleMember,

@@ -18,6 +18,8 @@ func (s *server) registerHandOn(api huma.API) {
 		"Transfer a block (before its start) or the rest of it (from the next whole hour) to another team, where the fleet's policy allows"), s.transferBlock)
 	huma.Register(api, s.operation("releaseBlock", http.MethodPost, "/v1/blocks/{id}/release", "blocks",
 		"Release a block (before its start) or the rest of it (from the next whole hour) for resale; credited for what is resold, less the resale fee"), s.releaseBlock)
+	huma.Register(api, s.operation("setBlockLending", http.MethodPost, "/v1/blocks/{id}/lending", "blocks",
+		"Lend a block's GPUs to backfill (preemptible jobs) while running no job on them, credited a share of their spot price; or stop lending"), s.setLending)
 	huma.Register(api, s.operation("getUtilisation", http.MethodGet, "/v1/utilisation", "teams",
 		"GPU-hours reserved, used by the holder's jobs, lent to backfill and idle, per block, plan and team"), s.utilisation)
 }
@@ -25,7 +27,7 @@ func (s *server) registerHandOn(api huma.API) {
 type gpuHoursJSON struct {
 	Reserved float64 `json:"reserved" doc:"GPU-hours held over the hours elapsed."`
 	Used     float64 `json:"used" doc:"GPU-hours the holder's jobs ran on."`
-	Lent     float64 `json:"lent" doc:"GPU-hours lent to backfill (none until backfill runs)."`
+	Lent     float64 `json:"lent" doc:"GPU-hours of the holder's lent GPUs that ran backfill (counted as each run ends)."`
 	Idle     float64 `json:"idle" doc:"Reserved less used and lent."`
 }
 
@@ -167,4 +169,19 @@ func (s *server) utilisation(ctx context.Context, in *utilisationInput) (*out[ut
 		return out
 	}
 	return reply(utilisationJSON{Blocks: rows(rep.Blocks), Plans: rows(rep.Plans), Teams: rows(rep.Teams), Total: toGPUHours(rep.Total)})
+}
+
+type lendingInput struct {
+	ID   string `path:"id" doc:"Block id."`
+	Body struct {
+		Enabled bool `json:"enabled" doc:"Lend the block's idle GPUs (true) or stop (false). A job of yours on a lending block starts once the backfill there is gone, within the fleet's backfillNotice."`
+	}
+}
+
+func (s *server) setLending(ctx context.Context, in *lendingInput) (*out[blockJSON], error) {
+	b, err := s.svc.SetLending(ctx, scopeOf(ctx), in.ID, in.Body.Enabled)
+	if err != nil {
+		return nil, serviceProblem(ctx, err)
+	}
+	return reply(toBlock(b))
 }

@@ -41,6 +41,9 @@ type jobJSON struct {
 	CreatedAt     time.Time         `json:"createdAt"`
 	StartedAt     *time.Time        `json:"startedAt,omitempty"`
 	EndedAt       *time.Time        `json:"endedAt,omitempty"`
+	Preemptible   bool              `json:"preemptible,omitempty" doc:"Runs on backfill (unsold or lent GPUs) at the spot price; preempted with notice when a block needs its GPUs."`
+	InstanceType  string            `json:"instanceType,omitempty" doc:"A preemptible job's instance type."`
+	Zone          string            `json:"zone,omitempty"`
 }
 
 func toJob(j core.Job) jobJSON {
@@ -51,7 +54,8 @@ func toJob(j core.Job) jobJSON {
 	}
 	return jobJSON{ID: j.ID, Name: j.Name, Team: j.Team, BlockID: j.BlockID, PlanID: j.PlanID, Command: j.Command, Env: env,
 		InstanceCount: j.InstanceCount, MaxRestarts: j.MaxRestarts, State: string(j.State), Restarts: j.Restarts,
-		Reason: j.Reason, CreatedAt: j.CreatedAt.UTC(), StartedAt: optionalTime(j.StartedAt), EndedAt: optionalTime(j.EndedAt)}
+		Reason: j.Reason, CreatedAt: j.CreatedAt.UTC(), StartedAt: optionalTime(j.StartedAt), EndedAt: optionalTime(j.EndedAt),
+		Preemptible: j.Preemptible, InstanceType: j.InstanceType, Zone: j.Zone}
 }
 
 type createJobInput struct {
@@ -63,13 +67,27 @@ type createJobInput struct {
 		Env           map[string]string `json:"env,omitempty" maxProperties:"256"`
 		InstanceCount int               `json:"instanceCount,omitempty" minimum:"0" maximum:"64" doc:"Instances to run; all of the block's when 0."`
 		MaxRestarts   int               `json:"maxRestarts,omitempty" minimum:"0" maximum:"100" doc:"Restarts after a non-zero exit."`
+		Preemptible   bool              `json:"preemptible,omitempty" doc:"Run on backfill, on no block: GPUs unsold or lent, at the spot price per GPU-hour used, preempted (SIGTERM) a notice before a block needs them. Give instanceType."`
+		InstanceType  string            `json:"instanceType,omitempty" maxLength:"64" doc:"A preemptible job's instance type (its GPUs per instance)."`
+		Zone          string            `json:"zone,omitempty" maxLength:"64" doc:"A preemptible job's zone; any when empty."`
+		Team          string            `json:"team,omitempty" maxLength:"64" doc:"The team a preemptible job is for and charged to; the caller's when empty (another team's: admins only)."`
 	}
 }
 
 func (s *server) createJob(ctx context.Context, in *createJobInput) (*out[jobJSON], error) {
 	b := in.Body
-	j, err := s.svc.CreateJob(ctx, scopeOf(ctx), contract.JobRequest{Name: b.Name, BlockID: b.BlockID, PlanID: b.PlanID, Command: b.Command, Env: b.Env,
-		InstanceCount: b.InstanceCount, MaxRestarts: b.MaxRestarts})
+	req := contract.JobRequest{Name: b.Name, BlockID: b.BlockID, PlanID: b.PlanID, Command: b.Command, Env: b.Env,
+		InstanceCount: b.InstanceCount, MaxRestarts: b.MaxRestarts, Preemptible: b.Preemptible, InstanceType: b.InstanceType, Zone: b.Zone}
+	if b.Preemptible {
+		team, err := s.teamFor(ctx, b.Team)
+		if err != nil {
+			return nil, serviceProblem(ctx, err)
+		}
+		req.Team = team
+	} else if b.Team != "" {
+		return nil, serviceProblem(ctx, core.Invalidf("team is for preemptible jobs; a job on a block is its block's team's"))
+	}
+	j, err := s.svc.CreateJob(ctx, scopeOf(ctx), req)
 	if err != nil {
 		return nil, serviceProblem(ctx, err)
 	}

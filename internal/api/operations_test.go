@@ -158,6 +158,7 @@ func TestOpenAPI(t *testing.T) {
 				"POST /v1/blocks/{id}/extensions",
 				"POST /v1/blocks/{id}/transfer",
 				"POST /v1/blocks/{id}/release",
+				"POST /v1/blocks/{id}/lending",
 				"GET /v1/utilisation",
 				"GET /v1/audit",
 				"GET /v1/teams",

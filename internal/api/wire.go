@@ -37,6 +37,7 @@ type blockJSON struct {
 	CreatedAt     time.Time         `json:"createdAt"`
 	Tags          map[string]string `json:"tags"`
 	PlanID        string            `json:"planId,omitempty" doc:"The training plan the block is a segment of."`
+	Lending       bool              `json:"lending,omitempty" doc:"The holder lends the block's GPUs to backfill while running no job on them (POST /v1/blocks/{id}/lending)."`
 }
 
 func toBlock(b core.Block) blockJSON {
@@ -56,6 +57,7 @@ func toBlock(b core.Block) blockJSON {
 		CreatedAt:     b.CreatedAt.UTC(),
 		Tags:          orEmpty(b.Tags),
 		PlanID:        b.PlanID,
+		Lending:       b.Lending,
 	}
 }
 

@@ -68,6 +68,17 @@ func (c *Client) ReleaseBlock(ctx context.Context, id string) (HandOn, error) {
 	return h, nil
 }
 
+// SetLending lends a block's idle GPUs to backfill, or stops:
+// POST /v1/blocks/{id}/lending.
+func (c *Client) SetLending(ctx context.Context, id string, on bool) (Block, error) {
+	var b Block
+	body := map[string]bool{"enabled": on}
+	if err := c.do(ctx, request{method: http.MethodPost, path: blockPath(id, "/lending"), body: body}, &b); err != nil {
+		return Block{}, wrapf(err, "setting the lending of block %s", id)
+	}
+	return b, nil
+}
+
 // UtilisationRow is the utilisation of one block, plan or team.
 type UtilisationRow struct {
 	Team         string   `json:"team,omitempty"`

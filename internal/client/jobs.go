@@ -25,6 +25,9 @@ type Job struct {
 	CreatedAt     time.Time         `json:"createdAt"`
 	StartedAt     *time.Time        `json:"startedAt,omitempty"`
 	EndedAt       *time.Time        `json:"endedAt,omitempty"`
+	Preemptible   bool              `json:"preemptible,omitempty"`
+	InstanceType  string            `json:"instanceType,omitempty"`
+	Zone          string            `json:"zone,omitempty"`
 }
 
 // JobRequest is the body of POST /v1/jobs.
@@ -36,6 +39,10 @@ type JobRequest struct {
 	Env           map[string]string `json:"env,omitempty"`
 	InstanceCount int               `json:"instanceCount,omitempty"`
 	MaxRestarts   int               `json:"maxRestarts,omitempty"`
+	Preemptible   bool              `json:"preemptible,omitempty"`
+	InstanceType  string            `json:"instanceType,omitempty"`
+	Zone          string            `json:"zone,omitempty"`
+	Team          string            `json:"team,omitempty"`
 }
 
 // JobLog is a piece of an instance's output and where to read on.

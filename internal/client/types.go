@@ -85,7 +85,8 @@ type Block struct {
 	UpfrontFee    Money             `json:"upfrontFee"`
 	CreatedAt     time.Time         `json:"createdAt"`
 	Tags          map[string]string `json:"tags"`
-	PlanID        string            `json:"planId,omitempty"` // the plan it is a segment of
+	PlanID        string            `json:"planId,omitempty"`  // the plan it is a segment of
+	Lending       bool              `json:"lending,omitempty"` // lends its idle GPUs to backfill
 	// Handovers and Utilisation come with GET /v1/blocks/{id} only.
 	Handovers   []Handover `json:"handovers,omitempty"`
 	Utilisation *GPUHours  `json:"utilisation,omitempty"`

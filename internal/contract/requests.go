@@ -35,6 +35,14 @@ type JobRequest struct {
 	Env           map[string]string
 	InstanceCount int
 	MaxRestarts   int
+	// Preemptible runs the job on backfill, on no block: InstanceCount
+	// instances of InstanceType in Zone ("" for any), for Team (an
+	// admin's caller names it; a member's is their own), at the spot
+	// price per GPU-hour used.
+	Preemptible  bool
+	InstanceType string
+	Zone         string
+	Team         string
 }
 
 // SimClock is a clock that an admin call moves.

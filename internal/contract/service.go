@@ -48,6 +48,9 @@ type Service interface {
 	TransferBlock(ctx context.Context, req TransferRequest) (HandOnResult, error)
 	ReleaseBlock(ctx context.Context, team, id string) (HandOnResult, error)
 	BlockDetail(ctx context.Context, team, id string) (BlockDetail, error)
+	// SetLending lends a block's GPUs to backfill while its holder runs
+	// no job on them (on), or stops lending them (off).
+	SetLending(ctx context.Context, team, id string, on bool) (core.Block, error)
 	// Utilisation reports what became of reserved GPU-hours over [from,
 	// to) (zero bounds: all time up to now), per block, plan and team.
 	// A team other than scope's is not found; team "" means every team

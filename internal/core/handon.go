@@ -11,6 +11,8 @@ const (
 	EventBlockTransferred = "block.transferred"
 	EventBlockReceived    = "block.received"
 	EventBlockReleased    = "block.released"
+	EventBlockLending     = "block.lending"
+	EventBlockLent        = "block.lent"
 	EventBlockResold      = "block.resold"
 )
 

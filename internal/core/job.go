@@ -75,15 +75,28 @@ type Job struct {
 	// Slots are the instances of the block that the job's instances run
 	// on (its instance i on slot Slots[i]), chosen by TakeSlots when it
 	// starts on a block, so that two jobs never share a block's GPUs.
-	Slots   []int
-	Version int64
+	Slots []int
+	// Preemptible jobs run on backfill (see backfill.go), on no block:
+	// InstanceCount instances of InstanceType, in Zone ("" for any).
+	// Backfill are the GPUs of the current run, one allocation per
+	// instance, none while the job waits; RunStartedAt is when the run
+	// started, what its spot price is charged from.
+	Preemptible  bool
+	InstanceType string
+	Zone         string
+	Backfill     []BackfillAlloc
+	RunStartedAt time.Time
+	Version      int64
 }
 
 // JobStep is what the controller must do after a decision.
 type JobStep struct {
-	Event  string
-	Start  bool // start the job's instances (a new run)
-	Stop   bool // stop the running instances
+	Event string
+	Start bool // start the job's instances (a new run)
+	Stop  bool // stop the running instances
+	// Grace, for a stop, is the time from SIGTERM to the kill; zero is
+	// the runner's own.
+	Grace  time.Duration
 	Reason string
 }
 

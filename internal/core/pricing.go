@@ -18,12 +18,15 @@ type Pricing struct {
 	BaseBP         int64
 	UtilizationBP  int64
 	LeadDiscountBP int64
+	// SpotBP is the price of preemptible (backfill) work, per GPU-hour
+	// used, in basis points of the instance type's on-demand price.
+	SpotBP int64
 }
 
 // DefaultPricing: 0.75 × on-demand on an empty fleet bought at once, up to
 // 1.0 when the pool is full, down to 0.55 for an empty pool 8 weeks ahead.
 func DefaultPricing() Pricing {
-	return Pricing{FloorBP: 5000, CapBP: 10000, BaseBP: 7500, UtilizationBP: 4000, LeadDiscountBP: 2000}
+	return Pricing{FloorBP: 5000, CapBP: 10000, BaseBP: 7500, UtilizationBP: 4000, LeadDiscountBP: 2000, SpotBP: 3000}
 }
 
 // Factor returns the price factor in basis points for a booked share

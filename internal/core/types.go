@@ -105,6 +105,13 @@ type Limits struct {
 	// ResaleFeePercent is the share of resold hours kept by the operator
 	// when a block released for resale is bought again.
 	ResaleFeePercent int
+	// BackfillNotice is how long before its GPUs are needed (a block's
+	// start, a lending holder's job) preemptible work gets SIGTERM; it is
+	// gone by then.
+	BackfillNotice time.Duration
+	// LendCreditPercent is the share of the spot price earned on a lent
+	// block's GPUs that is credited to its holder.
+	LendCreditPercent int
 }
 
 // Transfer policies (Limits.Transfers).
@@ -135,6 +142,8 @@ func DefaultLimits() Limits {
 		ApprovalDeadline:     5 * time.Minute,
 		Transfers:            TransfersAdmin,
 		ResaleFeePercent:     10,
+		BackfillNotice:       10 * time.Minute,
+		LendCreditPercent:    50,
 	}
 }
 
@@ -224,6 +233,9 @@ type Block struct {
 	// Warned and Terminating record the lifecycle marks of an active block.
 	Warned      bool
 	Terminating bool
+	// Lending: the holder lends the block's GPUs to backfill while it
+	// runs no job on them (see backfill.go).
+	Lending bool
 	// PlanID is the training plan the block is a segment of, if any.
 	PlanID string
 	// Version increases with every stored change; commits check it.

@@ -10,12 +10,14 @@ type RunSpan struct {
 	GPUs    int
 	Start   time.Time
 	End     time.Time
+	// Lent: the GPUs ran backfill for others (the block lent them).
+	Lent bool
 }
 
 // Utilisation is what became of reserved GPU time: Reserved is what a
 // block held over the hours elapsed, Used what its holder's jobs ran on,
-// Lent what ran as backfill for others (none yet: the field is there for
-// backfill to fill), Idle the rest. Figures are GPU-seconds, so that sums
+// Lent what ran as backfill for others on GPUs the holder lent, Idle the
+// rest. Figures are GPU-seconds, so that sums
 // are exact; Hours converts.
 type Utilisation struct {
 	Reserved, Used, Lent, Idle int64
@@ -60,10 +62,15 @@ func BlockUtilisation(b Block, runs []RunSpan, from, to, now time.Time) Utilisat
 			re = now
 		}
 		if rs, rend := later(r.Start, s), earlier(re, e); rend.After(rs) {
-			u.Used += int64(r.GPUs) * int64(rend.Sub(rs)/time.Second)
+			if r.Lent {
+				u.Lent += int64(r.GPUs) * int64(rend.Sub(rs)/time.Second)
+			} else {
+				u.Used += int64(r.GPUs) * int64(rend.Sub(rs)/time.Second)
+			}
 		}
 	}
 	u.Used = min(u.Used, u.Reserved)
+	u.Lent = min(u.Lent, u.Reserved-u.Used)
 	u.Idle = u.Reserved - u.Used - u.Lent
 	return u
 }

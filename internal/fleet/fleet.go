@@ -51,6 +51,8 @@ type fileLimits struct {
 	ApprovalDeadline         string `yaml:"approvalDeadline"`
 	Transfers                string `yaml:"transfers"`
 	ResaleFeePercent         number `yaml:"resaleFeePercent"`
+	BackfillNotice           string `yaml:"backfillNotice"`
+	LendCreditPercent        number `yaml:"lendCreditPercent"`
 }
 
 // filePricing mirrors core.Pricing as factors of the on-demand price
@@ -61,6 +63,7 @@ type filePricing struct {
 	Base         decimal `yaml:"base"`
 	Utilization  decimal `yaml:"utilization"`
 	LeadDiscount decimal `yaml:"leadDiscount"`
+	SpotFactor   decimal `yaml:"spotFactor"`
 }
 
 type fileInstanceType struct {

@@ -58,7 +58,9 @@ func TestParse(t *testing.T) {
   minLeadTime: 0s
   refundAfterStartPercent: 50
   maxResults: 3
-pricing: {floor: 0.6, leadDiscount: "0.125", cap: 1}
+  backfillNotice: 5m
+  lendCreditPercent: 70
+pricing: {floor: 0.6, leadDiscount: "0.125", cap: 1, spotFactor: 0.25}
 `,
 			want: core.Fleet{
 				Currency: "USD",
@@ -74,9 +76,11 @@ pricing: {floor: 0.6, leadDiscount: "0.125", cap: 1}
 					l.MinLeadTime = 0
 					l.RefundAfterStart = 50
 					l.MaxResults = 3
+					l.BackfillNotice = 5 * time.Minute
+					l.LendCreditPercent = 70
 					return l
 				}(),
-				Pricing: core.Pricing{FloorBP: 6000, CapBP: 10000, BaseBP: 7500, UtilizationBP: 4000, LeadDiscountBP: 1250},
+				Pricing: core.Pricing{FloorBP: 6000, CapBP: 10000, BaseBP: 7500, UtilizationBP: 4000, LeadDiscountBP: 1250, SpotBP: 2500},
 			},
 		},
 		"node groups: first, digits, single names, labels, several zones": {

@@ -51,6 +51,8 @@ func (c *checker) limits(fl fileLimits) core.Limits {
 		l.Transfers = fl.Transfers
 	}
 	num(fl.ResaleFeePercent, &l.ResaleFeePercent)
+	dur("backfillNotice", fl.BackfillNotice, &l.BackfillNotice)
+	num(fl.LendCreditPercent, &l.LendCreditPercent)
 
 	// set tells which keys the file gives, to attribute pairwise problems.
 	set := map[string]bool{
@@ -58,7 +60,7 @@ func (c *checker) limits(fl fileLimits) core.Limits {
 		"minLeadTime": fl.MinLeadTime != "", "maxLeadTime": fl.MaxLeadTime != "",
 		"horizon": fl.Horizon != "", "warnBefore": fl.WarnBefore != "",
 		"terminateBefore": fl.TerminateBefore != "", "extendFrom": fl.ExtendFrom != "",
-		"extendUntil": fl.ExtendUntil != "",
+		"extendUntil": fl.ExtendUntil != "", "backfillNotice": fl.BackfillNotice != "",
 	}
 	at := func(keys ...string) string {
 		for _, k := range keys {
@@ -112,6 +114,9 @@ func (c *checker) limits(fl fileLimits) core.Limits {
 		"$.limits.transfers", "transfers is %q, must be none, admin or any", l.Transfers)
 	check(l.ResaleFeePercent >= 0 && l.ResaleFeePercent <= 100, "$.limits.resaleFeePercent",
 		"resaleFeePercent is %d, must be 0 to 100", l.ResaleFeePercent)
+	check(l.LendCreditPercent >= 0 && l.LendCreditPercent <= 100, "$.limits.lendCreditPercent",
+		"lendCreditPercent is %d, must be 0 to 100", l.LendCreditPercent)
+	check(l.BackfillNotice >= 0, "$.limits.backfillNotice", "backfillNotice is %s, must not be negative", f(l.BackfillNotice))
 	check(l.MaxResults >= 1 && l.MaxResults <= maxResultsCap, "$.limits.maxResults",
 		"maxResults is %d, must be 1 to %d", l.MaxResults, maxResultsCap)
 	return l
@@ -140,6 +145,7 @@ func (c *checker) pricing(fp filePricing) core.Pricing {
 	factor("base", fp.Base, &p.BaseBP)
 	factor("utilization", fp.Utilization, &p.UtilizationBP)
 	factor("leadDiscount", fp.LeadDiscount, &p.LeadDiscountBP)
+	factor("spotFactor", fp.SpotFactor, &p.SpotBP)
 	if p.CapBP == 0 {
 		c.addf("$.pricing.cap", where, "cap is 0; blocks would be free")
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"capblock/internal/backend"
 	"capblock/internal/core"
@@ -36,6 +37,10 @@ type instanceRef struct {
 	Job      string `json:"job"`
 	Run      int    `json:"run"`
 	Instance int    `json:"instance"`
+	// GraceMS, for a stop, is the time from SIGTERM to the kill, in
+	// milliseconds; zero is the runner's own (a preemption's is shorter:
+	// its instances are gone before the GPUs are needed).
+	GraceMS int64 `json:"graceMs,omitempty"`
 }
 
 func (r instanceRef) runKey() string { return runKey(core.Job{ID: r.Job, Run: r.Run}) }
@@ -49,6 +54,9 @@ func (s *Service) jobActions(was, next core.Job, step core.JobStep) []core.Actio
 	add := func(kind core.ActionKind, j core.Job) {
 		for i := range j.InstanceCount {
 			ref := instanceRef{Job: j.ID, Run: j.Run, Instance: i}
+			if kind == core.ActionStopInstance {
+				ref.GraceMS = step.Grace.Milliseconds()
+			}
 			payload, err := json.Marshal(ref)
 			if err != nil {
 				panic(fmt.Sprintf("encoding an instance's action: %v", err)) // strings and numbers always encode
@@ -107,7 +115,11 @@ func (s *Service) applyInstanceAction(ctx context.Context, a core.Action) error 
 		return waiting("the job runner is not open yet")
 	}
 	if a.Kind == core.ActionStopInstance {
-		if err := ins.Stop(ref.runKey(), ref.Instance, s.jobs.grace); err != nil {
+		grace := s.jobs.grace
+		if ref.GraceMS > 0 {
+			grace = time.Duration(ref.GraceMS) * time.Millisecond
+		}
+		if err := ins.Stop(ref.runKey(), ref.Instance, grace); err != nil {
 			return fmt.Errorf("stopping instance %d of job %s: %w", ref.Instance, ref.Job, err)
 		}
 		return nil
@@ -130,12 +142,26 @@ func (s *Service) startInstance(ctx context.Context, ins backend.Instances, ref 
 		s.log.Debug("a job instance's start no longer holds", "job", j.ID, "run", ref.Run, "instance", ref.Instance, "state", j.State, "current run", j.Run)
 		return nil
 	}
-	b, err := s.store.GetBlock(ctx, j.BlockID)
-	if err != nil {
-		return fmt.Errorf("loading block %s of job %s: %w", j.BlockID, j.ID, err)
-	}
-	if b.State != core.StateActive || b.Terminating {
-		return nil // the job's own decision follows its block
+	var b core.Block
+	slots := j.Slots
+	if j.Preemptible {
+		// On backfill: instance i on the GPUs of its allocation.
+		if len(j.Backfill) != j.InstanceCount {
+			return nil
+		}
+		b = s.backfillBlock(j)
+		slots = nil
+		for i := range j.InstanceCount {
+			slots = append(slots, i)
+		}
+	} else {
+		b, err = s.store.GetBlock(ctx, j.BlockID)
+		if err != nil {
+			return fmt.Errorf("loading block %s of job %s: %w", j.BlockID, j.ID, err)
+		}
+		if b.State != core.StateActive || b.Terminating {
+			return nil // the job's own decision follows its block
+		}
 	}
 	// 2. A job never runs twice at once: its earlier runs end first.
 	key := ref.runKey()
@@ -160,7 +186,7 @@ func (s *Service) startInstance(ctx context.Context, ins backend.Instances, ref 
 	// 4. Start it; its slots are held until it ends.
 	t, _ := s.fleet.Type(b.InstanceType)
 	w := backend.Workload{JobID: j.ID, Run: key, Rank: ref.Instance, WorldSize: j.InstanceCount, Block: b, PlanID: j.PlanID,
-		Slots: j.Slots, GPUsPerInstance: t.GPUsPerInstance, Command: j.Command, Env: j.Env, Restarts: j.Restarts,
+		Slots: slots, GPUsPerInstance: t.GPUsPerInstance, Command: j.Command, Env: j.Env, Restarts: j.Restarts,
 		Team: j.Team, User: user, Limits: s.jobs.limits}
 	s.jobs.mu.Lock()
 	s.jobs.started[instanceKey{key, ref.Instance}] = true

@@ -137,7 +137,11 @@ func (s *Service) reconcileJobs(ctx context.Context) {
 		return
 	}
 	held := s.heldSlots(jobs)
+	defer s.reconcileBackfill(ctx, jobs)
 	for _, j := range jobs {
+		if j.Preemptible {
+			continue // reconcileBackfill's
+		}
 		b, err := s.jobBlock(ctx, j)
 		if err != nil {
 			s.log.Error("loading the block of a job", "job", j.ID, "block", j.BlockID, "err", err)
@@ -149,6 +153,9 @@ func (s *Service) reconcileJobs(ctx context.Context) {
 			moved.BlockID = b.ID // a plan's job follows it to its next segment
 		}
 		next, step, ok := core.DecideJob(moved, b, now)
+		if ok && step.Start && b.Lending && s.backfillOn(b.ID, jobs) {
+			continue // the backfill on its GPUs is being preempted; it starts once that is gone
+		}
 		if ok && step.Start {
 			// A job's instances never share a block's GPUs with another job's.
 			next, step, ok = core.TakeSlots(j, next, b.Count, held[b.ID], now)
@@ -172,13 +179,16 @@ func (s *Service) reconcileJobs(ctx context.Context) {
 func (s *Service) heldSlots(jobs []core.Job) map[string]map[int]string {
 	held := map[string]map[int]string{}
 	for _, j := range jobs {
-		if j.State == core.JobRunning {
+		if j.State == core.JobRunning && !j.Preemptible {
 			holdSlots(held, j)
 		}
 	}
 	s.jobs.mu.Lock()
 	defer s.jobs.mu.Unlock()
 	for _, h := range s.jobs.holds {
+		if h.Preemptible {
+			continue // on backfill, no block's slots
+		}
 		holdSlots(held, h)
 	}
 	return held

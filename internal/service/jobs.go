@@ -92,6 +92,12 @@ func (s *Service) CreateJob(ctx context.Context, scope string, req contract.JobR
 	if len(req.Command) == 0 || req.Command[0] == "" {
 		return core.Job{}, core.Invalidf("command is required: the program and its arguments, e.g. [\"python\", \"train.py\"]")
 	}
+	if req.Preemptible {
+		return s.createBackfillJob(ctx, scope, req)
+	}
+	if req.InstanceType != "" || req.Zone != "" {
+		return core.Job{}, core.Invalidf("instanceType and zone are for preemptible jobs; a job on a block runs on the block's instances")
+	}
 	var b core.Block
 	switch {
 	case (req.BlockID == "") == (req.PlanID == ""):
@@ -262,6 +268,10 @@ func (s *Service) jobEvent(at time.Time, typ string, j core.Job, reason string) 
 	if j.PlanID != "" {
 		data["planId"] = j.PlanID
 	}
+	if j.Preemptible {
+		data["preemptible"] = true
+		data["instanceType"] = j.InstanceType
+	}
 	if reason != "" {
 		data["reason"] = reason
 	}
@@ -272,9 +282,17 @@ func (s *Service) jobEvent(at time.Time, typ string, j core.Job, reason string) 
 // stops of instances that its step calls for (jobActions), checking the
 // version it was decided on.
 func (s *Service) commitJob(ctx context.Context, was, next core.Job, step core.JobStep, now time.Time) error {
+	if next.Preemptible && step.Start {
+		next.RunStartedAt = now
+	}
 	c := store.Change{Jobs: []store.JobWrite{{Job: next, ExpectedVersion: was.Version}}, Actions: s.jobActions(was, next, step)}
 	if step.Event != "" {
 		c.Events = []core.Event{s.jobEvent(now, step.Event, next, step.Reason)}
+	}
+	if core.BackfillRunEnds(was, next, step) {
+		var evs []core.Event
+		c.Ledger, evs = s.spotEntries(was, now)
+		c.Events = append(c.Events, evs...)
 	}
 	if err := s.store.Commit(ctx, c); err != nil {
 		return fmt.Errorf("storing job %s: %w", next.ID, err)

@@ -18,7 +18,9 @@ import (
 // and the jobs' events, whose times mark each run's start (an event in
 // state running) and end (the job's next event in another state, or a
 // new run). A run uses its instances' GPUs of its block while it runs.
-// Backfill is not built yet: Lent is always zero, a field it will fill.
+// GPU-hours lent to backfill are read from the holder's block.lent events,
+// one per preemptible run on a lending block's GPUs, stored when the run
+// ends (a run still going counts once it ends).
 
 // Utilisation reports what became of reserved GPU-hours over [from, to).
 func (s *Service) Utilisation(ctx context.Context, scope, team string, from, to time.Time) (contract.UtilisationReport, error) {
@@ -124,7 +126,8 @@ func (s *Service) usage(ctx context.Context, team string, concerns func(core.Job
 	if err != nil {
 		return nil, nil, fmt.Errorf("listing jobs: %w", err)
 	}
-	if len(jobs) == 0 || (concerns != nil && !slices.ContainsFunc(jobs, concerns)) {
+	lends := slices.ContainsFunc(blocks, func(b core.Block) bool { return b.Lending })
+	if !lends && (len(jobs) == 0 || (concerns != nil && !slices.ContainsFunc(jobs, concerns))) {
 		return blocks, nil, nil
 	}
 	var events []core.Event
@@ -134,7 +137,7 @@ func (s *Service) usage(ctx context.Context, team string, concerns func(core.Job
 			return nil, nil, fmt.Errorf("reading events: %w", err)
 		}
 		for _, e := range page {
-			if strings.HasPrefix(e.Type, "job.") {
+			if strings.HasPrefix(e.Type, "job.") || e.Type == core.EventBlockLent {
 				events = append(events, e)
 			}
 		}
@@ -164,6 +167,12 @@ func jobRuns(blocks []core.Block, jobs []core.Job, events []core.Event, fleet co
 	open := map[string]int{} // job → index of its running run in runs
 	var runs []core.RunSpan
 	for _, e := range events {
+		if e.Type == core.EventBlockLent {
+			if r, ok := lentRun(e); ok {
+				runs = append(runs, r)
+			}
+			continue
+		}
 		n, ok := instances[e.Subject]
 		if !ok {
 			continue
@@ -202,4 +211,16 @@ func sortedKeys(m map[string]*core.Utilisation) []string {
 func monthOf(t time.Time) time.Time {
 	t = t.UTC()
 	return time.Date(t.Year(), t.Month(), 1, 0, 0, 0, 0, time.UTC)
+}
+
+// lentRun reads a block.lent event: GPUs of the block run backfill from
+// to until.
+func lentRun(e core.Event) (core.RunSpan, bool) {
+	gpus, _ := e.Data["gpus"].(float64)
+	from, err1 := time.Parse(time.RFC3339, fmt.Sprint(e.Data["from"]))
+	until, err2 := time.Parse(time.RFC3339, fmt.Sprint(e.Data["until"]))
+	if gpus <= 0 || err1 != nil || err2 != nil {
+		return core.RunSpan{}, false
+	}
+	return core.RunSpan{BlockID: e.Subject, GPUs: int(gpus), Start: from, End: until, Lent: true}, true
 }

@@ -43,13 +43,27 @@ type jobJSON struct {
 	Run           int               `json:"run"`
 	Done          []int             `json:"done,omitempty"`
 	Slots         []int             `json:"slots,omitempty"`
+	Preemptible   bool              `json:"preemptible,omitempty"`
+	InstanceType  string            `json:"instanceType,omitempty"`
+	Zone          string            `json:"zone,omitempty"`
+	Backfill      []backfillJSON    `json:"backfill,omitempty"`
+	RunStartedAt  int64             `json:"runStartedAt,omitempty"`
+}
+
+// backfillJSON is one instance of a preemptible job's run: its node, its
+// GPUs, and the block lending them ("" on unsold GPUs).
+type backfillJSON struct {
+	Node string `json:"node"`
+	GPUs []int  `json:"gpus"`
+	Lent string `json:"lent,omitempty"`
 }
 
 // EncodeJob is the stored document of a job.
 func EncodeJob(j core.Job) string {
 	b, _ := json.Marshal(jobJSON{Name: j.Name, PlanID: j.PlanID, Command: j.Command, Env: j.Env, InstanceCount: j.InstanceCount,
 		MaxRestarts: j.MaxRestarts, Restarts: j.Restarts, Reason: j.Reason,
-		StartedAt: unixOrZero(j.StartedAt), EndedAt: unixOrZero(j.EndedAt), Run: j.Run, Done: j.Done, Slots: j.Slots}) // strings and ints always marshal
+		StartedAt: unixOrZero(j.StartedAt), EndedAt: unixOrZero(j.EndedAt), Run: j.Run, Done: j.Done, Slots: j.Slots,
+		Preemptible: j.Preemptible, InstanceType: j.InstanceType, Zone: j.Zone, Backfill: encodeBackfill(j.Backfill), RunStartedAt: unixOrZero(j.RunStartedAt)}) // strings and ints always marshal
 	return string(b)
 }
 
@@ -61,7 +75,24 @@ func DecodeJob(id, team, block, state string, created time.Time, version int64, 
 	}
 	return core.Job{ID: id, Team: team, BlockID: block, State: core.JobState(state), CreatedAt: created, Version: version,
 		Name: d.Name, PlanID: d.PlanID, Command: d.Command, Env: d.Env, InstanceCount: d.InstanceCount, MaxRestarts: d.MaxRestarts,
-		Restarts: d.Restarts, Reason: d.Reason, StartedAt: timeOrZero(d.StartedAt), EndedAt: timeOrZero(d.EndedAt), Run: d.Run, Done: d.Done, Slots: d.Slots}, nil
+		Restarts: d.Restarts, Reason: d.Reason, StartedAt: timeOrZero(d.StartedAt), EndedAt: timeOrZero(d.EndedAt), Run: d.Run, Done: d.Done, Slots: d.Slots,
+		Preemptible: d.Preemptible, InstanceType: d.InstanceType, Zone: d.Zone, Backfill: decodeBackfill(d.Backfill), RunStartedAt: timeOrZero(d.RunStartedAt)}, nil
+}
+
+func encodeBackfill(allocs []core.BackfillAlloc) []backfillJSON {
+	var out []backfillJSON
+	for _, a := range allocs {
+		out = append(out, backfillJSON{Node: a.Node, GPUs: a.GPUs, Lent: a.Lent})
+	}
+	return out
+}
+
+func decodeBackfill(allocs []backfillJSON) []core.BackfillAlloc {
+	var out []core.BackfillAlloc
+	for _, a := range allocs {
+		out = append(out, core.BackfillAlloc{Node: a.Node, GPUs: a.GPUs, Lent: a.Lent})
+	}
+	return out
 }
 
 func unixOrZero(t time.Time) int64 {

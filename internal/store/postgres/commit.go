@@ -329,10 +329,10 @@ func (w *commitWriter) queueUsedOffering(id string, u store.UsedOffering) {
 func (w *commitWriter) queueInsert(b core.Block) {
 	w.exec(fmt.Sprintf("inserting block %s", b.ID), nil,
 		`INSERT INTO blocks (`+blockSelect+`)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, 1, $18)`,
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, 1, $18, $19)`,
 		b.ID, b.Name, b.Team, b.InstanceType, b.GPUModel, b.Count, b.Zone,
 		seconds(b.Start), seconds(b.End), string(b.State), b.Fee.Minor, b.Fee.Currency,
-		seconds(b.CreatedAt), store.EncodeTags(b.Tags), store.EncodePlacements(b.Placements), b.Warned, b.Terminating, b.PlanID)
+		seconds(b.CreatedAt), store.EncodeTags(b.Tags), store.EncodePlacements(b.Placements), b.Warned, b.Terminating, b.PlanID, b.Lending)
 	w.queueAllocations(b.ID, seconds(b.Start), seconds(b.End), b.State.Live(), b.Placements)
 }
 
@@ -365,10 +365,10 @@ func (w *commitWriter) queueUpdate(u store.BlockUpdate) error {
 		return nil
 	}, `UPDATE blocks SET name = $1, state = $2, end_time = $3, tags = $4,
 		warned = $5, terminating = $6, fee_minor = $7, fee_currency = $8,
-		placements = coalesce($9, placements), version = version + 1
+		placements = coalesce($9, placements), lending = $12, version = version + 1
 		WHERE id = $10 AND version = $11`,
 		b.Name, string(b.State), newEnd, store.EncodeTags(b.Tags), b.Warned, b.Terminating,
-		b.Fee.Minor, b.Fee.Currency, placements, b.ID, u.ExpectedVersion)
+		b.Fee.Minor, b.Fee.Currency, placements, b.ID, u.ExpectedVersion, b.Lending)
 
 	live, wasLive := b.State.Live(), sb.state.Live()
 	switch {

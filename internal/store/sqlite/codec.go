@@ -42,7 +42,7 @@ func isConstraint(err error) bool {
 // blockColumns are the columns that scanBlock reads, in order.
 const blockColumns = `id, name, team, instance_type, gpu_model, count, zone,
 	start_time, end_time, state, fee_minor, fee_currency, created_at, tags,
-	placements, warned, terminating, version, plan_id`
+	placements, warned, terminating, version, plan_id, lending`
 
 // rowScanner is *sql.Row or *sql.Rows.
 type rowScanner interface{ Scan(dest ...any) error }
@@ -53,16 +53,17 @@ func scanBlock(r rowScanner) (core.Block, error) {
 		start, end, created     int64
 		state, tags, placements string
 		warned, terminating     int
+		lending                 int
 	)
 	err := r.Scan(&b.ID, &b.Name, &b.Team, &b.InstanceType, &b.GPUModel, &b.Count, &b.Zone,
 		&start, &end, &state, &b.Fee.Minor, &b.Fee.Currency, &created, &tags,
-		&placements, &warned, &terminating, &b.Version, &b.PlanID)
+		&placements, &warned, &terminating, &b.Version, &b.PlanID, &lending)
 	if err != nil {
 		return core.Block{}, err
 	}
 	b.Start, b.End, b.CreatedAt = fromUnix(start), fromUnix(end), fromUnix(created)
 	b.State = core.BlockState(state)
-	b.Warned, b.Terminating = warned != 0, terminating != 0
+	b.Warned, b.Terminating, b.Lending = warned != 0, terminating != 0, lending != 0
 	if b.Tags, err = store.DecodeTags(tags); err != nil {
 		return core.Block{}, fmt.Errorf("block %s: %w", b.ID, err)
 	}

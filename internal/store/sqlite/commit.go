@@ -246,7 +246,7 @@ func (w *commitTx) insertBlock(b core.Block) error {
 		b.ID, b.Name, b.Team, b.InstanceType, b.GPUModel, b.Count, b.Zone,
 		unixSeconds(b.Start), unixSeconds(b.End), string(b.State),
 		b.Fee.Minor, b.Fee.Currency, unixSeconds(b.CreatedAt), store.EncodeTags(b.Tags),
-		store.EncodePlacements(b.Placements), boolInt(b.Warned), boolInt(b.Terminating), b.PlanID)
+		store.EncodePlacements(b.Placements), boolInt(b.Warned), boolInt(b.Terminating), b.PlanID, boolInt(b.Lending))
 	if isConstraint(err) {
 		return fmt.Errorf("inserting block %s: it already exists: %w", b.ID, store.ErrConflict)
 	}
@@ -287,7 +287,7 @@ func (w *commitTx) updateBlock(u store.BlockUpdate) (recheck bool, err error) {
 	newEnd := b.End.Unix()
 	if _, err := w.stmt(w.ws.updateBlock).ExecContext(w.ctx,
 		b.Name, string(b.State), newEnd, store.EncodeTags(b.Tags),
-		boolInt(b.Warned), boolInt(b.Terminating), b.Fee.Minor, b.Fee.Currency,
+		boolInt(b.Warned), boolInt(b.Terminating), b.Fee.Minor, b.Fee.Currency, boolInt(b.Lending),
 		placements, b.ID, version); err != nil {
 		return false, fmt.Errorf("updating block %s: %w", b.ID, err)
 	}

@@ -26,6 +26,7 @@ func fullBlock(id string) core.Block {
 	b.CreatedAt = time.Date(2030, 2, 27, 17, 45, 31, 0, time.UTC)
 	b.Warned = true
 	b.Terminating = true
+	b.Lending = true
 	return b
 }
 
@@ -100,7 +101,7 @@ func testReopen(t *testing.T, h Harness) {
 func testUpdate(t *testing.T, h Harness) {
 	s := h.Open(t)
 	orig := fullBlock("b1")
-	orig.State, orig.Warned, orig.Terminating = core.StateScheduled, false, false
+	orig.State, orig.Warned, orig.Terminating, orig.Lending = core.StateScheduled, false, false, false
 	mustCommit(t, s, insert(orig))
 
 	// Every mutable field changes; the others are kept even when the
@@ -112,6 +113,7 @@ func testUpdate(t *testing.T, h Harness) {
 	changed.Tags = map[string]string{"new": "tag"}
 	changed.Warned = true
 	changed.Terminating = true
+	changed.Lending = true
 	changed.Fee = core.Money{Minor: 1, Currency: "USD"}
 	mustCommit(t, s, update(changed, 1))
 	wantBlock(t, s, withVersion(changed, 2))

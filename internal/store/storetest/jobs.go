@@ -51,6 +51,17 @@ func testJobsRoundTrip(t *testing.T, h Harness) {
 	if diff := cmp.Diff(run, got); diff != "" {
 		t.Errorf("Job after an update (-want +got):\n%s", diff)
 	}
+	// A preemptible job's fields survive too.
+	pre := run
+	pre.BlockID, pre.PlanID, pre.Preemptible, pre.InstanceType, pre.Zone = "", "", true, "h100.1x", "zone-a"
+	pre.Backfill = []core.BackfillAlloc{{Node: "n1", GPUs: []int{2, 3}}, {Node: "n2", GPUs: []int{0, 1}, Lent: "cb-9"}}
+	pre.RunStartedAt = hour(4)
+	mustCommit(t, s, store.Change{Jobs: []store.JobWrite{{Job: pre, ExpectedVersion: 2}}})
+	got, _ = s.Job(t.Context(), j.ID)
+	pre.Version = 3
+	if diff := cmp.Diff(pre, got); diff != "" {
+		t.Errorf("preemptible job (-want +got):\n%s", diff)
+	}
 	if _, err := s.Job(t.Context(), "job-none"); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("Job of an unknown id: %v, want ErrNotFound", err)
 	}

@@ -1,0 +1,435 @@
+package service
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"time"
+
+	"capblock/internal/contract"
+	"capblock/internal/core"
+	"capblock/internal/store"
+)
+
+// Backfill: preemptible jobs run on GPUs that no block needs now (see
+// core/backfill.go). They never enter the index, so searches and sales
+// see their GPUs as free. The leader's job loop (reconcileBackfill)
+// places waiting preemptible jobs, and preempts running ones a notice
+// (limits.backfillNotice) before a block needs their GPUs: their
+// instances get SIGTERM and are killed, if still there, just before.
+// Each run is charged to its team at the spot price when it ends; the
+// holder of a block that lent the GPUs is credited its share.
+
+// backfillMargin is how long before the GPUs are needed a preempted
+// run's instances still there are killed, so that they are gone before
+// the block's start, whatever the timing of the loop.
+func backfillMargin(notice time.Duration) time.Duration {
+	return min(5*time.Second, notice/10)
+}
+
+// createBackfillJob records a preemptible job: no block, instances of a
+// type, run where backfill allows.
+func (s *Service) createBackfillJob(ctx context.Context, scope string, req contract.JobRequest) (core.Job, error) {
+	if req.BlockID != "" || req.PlanID != "" {
+		return core.Job{}, core.Invalidf("a preemptible job runs on no block or plan: give instanceType, not blockId or planId")
+	}
+	if req.InstanceType == "" {
+		return core.Job{}, core.Invalidf("instanceType is required for a preemptible job, e.g. %q", s.exampleType())
+	}
+	t, ok := s.fleet.Type(req.InstanceType)
+	if !ok {
+		return core.Job{}, core.Invalidf("instance type %q is not sold here; see GET /v1/instance-types", req.InstanceType)
+	}
+	if req.Zone != "" && !s.hasZone(req.Zone) {
+		return core.Job{}, core.Invalidf("zone %q is not in the fleet", req.Zone)
+	}
+	if err := checkJobRequest(req); err != nil {
+		return core.Job{}, err
+	}
+	n := req.InstanceCount
+	if n == 0 {
+		n = 1
+	}
+	if n < 1 || n > s.fleet.Limits.MaxInstancesPerBlock {
+		return core.Job{}, core.Invalidf("instanceCount %d: want 1 to %d", n, s.fleet.Limits.MaxInstancesPerBlock)
+	}
+	if req.MaxRestarts < 0 || req.MaxRestarts > 100 {
+		return core.Job{}, core.Invalidf("maxRestarts %d: want 0 to 100", req.MaxRestarts)
+	}
+	team := scope
+	switch {
+	case scope != "" && req.Team != "" && req.Team != scope:
+		return core.Job{}, fmt.Errorf("%w: team %s", core.ErrNotFound, req.Team)
+	case scope == "" && req.Team == "":
+		return core.Job{}, core.Invalidf("team is required: an admin names the team a preemptible job is for (and charged to)")
+	case scope == "":
+		if _, err := s.Team(ctx, "", req.Team); err != nil {
+			return core.Job{}, err
+		}
+		team = req.Team
+	}
+	now := s.clock.Now()
+	j := core.Job{ID: newID("job"), Name: req.Name, Team: team, Command: req.Command, Env: req.Env, InstanceCount: n,
+		MaxRestarts: req.MaxRestarts, State: core.JobPending, CreatedAt: now, Preemptible: true, InstanceType: t.Name, Zone: req.Zone}
+	c := store.Change{Jobs: []store.JobWrite{{Job: j}}, Events: []core.Event{s.jobEvent(now, core.EventJobPending, j, "")}}
+	if err := s.store.Commit(ctx, c); err != nil {
+		return core.Job{}, fmt.Errorf("storing job %s: %w", j.ID, err)
+	}
+	s.notifyEvents()
+	s.kickJobs()
+	j.Version = 1
+	return j, nil
+}
+
+func (s *Service) exampleType() string {
+	if len(s.fleet.Types) > 0 {
+		return s.fleet.Types[0].Name
+	}
+	return "h100.1x"
+}
+
+func (s *Service) hasZone(z string) bool {
+	for _, n := range s.fleet.Nodes {
+		if n.Zone == z {
+			return true
+		}
+	}
+	return false
+}
+
+// allocsOf are a preemptible job's allocations, named after it.
+func allocsOf(j core.Job) []core.BackfillAlloc {
+	out := make([]core.BackfillAlloc, len(j.Backfill))
+	for i, a := range j.Backfill {
+		a.ID = j.ID
+		out[i] = a
+	}
+	return out
+}
+
+// neededAt is the earliest time any of allocs is needed (zero: none is).
+func neededAt(allocs []core.BackfillAlloc) time.Time {
+	var at time.Time
+	for _, a := range allocs {
+		if !a.NeededAt.IsZero() && (at.IsZero() || a.NeededAt.Before(at)) {
+			at = a.NeededAt
+		}
+	}
+	return at
+}
+
+// reconcileBackfill moves preemptible jobs on, on the leader: running
+// ones whose GPUs are needed within the notice are preempted, instances
+// of preempted runs still there just before the GPUs are needed are
+// killed, and waiting ones are placed, oldest first.
+func (s *Service) reconcileBackfill(ctx context.Context, jobs []core.Job) {
+	notice := s.fleet.Limits.BackfillNotice
+	now := s.clock.Now()
+	var running, pending []core.Job
+	var taken []core.BackfillAlloc
+	current := map[string]bool{}
+	for _, j := range jobs {
+		if !j.Preemptible {
+			continue
+		}
+		switch j.State {
+		case core.JobRunning:
+			running = append(running, j)
+			taken = append(taken, allocsOf(j)...)
+			current[runKey(j)] = true
+		case core.JobPending:
+			pending = append(pending, j)
+		}
+	}
+	// Runs that ended but whose instances still run (a preemption's
+	// grace) keep their GPUs until the instances are gone.
+	type lingering struct {
+		key    string
+		job    core.Job
+		allocs []core.BackfillAlloc
+	}
+	var lingers []lingering
+	s.jobs.mu.Lock()
+	ins := s.jobs.instances
+	for key, h := range s.jobs.holds {
+		if h.Preemptible && !current[key] && len(s.jobs.live[key]) > 0 {
+			lingers = append(lingers, lingering{key: key, job: h})
+		}
+	}
+	s.jobs.mu.Unlock()
+	sort.Slice(lingers, func(a, b int) bool { return lingers[a].key < lingers[b].key })
+	if len(running) == 0 && len(pending) == 0 && len(lingers) == 0 {
+		return // nothing on backfill: no pass over the blocks
+	}
+	for _, l := range lingers {
+		taken = append(taken, allocsOf(l.job)...)
+	}
+	lending := s.lendingNow(jobs)
+
+	// 1. Decide under the index's read lock.
+	type start struct {
+		job    core.Job
+		allocs []core.BackfillAlloc
+	}
+	var starts []start
+	var expired []core.Job
+	s.mu.RLock()
+	due := make([][]core.BackfillAlloc, len(running))
+	for i, j := range running {
+		due[i] = s.index.BackfillDue(allocsOf(j), lending, now)
+	}
+	for i, l := range lingers {
+		lingers[i].allocs = s.index.BackfillDue(allocsOf(l.job), lending, now)
+	}
+	for _, j := range pending {
+		if _, _, ok := core.ExpireBackfillJob(j, now); ok {
+			expired = append(expired, j)
+			continue
+		}
+		t, ok := s.fleet.Type(j.InstanceType)
+		if !ok {
+			continue
+		}
+		allocs, err := s.index.BackfillPlace(core.BackfillRequest{Type: t, Count: j.InstanceCount, Zone: j.Zone}, taken, lending, notice, now)
+		if err != nil {
+			continue // waits for backfill
+		}
+		for i := range allocs {
+			allocs[i].ID = j.ID
+		}
+		taken = append(taken, allocs...)
+		starts = append(starts, start{job: j, allocs: allocs})
+	}
+	s.mu.RUnlock()
+
+	// 2. Preempt: SIGTERM now, the kill before the GPUs are needed.
+	margin := backfillMargin(notice)
+	for i, j := range running {
+		at := neededAt(due[i])
+		if at.IsZero() || now.Before(at.Add(-notice)) {
+			continue
+		}
+		next, step, ok := core.PreemptJob(j, max(at.Sub(now)-margin, time.Millisecond))
+		if !ok {
+			continue
+		}
+		if err := s.commitJob(ctx, j, next, step, now); err != nil {
+			s.log.Warn("preempting a job", "job", j.ID, "err", err)
+			continue
+		}
+		s.log.Info("preempted a job: its GPUs are needed", "job", j.ID, "at", at, "grace", step.Grace)
+	}
+	// 3. Kill what is left of preempted runs when the GPUs are about to
+	//    be needed.
+	for _, l := range lingers {
+		at := neededAt(l.allocs)
+		if at.IsZero() || now.Before(at.Add(-margin)) || ins == nil {
+			continue
+		}
+		s.jobs.mu.Lock()
+		var live []int
+		for inst := range s.jobs.live[l.key] {
+			live = append(live, inst)
+		}
+		s.jobs.mu.Unlock()
+		for _, inst := range live {
+			if err := ins.Stop(l.key, inst, time.Millisecond); err != nil {
+				s.log.Warn("removing a preempted instance", "run", l.key, "instance", inst, "err", err)
+			}
+		}
+	}
+	// 4. Fail what waited too long, start what found GPUs.
+	for _, j := range expired {
+		next, step, _ := core.ExpireBackfillJob(j, now)
+		if err := s.commitJob(ctx, j, next, step, now); err != nil {
+			s.log.Warn("failing a preemptible job", "job", j.ID, "err", err)
+		}
+	}
+	for _, st := range starts {
+		next, step := core.StartBackfillJob(st.job, st.allocs, now)
+		if err := s.commitJob(ctx, st.job, next, step, now); err != nil {
+			s.log.Warn("starting a preemptible job", "job", st.job.ID, "err", err)
+		}
+	}
+}
+
+// backfillBlock is the block a preemptible run's instances see: its
+// allocations as placements, instance i on the i-th, ending when its
+// GPUs are next needed (or at the horizon).
+func (s *Service) backfillBlock(j core.Job) core.Block {
+	t, _ := s.fleet.Type(j.InstanceType)
+	b := core.Block{ID: "backfill", Team: j.Team, InstanceType: j.InstanceType, GPUModel: t.GPUModel, Count: j.InstanceCount,
+		Zone: j.Zone, State: core.StateActive, Start: j.RunStartedAt}
+	for _, a := range j.Backfill {
+		b.Placements = append(b.Placements, core.Placement{Node: a.Node, GPUs: a.GPUs})
+	}
+	now := s.clock.Now()
+	jobs, err := s.store.ListJobs(context.Background(), "", true)
+	if err != nil {
+		s.log.Warn("listing open jobs for a backfill run's end", "err", err)
+	}
+	lending := s.lendingNow(jobs)
+	s.mu.RLock()
+	at := neededAt(s.index.BackfillDue(allocsOf(j), lending, now))
+	s.mu.RUnlock()
+	if at.IsZero() {
+		at = now.Add(s.fleet.Limits.Horizon)
+	}
+	b.End = at
+	return b
+}
+
+// spotEntries charge a preemptible run that ends at now to its team, and
+// credit the holders of the blocks that lent its GPUs; the events record,
+// for each holder, the GPU-hours its block lent (block.lent).
+func (s *Service) spotEntries(was core.Job, now time.Time) ([]core.LedgerEntry, []core.Event) {
+	var evs []core.Event
+	for id, gpus := range lentGPUs(was) {
+		s.mu.RLock()
+		b, ok := s.index.Block(id)
+		var blk core.Block
+		if ok {
+			blk = *b
+		}
+		s.mu.RUnlock()
+		if ok && now.After(was.RunStartedAt) {
+			evs = append(evs, s.event(now, core.EventBlockLent, blk, map[string]any{"gpus": gpus,
+				"from": was.RunStartedAt.UTC().Format(time.RFC3339), "until": now.UTC().Format(time.RFC3339)}))
+		}
+	}
+	sort.Slice(evs, func(i, j int) bool { return evs[i].Subject < evs[j].Subject })
+	t, ok := s.fleet.Type(was.InstanceType)
+	if !ok {
+		return nil, evs
+	}
+	charge := core.SpotCharge(was, t, s.fleet.Pricing, now)
+	if charge.Minor <= 0 {
+		return nil, evs
+	}
+	secs := int64(now.Sub(was.RunStartedAt) / time.Second)
+	onDemand := core.Money{Minor: (t.OnDemand.Minor*int64(was.InstanceCount)*secs + 1800) / 3600, Currency: t.OnDemand.Currency}
+	out := []core.LedgerEntry{{ID: newID("le"), Team: was.Team, Time: now, Kind: core.LedgerCharge, Amount: charge, Subject: was.ID,
+		InstanceType: t.Name, OnDemand: onDemand}}
+	credits := core.LendCredits(was, charge, s.fleet.Limits.LendCreditPercent)
+	ids := make([]string, 0, len(credits))
+	for id := range credits {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		s.mu.RLock()
+		b, ok := s.index.Block(id)
+		team := ""
+		if ok {
+			team = b.Team
+		}
+		s.mu.RUnlock()
+		if team == "" || credits[id].Minor <= 0 {
+			continue
+		}
+		out = append(out, core.LedgerEntry{ID: newID("le"), Team: team, Time: now, Kind: core.LedgerRefund, Amount: credits[id], Subject: id})
+	}
+	return out, evs
+}
+
+// lentGPUs counts, by lending block, the GPUs a preemptible job's run
+// holds on lent GPUs.
+func lentGPUs(j core.Job) map[string]int {
+	var out map[string]int
+	for _, a := range j.Backfill {
+		if a.Lent == "" {
+			continue
+		}
+		if out == nil {
+			out = map[string]int{}
+		}
+		out[a.Lent] += len(a.GPUs)
+	}
+	return out
+}
+
+// SetLending turns the lending of a live block's GPUs to backfill on or
+// off. Backfill on them is credited to the block's team (limits'
+// lendCreditPercent of its spot price) and counted as lent in its
+// utilisation. A job of the holder's on a lending block starts once the
+// backfill there is gone: within the notice.
+func (s *Service) SetLending(ctx context.Context, scope, id string, on bool) (core.Block, error) {
+	b, err := s.mutate(ctx, scope, id, func(b core.Block, now time.Time) (store.Change, error) {
+		if !b.State.Live() {
+			return store.Change{}, fmt.Errorf("%w: block %s is %s: only a scheduled or active block lends its GPUs", core.ErrInvalidState, b.ID, b.State)
+		}
+		next := b
+		next.Lending = on
+		return store.Change{Update: []store.BlockUpdate{{Block: next, ExpectedVersion: b.Version}},
+			Events: []core.Event{s.event(now, core.EventBlockLending, next, map[string]any{"lending": on})}}, nil
+	})
+	if err == nil {
+		s.notifyEvents()
+		s.kickJobs()
+	}
+	return b, err
+}
+
+// lendingNow are the active blocks that lend their GPUs now, each with
+// when its holder needs them back: a running job of the holder's there
+// needs them since it started; a waiting one, the notice after it was
+// created (the holder's job waits at most that for backfill to leave).
+// jobs are the open jobs.
+func (s *Service) lendingNow(jobs []core.Job) []core.Lending {
+	now := s.clock.Now()
+	need := map[string]time.Time{}
+	for _, j := range jobs {
+		if j.Preemptible || j.BlockID == "" {
+			continue
+		}
+		at := j.CreatedAt.Add(s.fleet.Limits.BackfillNotice)
+		switch j.State {
+		case core.JobRunning:
+			at = j.StartedAt
+		case core.JobInterrupted:
+			at = now
+		case core.JobPending:
+		default:
+			continue
+		}
+		if cur, ok := need[j.BlockID]; !ok || at.Before(cur) {
+			need[j.BlockID] = at
+		}
+	}
+	var out []core.Lending
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	for _, b := range s.index.Blocks() {
+		if b.Lending && b.State == core.StateActive && !now.Before(b.Start) && now.Before(b.End) {
+			out = append(out, core.Lending{BlockID: b.ID, NeededAt: need[b.ID]})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].BlockID < out[j].BlockID })
+	return out
+}
+
+// backfillOn reports whether backfill still runs on GPUs lent by block
+// id: a running preemptible job's, or a preempted run's still there.
+func (s *Service) backfillOn(id string, jobs []core.Job) bool {
+	on := func(j core.Job) bool {
+		for _, a := range j.Backfill {
+			if a.Lent == id {
+				return true
+			}
+		}
+		return false
+	}
+	for _, j := range jobs {
+		if j.Preemptible && j.State == core.JobRunning && on(j) {
+			return true
+		}
+	}
+	s.jobs.mu.Lock()
+	defer s.jobs.mu.Unlock()
+	for key, h := range s.jobs.holds {
+		if h.Preemptible && len(s.jobs.live[key]) > 0 && on(h) {
+			return true
+		}
+	}
+	return false
+}
