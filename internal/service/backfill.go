@@ -68,6 +68,10 @@ func (s *Service) createBackfillJob(ctx context.Context, scope string, req contr
 		}
 		team = req.Team
 	}
+	// Spot time is bought: nothing is bought for a disabled team.
+	if err := s.checkTeamEnabled(ctx, team, core.ErrInvalidState); err != nil {
+		return core.Job{}, err
+	}
 	now := s.clock.Now()
 	j := core.Job{ID: newID("job"), Name: req.Name, Team: team, Command: req.Command, Env: req.Env, InstanceCount: n,
 		MaxRestarts: req.MaxRestarts, State: core.JobPending, CreatedAt: now, Preemptible: true, InstanceType: t.Name, Zone: req.Zone}

@@ -10,7 +10,8 @@ import (
 )
 
 // TestBackfillJobRefusals: a preemptible job with no type, an unknown
-// type or zone, a block, or another team's name is refused, and nothing
+// type or zone, a block, another team's name, or for a disabled team is
+// refused, and nothing
 // is stored; a good one waits, pending, with its type.
 func TestBackfillJobRefusals(t *testing.T) {
 	ctx := t.Context()
@@ -34,6 +35,16 @@ func TestBackfillJobRefusals(t *testing.T) {
 	}
 	if _, err := svc.CreateJob(ctx, "", contract.JobRequest{Preemptible: true, InstanceType: "h100.8x", Command: cmd}); !errors.Is(err, core.ErrInvalidArgument) {
 		t.Errorf("an admin naming no team: %v, want invalid", err)
+	}
+	// Spot time for a disabled team is not sold.
+	if err := st.CreateTeam(ctx, core.Team{ID: "off", Name: "off", CreatedAt: svc.clock.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.SetTeamDisabled(ctx, "off", svc.clock.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.CreateJob(ctx, "off", contract.JobRequest{Preemptible: true, InstanceType: "h100.8x", Command: cmd}); !errors.Is(err, core.ErrInvalidState) {
+		t.Errorf("a disabled team: %v, want invalid state", err)
 	}
 	if js, err := st.ListJobs(ctx, "", false); err != nil || len(js) != 0 {
 		t.Fatalf("refused jobs stored: %v %v", js, err)
