@@ -46,13 +46,13 @@ a notice (the fleet's backfillNotice, 10 minutes by default) before a block
 needs its GPUs, is gone by then, and waits to run again.`,
 		Example: `  capblock jobs run --block llama-eval --name eval --env SEED=7 --max-restarts 2 -- python3 "$PWD/eval.py"
   capblock jobs run --plan tp-… --name train -- python3 /srv/train.py --epochs 10
-  capblock jobs run --preemptible --type h100.1x --instances 2 --name sweep -- python3 /srv/sweep.py`,
+  capblock jobs run --preemptible --type l4.1x --instances 2 --name sweep -- python3 /srv/sweep.py`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			switch {
 			case req.Preemptible && (req.BlockID != "" || req.PlanID != ""):
 				return usagef("a --preemptible job runs on no block or plan: drop --block and --plan, give --type")
 			case req.Preemptible && req.InstanceType == "":
-				return usagef("give --type with --preemptible: the instance type of the job's instances (capblock catalog)")
+				return usagef("give --type with --preemptible: the instance type of the job's instances ('capblock types' lists them)")
 			case !req.Preemptible && (req.InstanceType != "" || req.Zone != "" || req.Team != ""):
 				return usagef("--type, --zone and --team are for --preemptible jobs; a job on a block runs on its instances")
 			case !req.Preemptible && (req.BlockID == "") == (req.PlanID == ""):
