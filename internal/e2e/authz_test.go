@@ -329,6 +329,10 @@ var authzRequests = map[string]func(f *authzFixture, role core.Role, other bool)
 	"getBlockStatus": func(f *authzFixture, _ core.Role, other bool) authzRequest {
 		return authzRequest{need: core.RoleViewer, method: "GET", path: "/v1/blocks/" + f.block(f.teamOf(other)) + "/status", success: 200, scoped: true, otherStatus: 404}
 	},
+	"setBlockLending": func(f *authzFixture, _ core.Role, other bool) authzRequest {
+		return authzRequest{need: core.RoleMember, method: "POST", path: "/v1/blocks/" + f.block(f.teamOf(other)) + "/lending", body: map[string]any{"enabled": true},
+			success: 200, scoped: true, otherStatus: 404}
+	},
 	"cancelBlock": func(f *authzFixture, _ core.Role, other bool) authzRequest {
 		return authzRequest{need: core.RoleMember, method: "POST", path: "/v1/blocks/" + f.block(f.teamOf(other)) + "/cancel", success: 200, scoped: true, otherStatus: 404}
 	},
