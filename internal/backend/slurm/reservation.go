@@ -349,6 +349,14 @@ func withFlag(flags []string, flag string) []string {
 // catches a fault of capblock's own placement on it. The re-pack moves
 // few blocks (core.repackSweep.assign keeps what it can in place), so
 // few reservations carry it.
+//
+// Why it reads every reservation, rather than deciding from the
+// reservations this process wrote (remembered): Slurm's refusal does not
+// name what is in the way, and what this process wrote says nothing of
+// the reservations others made. Even when a block's reservation that it
+// wrote holds the nodes at those hours, an operator's maintenance
+// reservation may hold them too (MAINT or OVERLAP lets it share them),
+// and only the read of all of them sees it.
 func (b *Backend) onlyBlocksInTheWay(ctx context.Context, err error, want reservation) bool {
 	if !slurmSays(err, "overlaps") || want.overlap {
 		return false
