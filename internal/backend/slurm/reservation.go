@@ -247,7 +247,11 @@ func (b *Backend) createOverlapping(ctx context.Context, want reservation, now t
 // reservations of capblock in normal operation, and it applies a
 // block's actions one at a time, so what this process last wrote is
 // what Slurm holds; a new leader starts remembering nothing, and reads
-// each reservation before its first update of it.
+// each reservation before its first update of it. A process that leads
+// again after another led meanwhile may remember what the other has
+// since changed: the nodes are still set, an end or start that differs
+// from what it remembers is sent, and what is left (a field the other
+// changed and the block then changed back) is repaired at Activate.
 func (b *Backend) updateRemembered(ctx context.Context, last, want reservation, now time.Time) error {
 	last.active = last.active || !last.start.After(now) // started since
 	last.nodes = nil
