@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"capblock/internal/core"
 )
@@ -34,6 +35,11 @@ type Backend struct {
 	unmapped map[string]bool   // teams already logged as lacking Slurm users
 	names    map[string]string // team id → name
 	exists   map[string]bool   // reservations last seen to exist (known)
+	// wrote is each reservation as this process last wrote it, created
+	// or updated (remembered); Reserve moves it without reading it.
+	wrote map[string]reservation
+
+	commands atomic.Int64 // reservation commands run, for the tests
 }
 
 // New finds Slurm's commands, asks the controller for its
@@ -50,7 +56,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Backend, error) {
 	}
 	b := &Backend{cfg: cfg, log: log, paths: map[string]string{},
 		skipped: map[string]string{}, gpus: map[string]int{}, unmapped: map[string]bool{}, names: map[string]string{},
-		exists: map[string]bool{}}
+		exists: map[string]bool{}, wrote: map[string]reservation{}}
 	// 1. The commands, and an environment that reads and writes every
 	// time in UTC, whatever the zone of capblock's host or of slurmctld:
 	// scontrol reads and prints times in its own process's zone.
@@ -236,6 +242,7 @@ func slurmSays(err error, text string) bool {
 // of its own. Words holding a space or a quote, which a session would
 // read otherwise than a process, run in a process.
 func (b *Backend) scontrol(ctx context.Context, args ...string) (string, error) {
+	b.commands.Add(1)
 	if b.sessions != nil && !b.sessions.isClosed() && !slices.ContainsFunc(args, func(a string) bool {
 		return a == "" || strings.ContainsAny(a, " \t\n\r\"'#")
 	}) {

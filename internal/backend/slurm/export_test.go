@@ -28,3 +28,6 @@ func (b *Backend) SessionPIDs() []int {
 	}
 	return pids
 }
+
+// Commands is how many reservation commands the backend has run.
+func (b *Backend) Commands() int64 { return b.commands.Load() }

@@ -113,6 +113,7 @@ func (b *Backend) Release(ctx context.Context, blk core.Block) error {
 	}
 	_, err = b.scontrol(ctx, "delete", "ReservationName="+blk.ID)
 	b.setKnown(blk.ID, false)
+	b.forget(blk.ID)
 	switch {
 	case err == nil:
 		b.log.Info("deleted a block's Slurm reservation", "block", blk.ID)

@@ -145,14 +145,23 @@ func (b *Backend) access(ctx context.Context, team string) (Access, error) {
 // purchase the reservation is new, so Reserve creates it without
 // reading first, one call; only when Slurm refuses the create does it
 // read the reservation, and bring it to the block if it exists. A
-// reservation this process has seen or made is read and updated, as
-// Activate does: a move, an extension, a replacement, a retry.
+// reservation this process wrote last (remembered) is updated from what
+// it wrote, without reading it first, one call: a move, an extension, a
+// retry; if Slurm refuses that update, or the process does not remember
+// the reservation, it is read and updated, as Activate does.
 func (b *Backend) Reserve(ctx context.Context, blk core.Block) error {
 	want, err := b.want(ctx, blk)
 	if err != nil {
 		return err
 	}
 	now := b.cfg.Now()
+	if last, ok := b.remembered(want.name); ok && want.end.After(now) {
+		if b.updateRemembered(ctx, last, want, now) == nil {
+			return nil
+		}
+		// Refused (the reservation is gone, or is not as written, or
+		// its new nodes are busy): forgotten; read it, as below.
+	}
 	if b.known(want.name) || !want.end.After(now) {
 		return b.ensure(ctx, want, now)
 	}
@@ -173,7 +182,10 @@ func (b *Backend) Reserve(ctx context.Context, blk core.Block) error {
 // Activate brings the block's reservation to the block as given: at
 // the block's start (it exists since the purchase, unless the engine
 // was another then), after a replacement moved it off a node, and after
-// an extension moved its end.
+// an extension moved its end. It always reads the reservation first,
+// whatever this process remembers writing: from the block's start its
+// jobs run there, and whatever an operator changed by hand since
+// capblock last wrote it is repaired then.
 func (b *Backend) Activate(ctx context.Context, blk core.Block) error {
 	want, err := b.want(ctx, blk)
 	if err != nil {
@@ -221,11 +233,38 @@ func (b *Backend) createOverlapping(ctx context.Context, want reservation, now t
 	return err
 }
 
+// updateRemembered brings the reservation to want from last, what this
+// process last wrote of it, without reading it: one call. Its nodes are
+// set whatever last says, so that once Slurm accepts the update the
+// reservation holds want's nodes even if someone changed them by hand
+// since; a field an operator changed by hand that want does not change
+// (the users, a start) stays as they left it until the next read
+// (Activate's at the latest, or the read after any refusal). Slurm
+// refuses the update of a reservation that is gone; any refusal
+// forgets last (update), and Reserve reads the reservation.
+//
+// Why this is enough: the leader's outbox is the only writer of the
+// reservations of capblock in normal operation, and it applies a
+// block's actions one at a time, so what this process last wrote is
+// what Slurm holds; a new leader starts remembering nothing, and reads
+// each reservation before its first update of it. A process that leads
+// again after another led meanwhile may remember what the other has
+// since changed: the nodes are still set, an end or start that differs
+// from what it remembers is sent, and what is left (a field the other
+// changed and the block then changed back) is repaired at Activate.
+func (b *Backend) updateRemembered(ctx context.Context, last, want reservation, now time.Time) error {
+	last.active = last.active || !last.start.After(now) // started since
+	last.nodes = nil
+	return b.update(ctx, last, want, now)
+}
+
 // update brings the reservation have to want: what differs, if
-// anything.
+// anything. It remembers the reservation as written, or forgets it
+// when Slurm refuses.
 func (b *Backend) update(ctx context.Context, have, want reservation, now time.Time) error {
 	args := updateArgs(have, want, now)
 	if len(args) == 0 {
+		b.remember(have)
 		return nil
 	}
 	_, err := b.scontrol(ctx, append([]string{"update", "ReservationName=" + want.name}, args...)...)
@@ -235,10 +274,56 @@ func (b *Backend) update(ctx context.Context, have, want reservation, now time.T
 		_, err = b.scontrol(ctx, append([]string{"update", "ReservationName=" + want.name}, args...)...)
 	}
 	if err != nil {
+		b.forget(want.name)
 		return refusal(fmt.Errorf("updating reservation %s: %w", want.name, err))
 	}
+	b.remember(updated(have, want, now))
 	b.log.Info("updated a block's Slurm reservation", "block", want.name, "changes", strings.Join(args, " "))
 	return nil
+}
+
+// updated is the reservation have once updateArgs(have, want, now) has
+// applied.
+func updated(have, want reservation, now time.Time) reservation {
+	res := want
+	res.flags = slices.Clone(have.flags)
+	if !slices.Equal(have.nodes, want.nodes) {
+		res.flags = withFlag(res.flags, flagIgnoreJobs)
+		if want.overlap {
+			res.flags = withFlag(res.flags, flagOverlap)
+		}
+	}
+	switch {
+	case have.active:
+		res.start = have.start
+	case !want.start.After(now):
+		res.start = now
+	}
+	res.active = have.active || !res.start.After(now)
+	if !want.end.After(now) {
+		res.end = have.end
+	}
+	return res
+}
+
+// created is the reservation create(want, now) makes.
+func created(want reservation, now time.Time) reservation {
+	res := want
+	res.flags = []string{flagIgnoreJobs}
+	if want.overlap {
+		res.flags = append(res.flags, flagOverlap)
+	}
+	if !want.start.After(now) {
+		res.start, res.active = now, true
+	}
+	return res
+}
+
+func withFlag(flags []string, flag string) []string {
+	if slices.Contains(flags, flag) {
+		return flags
+	}
+	return append(flags, flag)
 }
 
 // onlyBlocksInTheWay reports whether err is Slurm's refusal of want for
@@ -268,6 +353,14 @@ func (b *Backend) update(ctx context.Context, have, want reservation, now time.T
 // catches a fault of capblock's own placement on it. The re-pack moves
 // few blocks (core.repackSweep.assign keeps what it can in place), so
 // few reservations carry it.
+//
+// Why it reads every reservation, rather than deciding from the
+// reservations this process wrote (remembered): Slurm's refusal does not
+// name what is in the way, and what this process wrote says nothing of
+// the reservations others made. Even when a block's reservation that it
+// wrote holds the nodes at those hours, an operator's maintenance
+// reservation may hold them too (MAINT or OVERLAP lets it share them),
+// and only the read of all of them sees it.
 func (b *Backend) onlyBlocksInTheWay(ctx context.Context, err error, want reservation) bool {
 	if !slurmSays(err, "overlaps") || want.overlap {
 		return false
@@ -298,6 +391,7 @@ const blockIDPrefix = "cb-"
 // show reads the reservation named name; found is false when there is
 // none.
 func (b *Backend) show(ctx context.Context, name string) (res reservation, found bool, err error) {
+	b.forget(name) // what follows the read remembers what it writes
 	out, err := b.scontrol(ctx, "show", "reservation", name)
 	if slurmSays(err, "not found") {
 		b.setKnown(name, false)
@@ -315,6 +409,29 @@ func (b *Backend) show(ctx context.Context, name string) (res reservation, found
 	}
 	b.setKnown(name, false)
 	return reservation{}, false, nil
+}
+
+// remembered is the reservation named name as this process last wrote
+// it, created or updated (updateRemembered); ok is false when it wrote
+// none since its start, or since its last read of it, its deletion or a
+// refusal of a command of it.
+func (b *Backend) remembered(name string) (res reservation, ok bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	res, ok = b.wrote[name]
+	return res, ok
+}
+
+func (b *Backend) remember(res reservation) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.wrote[res.name] = res
+}
+
+func (b *Backend) forget(name string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	delete(b.wrote, name)
 }
 
 // known reports whether this process has last seen the reservation
@@ -343,9 +460,11 @@ func (b *Backend) create(ctx context.Context, want reservation, now time.Time) e
 	args := append([]string{"create", "reservation", "ReservationName=" + want.name, "StartTime=" + startArg(want.start, now)},
 		createArgs(want)...)
 	if _, err := b.scontrol(ctx, args...); err != nil {
+		b.forget(want.name)
 		return refusal(fmt.Errorf("creating reservation %s: %w", want.name, err))
 	}
 	b.setKnown(want.name, true)
+	b.remember(created(want, now))
 	b.log.Info("created a block's Slurm reservation", "block", want.name, "nodes", strings.Join(want.nodes, ","),
 		"start", want.start, "end", want.end)
 	return nil
