@@ -245,7 +245,7 @@ func serve(ctx context.Context, f serveFlags) error {
 	// 6. Serve until interrupted.
 	srv := &http.Server{
 		Handler: api.New(svc, api.Options{Logger: log, RateLimit: f.rate, RateBurst: f.burst, Registry: metrics(st, svc),
-			AWS: awsEndpoint(svc, log)}),
+			AWS: awsEndpoint(svc, log, f.rate, f.burst)}),
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      90 * time.Second, // long polls wait up to 60s
@@ -411,13 +411,14 @@ func loginHint(url, tokenPath string, made bool) string {
 }
 
 // awsEndpoint is the handler of AWS's protocols (EC2 Query, SageMaker JSON
-// 1.1) at /aws, signed with the users' access keys.
-func awsEndpoint(svc *service.Service, log *slog.Logger) http.Handler {
+// 1.1) at /aws, signed with the users' access keys, each client address
+// held to the API's rate (--rate-limit, --rate-burst).
+func awsEndpoint(svc *service.Service, log *slog.Logger, rps float64, burst int) http.Handler {
 	fleet := svc.Fleet()
 	sm := sagemaker.New(svc, sagemaker.Options{
 		InstanceType: func(name string) (string, bool) { return awsapi.CapblockType(fleet, name) },
 		AWSName:      func(name string) string { return awsapi.AWSName(fleet, name, "ml.") },
 		Log:          log,
 	})
-	return awsapi.New(svc, svc, awsapi.Options{SageMaker: sm, Logger: log})
+	return awsapi.New(svc, svc, awsapi.Options{SageMaker: sm, Logger: log, RateLimit: rps, RateBurst: burst})
 }

@@ -252,6 +252,10 @@ func (g *guard) tooMany(ctx huma.Context, wait time.Duration, why string) {
 	_ = huma.WriteErr(g.api, ctx, http.StatusTooManyRequests, fmt.Sprintf("%s; retry in %s", why, wait.Round(time.Millisecond)))
 }
 
+// ClientAddr is clientAddr, for the other front ends' limits (the AWS
+// endpoint's).
+func ClientAddr(remote string) string { return clientAddr(remote) }
+
 // clientAddr is what requests without a valid token are counted by: the
 // IP address of the TCP peer, never a header such as X-Forwarded-For,
 // which the client writes itself; for IPv6 its /64, since one subscriber

@@ -20,6 +20,7 @@ import (
 	"strings"
 	"time"
 
+	"capblock/internal/api"
 	"capblock/internal/contract"
 	"capblock/internal/core"
 )
@@ -51,6 +52,10 @@ type Options struct {
 	Logger *slog.Logger
 	// MaxBodyBytes bounds a request's body (1 MiB when 0).
 	MaxBodyBytes int64
+	// RateLimit is the sustained requests per second allowed to one
+	// client address, RateBurst the burst above it; 0 means no limit.
+	RateLimit float64
+	RateBurst int
 }
 
 const defaultMaxBodyBytes = 1 << 20
@@ -73,13 +78,14 @@ func New(svc contract.Service, keys Keys, opts Options) http.Handler {
 		opts.MaxBodyBytes = defaultMaxBodyBytes
 	}
 	mustHaveAccessRules()
-	return &handler{svc: svc, keys: keys, opts: opts}
+	return &handler{svc: svc, keys: keys, opts: opts, limiter: newAddrLimiter(opts.RateLimit, opts.RateBurst)}
 }
 
 type handler struct {
-	svc  contract.Service
-	keys Keys
-	opts Options
+	svc     contract.Service
+	keys    Keys
+	opts    Options
+	limiter *addrLimiter
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -90,6 +96,9 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if target != "" {
 		reply = jsonReplier{w: w, requestID: requestID}
 		service = "sagemaker"
+	}
+	if addr := api.ClientAddr(r.RemoteAddr); !h.allow(w, reply, target != "", addr) {
+		return
 	}
 	if r.Method != http.MethodPost && (target != "" || r.Method != http.MethodGet) {
 		reply.fail(http.StatusMethodNotAllowed, "InvalidAction", fmt.Sprintf("method %s is not supported; AWS's protocols POST", r.Method))
