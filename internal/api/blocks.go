@@ -25,17 +25,8 @@ func (s *server) registerBlocks(api huma.API) {
 	huma.Register(api, s.operation("searchOfferings", http.MethodGet, "/v1/offerings", "blocks",
 		"Search priced offerings for a capacity block, best first"), s.searchOfferings)
 
-	purchase := s.operation("purchaseBlock", http.MethodPost, "/v1/blocks", "blocks",
-		"Buy an offering; the same clientToken again returns the same block")
-	purchase.DefaultStatus = http.StatusCreated
-	purchase.Description = "Answers 201 with the new block, or 200 with the earlier block when the clientToken was seen before with the same parameters."
-	huma.Register(api, purchase, s.purchase)
-	if op := api.OpenAPI().Paths["/v1/blocks"].Post; op != nil {
-		// huma documents only the default status; the replay answers 200.
-		created := *op.Responses["201"]
-		created.Description = "The block bought earlier under the same clientToken."
-		op.Responses["200"] = &created
-	}
+	registerPurchase(api, s.operation("purchaseBlock", http.MethodPost, "/v1/blocks", "blocks",
+		"Buy an offering; the same clientToken again returns the same block"), "block", s.purchase)
 
 	huma.Register(api, s.operation("listBlocks", http.MethodGet, "/v1/blocks", "blocks",
 		"List the team's blocks"), s.listBlocks)
@@ -155,12 +146,7 @@ func (in *purchaseInput) Resolve(huma.Context) []error {
 	return errs
 }
 
-type purchaseOutput struct {
-	Status int
-	Body   blockJSON
-}
-
-func (s *server) purchase(ctx context.Context, in *purchaseInput) (*purchaseOutput, error) {
+func (s *server) purchase(ctx context.Context, in *purchaseInput) (*purchaseOutput[blockJSON], error) {
 	team, err := s.teamFor(ctx, in.Body.Team)
 	if err != nil {
 		return nil, serviceProblem(ctx, err)
@@ -175,11 +161,7 @@ func (s *server) purchase(ctx context.Context, in *purchaseInput) (*purchaseOutp
 	if err != nil {
 		return nil, serviceProblem(ctx, err)
 	}
-	status := http.StatusOK
-	if created {
-		status = http.StatusCreated
-	}
-	return &purchaseOutput{Status: status, Body: toBlock(b)}, nil
+	return purchased(toBlock(b), created), nil
 }
 
 type listBlocksInput struct {

@@ -16,17 +16,8 @@ func (s *server) registerPlans(api huma.API) {
 	huma.Register(api, s.operation("searchPlanOfferings", http.MethodGet, "/v1/plan-offerings", "plans",
 		"Search priced offerings for a training plan: a total duration in one or more segments, best first"), s.searchPlanOfferings)
 
-	purchase := s.operation("purchasePlan", http.MethodPost, "/v1/plans", "plans",
-		"Buy a plan offering: every segment becomes a block; the same clientToken again returns the same plan")
-	purchase.DefaultStatus = http.StatusCreated
-	purchase.Description = "Answers 201 with the new plan, or 200 with the earlier plan when the clientToken was seen before with the same parameters."
-	huma.Register(api, purchase, s.purchasePlan)
-	if op := api.OpenAPI().Paths["/v1/plans"].Post; op != nil {
-		// huma documents only the default status; the replay answers 200.
-		created := *op.Responses["201"]
-		created.Description = "The plan bought earlier under the same clientToken."
-		op.Responses["200"] = &created
-	}
+	registerPurchase(api, s.operation("purchasePlan", http.MethodPost, "/v1/plans", "plans",
+		"Buy a plan offering: every segment becomes a block; the same clientToken again returns the same plan"), "plan", s.purchasePlan)
 
 	huma.Register(api, s.operation("listPlans", http.MethodGet, "/v1/plans", "plans",
 		"List the team's training plans"), s.listPlans)
@@ -90,12 +81,7 @@ type purchasePlanInput struct {
 	Body purchasePlanRequestJSON
 }
 
-type purchasePlanOutput struct {
-	Status int
-	Body   planJSON
-}
-
-func (s *server) purchasePlan(ctx context.Context, in *purchasePlanInput) (*purchasePlanOutput, error) {
+func (s *server) purchasePlan(ctx context.Context, in *purchasePlanInput) (*purchaseOutput[planJSON], error) {
 	team, err := s.teamFor(ctx, in.Body.Team)
 	if err != nil {
 		return nil, serviceProblem(ctx, err)
@@ -109,11 +95,7 @@ func (s *server) purchasePlan(ctx context.Context, in *purchasePlanInput) (*purc
 	if err != nil {
 		return nil, serviceProblem(ctx, err)
 	}
-	status := http.StatusOK
-	if created {
-		status = http.StatusCreated
-	}
-	return &purchasePlanOutput{Status: status, Body: toPlan(p)}, nil
+	return purchased(toPlan(p), created), nil
 }
 
 func (s *server) listPlans(ctx context.Context, _ *struct{}) (*out[plansJSON], error) {

@@ -21,16 +21,8 @@ func (s *server) registerSeries(api huma.API) {
 		"every occurrence fits, or, with partial, those that fit."
 	huma.Register(api, search, s.searchSeriesOfferings)
 
-	purchase := s.operation("purchaseSeries", http.MethodPost, "/v1/series", "series",
-		"Buy a series offering: every occurrence it quotes becomes a block, in one commit; the same clientToken again returns the same series")
-	purchase.DefaultStatus = http.StatusCreated
-	purchase.Description = "Answers 201 with the new series, or 200 with the earlier series when the clientToken was seen before with the same parameters."
-	huma.Register(api, purchase, s.purchaseSeries)
-	if op := api.OpenAPI().Paths["/v1/series"].Post; op != nil {
-		created := *op.Responses["201"]
-		created.Description = "The series bought earlier under the same clientToken."
-		op.Responses["200"] = &created
-	}
+	registerPurchase(api, s.operation("purchaseSeries", http.MethodPost, "/v1/series", "series",
+		"Buy a series offering: every occurrence it quotes becomes a block, in one commit; the same clientToken again returns the same series"), "series", s.purchaseSeries)
 	huma.Register(api, s.operation("listSeries", http.MethodGet, "/v1/series", "series",
 		"List the team's series"), s.listSeries)
 	huma.Register(api, s.operation("getSeries", http.MethodGet, "/v1/series/{id}", "series",
@@ -79,12 +71,7 @@ type purchaseSeriesInput struct {
 	}
 }
 
-type purchaseSeriesOutput struct {
-	Status int
-	Body   seriesJSON
-}
-
-func (s *server) purchaseSeries(ctx context.Context, in *purchaseSeriesInput) (*purchaseSeriesOutput, error) {
+func (s *server) purchaseSeries(ctx context.Context, in *purchaseSeriesInput) (*purchaseOutput[seriesJSON], error) {
 	team, err := s.teamFor(ctx, in.Body.Team)
 	if err != nil {
 		return nil, serviceProblem(ctx, err)
@@ -95,11 +82,7 @@ func (s *server) purchaseSeries(ctx context.Context, in *purchaseSeriesInput) (*
 	if err != nil {
 		return nil, serviceProblem(ctx, err)
 	}
-	status := http.StatusOK
-	if created {
-		status = http.StatusCreated
-	}
-	return &purchaseSeriesOutput{Status: status, Body: toSeries(v)}, nil
+	return purchased(toSeries(v), created), nil
 }
 
 func (s *server) listSeries(ctx context.Context, _ *struct{}) (*out[seriesListJSON], error) {
