@@ -273,27 +273,15 @@ func (r *blockResource) Delete(ctx context.Context, req resource.DeleteRequest, 
 		return
 	}
 	id := state.ID.ValueString()
-	b, err := r.client.Block(ctx, id)
-	if isNotFound(err) {
-		return
-	}
-	if err != nil {
-		resp.Diagnostics.AddError("Reading capacity block "+id, err.Error())
-		return
-	}
-	if !liveBlockState(b.State) {
-		return // ended, cancelled or failed: nothing to give back
-	}
-	_, err = r.client.CancelBlock(ctx, id)
-	if isInvalidState(err) {
-		// It ended between the read and the cancel.
-		if b, rerr := r.client.Block(ctx, id); rerr == nil && !liveBlockState(b.State) {
-			return
-		}
-	}
-	if err != nil {
-		resp.Diagnostics.AddError("Cancelling capacity block "+id, err.Error())
-	}
+	cancelWhileLive(ctx, &resp.Diagnostics, "capacity block", id, liveBlockState,
+		func(ctx context.Context) (string, error) {
+			b, err := r.client.Block(ctx, id)
+			return b.State, err
+		},
+		func(ctx context.Context) error {
+			_, err := r.client.CancelBlock(ctx, id)
+			return err
+		})
 }
 
 // fromBlock writes what the server says of the block; times and amounts

@@ -252,27 +252,15 @@ func (r *planResource) Delete(ctx context.Context, req resource.DeleteRequest, r
 		return
 	}
 	id := state.ID.ValueString()
-	p, err := r.client.Plan(ctx, id)
-	if isNotFound(err) {
-		return
-	}
-	if err != nil {
-		resp.Diagnostics.AddError("Reading training plan "+id, err.Error())
-		return
-	}
-	if !livePlanState(p.State) {
-		return // expired, cancelled or failed: nothing to give back
-	}
-	_, err = r.client.CancelPlan(ctx, id)
-	if isInvalidState(err) {
-		// Its last segment ended between the read and the cancel.
-		if p, rerr := r.client.Plan(ctx, id); rerr == nil && !livePlanState(p.State) {
-			return
-		}
-	}
-	if err != nil {
-		resp.Diagnostics.AddError("Cancelling training plan "+id, err.Error())
-	}
+	cancelWhileLive(ctx, &resp.Diagnostics, "training plan", id, livePlanState,
+		func(ctx context.Context) (string, error) {
+			p, err := r.client.Plan(ctx, id)
+			return p.State, err
+		},
+		func(ctx context.Context) error {
+			_, err := r.client.CancelPlan(ctx, id)
+			return err
+		})
 }
 
 // livePlanState reports whether a plan in state has a segment still to

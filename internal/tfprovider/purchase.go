@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/hashicorp/terraform-plugin-framework/diag"
+
 	"capblock/internal/client"
 )
 
@@ -53,4 +55,32 @@ func liveBlockState(s string) bool {
 // describeSearch says what was searched, for a "nothing fits" error.
 func describeSearch(typ string, count, hours int64, window string) string {
 	return fmt.Sprintf("%d × %s for %dh %s", count, typ, hours, window)
+}
+
+// cancelWhileLive is a destroy that gives capacity back: it cancels what
+// (a block or a plan, id) unless its state, read now, is no longer live
+// (ended, cancelled or failed: nothing to give back), and takes one that
+// ended between the read and the cancel as destroyed.
+func cancelWhileLive(ctx context.Context, diags *diag.Diagnostics, what, id string, live func(string) bool,
+	state func(context.Context) (string, error), cancel func(context.Context) error) {
+	s, err := state(ctx)
+	if isNotFound(err) {
+		return
+	}
+	if err != nil {
+		diags.AddError("Reading "+what+" "+id, err.Error())
+		return
+	}
+	if !live(s) {
+		return
+	}
+	err = cancel(ctx)
+	if isInvalidState(err) {
+		if s, rerr := state(ctx); rerr == nil && !live(s) {
+			return
+		}
+	}
+	if err != nil {
+		diags.AddError("Cancelling "+what+" "+id, err.Error())
+	}
 }
