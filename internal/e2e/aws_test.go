@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -36,16 +35,11 @@ func TestAWSThroughServe(t *testing.T) {
 	}
 	cli := func(args ...string) string {
 		t.Helper()
-		cmd := exec.Command(bin, append([]string{"--url", srv.url, "--token", strings.TrimSpace(string(token)), "-o", "json"}, args...)...)
-		out, err := cmd.Output()
-		if err != nil {
-			var x *exec.ExitError
-			if errors.As(err, &x) {
-				t.Fatalf("capblock %v: %v: %s", args, err, x.Stderr)
-			}
-			t.Fatal(err)
+		out, errOut, code := runCLI(t, bin, srv.url, string(token), append([]string{"-o", "json"}, args...)...)
+		if code != 0 {
+			t.Fatalf("capblock %v: exit %d: %s", args, code, errOut)
 		}
-		return string(out)
+		return out
 	}
 	var team struct{ ID string }
 	must(t, json.Unmarshal([]byte(cli("teams", "create", "research")), &team))
