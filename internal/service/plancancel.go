@@ -31,17 +31,23 @@ func (s *Service) CancelPlan(ctx context.Context, team, id string) (contract.Pla
 			err = s.assumeChange(c)
 		}
 		s.mu.Unlock()
-		if err != nil {
-			return contract.PlanView{}, err
+		switch {
+		case err == nil:
+			err = s.store.Commit(ctx, c)
+			s.settle(changeKey(c), c, err)
+			if err != nil && !store.IsConflict(err) {
+				return contract.PlanView{}, fmt.Errorf("cancelling plan %s: %w", id, err)
+			}
+		case !store.IsConflict(err):
+			return contract.PlanView{}, err // refused
 		}
-		err = s.store.Commit(ctx, c)
-		s.settle(changeKey(c), c, err)
+		// err is nil or a conflict (another decision on a segment in
+		// flight, or a segment moved in the store), which decides again on
+		// a fresh read, as mutate does.
 		switch {
 		case err == nil:
 			s.kickOutbox()
 			return s.GetPlan(ctx, team, id)
-		case !store.IsConflict(err):
-			return contract.PlanView{}, fmt.Errorf("cancelling plan %s: %w", id, err)
 		case attempt == maxCommitAttempts:
 			s.log.Warn("a plan's cancellation kept conflicting with stored state", "plan", id, "attempts", attempt, "err", err)
 			return contract.PlanView{}, fmt.Errorf("%w: plan %s changed concurrently %d times in a row; try again", core.ErrConflict, id, attempt)
