@@ -80,9 +80,11 @@ func (c runCgroups) procFiles() []string {
 }
 
 // procs lists the run's processes; a run whose cgroups are gone has none.
+// A cgroup removed while its file is read answers ENODEV (cgroup v1), which
+// is gone too.
 func (c runCgroups) procs() ([]int, error) {
 	pids, err := readPIDs(filepath.Join(c.Dirs[0], "cgroup.procs"))
-	if errors.Is(err, fs.ErrNotExist) {
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENODEV) {
 		return nil, nil
 	}
 	return pids, err
