@@ -12,7 +12,10 @@ var (
 	ErrForbidden       = errors.New("forbidden")
 	ErrQuotaExceeded   = errors.New("quota exceeded")
 	ErrBudgetExceeded  = errors.New("budget exceeded")
-	ErrRateLimited     = errors.New("rate limited")
+	// ErrUnbalanced is a journal whose postings do not sum to zero: a
+	// defect, never stored.
+	ErrUnbalanced  = errors.New("unbalanced journal")
+	ErrRateLimited = errors.New("rate limited")
 )
 
 // Role is what a user may do.

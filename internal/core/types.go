@@ -264,12 +264,15 @@ type Event struct {
 	Data    map[string]any
 }
 
-// LedgerEntry is one charge or refund on a team's account.
+// LedgerEntry is one line of a team's ledger: a journal's posting on
+// its wallet (Journal.Entries).
 type LedgerEntry struct {
 	ID      string
+	Journal string
+	Seq     int64 // the journal's order
 	Team    string
 	Time    time.Time
-	Kind    string // "charge" or "refund"
+	Kind    string // "charge", "refund" or "credit"
 	Amount  Money
 	Subject string
 	// InstanceType and OnDemand say what the entry paid for: the type, and
@@ -282,4 +285,5 @@ type LedgerEntry struct {
 const (
 	LedgerCharge = "charge"
 	LedgerRefund = "refund"
+	LedgerCredit = "credit"
 )
