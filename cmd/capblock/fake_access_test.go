@@ -20,21 +20,32 @@ const (
 		{"maxInstancesPerBlock": 0, "maxInstancesHeld": 16, "maxDurationHours": 72, "maxLeadDays": 28},
 		{"instanceType": "h100.8x", "maxInstancesPerBlock": 4, "maxInstancesHeld": 0, "maxDurationHours": 0, "maxLeadDays": 0}]}`
 	ledgerJSON = `{"entries": [
-		{"id": "led-1", "time": "2026-11-20T10:00:00Z", "kind": "charge", "amount": {"amount": "7078.08", "currency": "USD"}, "subject": "cb-1"},
-		{"id": "led-2", "time": "2026-11-20T11:00:00Z", "kind": "refund", "amount": {"amount": "3.00", "currency": "USD"}, "subject": "cb-2"}],
-		"spent": {"amount": "7075.08", "currency": "USD"}, "budget": {"amount": {"amount": "10000.00", "currency": "USD"}, "period": "month"}}`
+		{"id": "jr-1.0", "journalId": "jr-1", "seq": 1, "time": "2026-11-20T10:00:00Z", "kind": "charge", "amount": {"amount": "7078.08", "currency": "USD"}, "subject": "cb-1"},
+		{"id": "jr-2.1", "journalId": "jr-2", "seq": 2, "time": "2026-11-20T11:00:00Z", "kind": "refund", "amount": {"amount": "3.00", "currency": "USD"}, "subject": "cb-2"},
+		{"id": "jr-3.3", "journalId": "jr-3", "seq": 3, "time": "2026-11-20T12:00:00Z", "kind": "credit", "amount": {"amount": "50.00", "currency": "USD"}, "subject": "cb-1"}],
+		"spent": {"amount": "7075.08", "currency": "USD"},
+		"gross": {"amount": "7078.08", "currency": "USD"}, "refunds": {"amount": "3.00", "currency": "USD"},
+		"credits": {"amount": "50.00", "currency": "USD"}, "net": {"amount": "7025.08", "currency": "USD"}, "budget": {"amount": {"amount": "10000.00", "currency": "USD"}, "period": "month"}}`
 	auditJSON = `{"records": [
 		{"seq": 7, "time": "2026-11-20T10:00:00Z", "user": "usr-1", "team": "team-0", "tokenId": "tok-1", "method": "POST", "route": "/v1/teams", "status": 201, "outcome": "ok"},
 		{"seq": 8, "time": "2026-11-20T10:05:00Z", "user": "usr-2", "team": "team-1", "tokenId": "tok-2", "method": "POST", "route": "/v1/blocks", "status": 409, "outcome": "no_capacity"}],
 		"next": "8"}`
 	spendJSON = `{"rows": [
-		{"team": "team-1", "instanceType": "h100.8x", "month": "2026-11", "spent": {"amount": "7078.08", "currency": "USD"},
+		{"team": "team-1", "instanceType": "h100.8x", "month": "2026-11",
+		 "gross": {"amount": "7078.08", "currency": "USD"}, "refunds": {"amount": "0.00", "currency": "USD"},
+		 "credits": {"amount": "50.00", "currency": "USD"}, "net": {"amount": "7028.08", "currency": "USD"},
+		 "spent": {"amount": "7078.08", "currency": "USD"},
 		 "onDemand": {"amount": "9438.72", "currency": "USD"}, "savings": {"amount": "2360.64", "currency": "USD"},
 		 "gpuHours": {"reserved": 768, "used": 600.5, "lent": 0, "idle": 167.5}},
-		{"team": "team-1", "instanceType": "l4.1x", "month": "2026-12", "spent": {"amount": "3.00", "currency": "USD"},
+		{"team": "team-1", "instanceType": "l4.1x", "month": "2026-12",
+		 "gross": {"amount": "3.00", "currency": "USD"}, "refunds": {"amount": "0.00", "currency": "USD"},
+		 "credits": {"amount": "0.00", "currency": "USD"}, "net": {"amount": "3.00", "currency": "USD"},
+		 "spent": {"amount": "3.00", "currency": "USD"},
 		 "onDemand": {"amount": "4.00", "currency": "USD"}, "savings": {"amount": "1.00", "currency": "USD"},
 		 "gpuHours": {"reserved": 0, "used": 0, "lent": 0, "idle": 0}}],
-		"total": {"spent": {"amount": "7081.08", "currency": "USD"}, "onDemand": {"amount": "9442.72", "currency": "USD"}, "savings": {"amount": "2361.64", "currency": "USD"},
+		"total": {"gross": {"amount": "7081.08", "currency": "USD"}, "refunds": {"amount": "0.00", "currency": "USD"},
+		 "credits": {"amount": "50.00", "currency": "USD"}, "net": {"amount": "7031.08", "currency": "USD"},
+		 "spent": {"amount": "7081.08", "currency": "USD"}, "onDemand": {"amount": "9442.72", "currency": "USD"}, "savings": {"amount": "2361.64", "currency": "USD"},
 		 "gpuHours": {"reserved": 768, "used": 600.5, "lent": 0, "idle": 167.5}}}`
 	// newTokenSecret is what the fake answers to a token's creation.
 	newTokenSecret = "cbt_NEWTOKENNEWTOKENNEWTOKENNEWTOKENNEWTOKENNEA"

@@ -17,7 +17,15 @@ func (a *app) spendCmd() *cobra.Command {
 	var q client.SpendQuery
 	cmd := &cobra.Command{
 		Use:   "spend [--team TEAM_ID] [--from YYYY-MM] [--to YYYY-MM]",
-		Short: "Show spend per team, instance type and month, the savings against on-demand prices, and the GPU-hours reserved, used, lent and idle",
+		Short: "Show spend per team, instance type and month: charges, refunds, credits and net, the cost of the hours held against on-demand prices, and the GPU-hours reserved, used, lent and idle",
+		Long: `Show spend per team, instance type and month.
+
+GROSS is what the team was charged, REFUNDS what came back of it, CREDITS
+its income from others (a transfer's price, resale and lending credits),
+NET = GROSS - REFUNDS - CREDITS. SPENT is what the hours the team held
+cost: hours handed on to another team take their cost with them, so the
+receiver's SPENT shows them and the holder's does not. ON-DEMAND is what
+the same hours cost on demand, SAVINGS = ON-DEMAND - SPENT.`,
 		Example: `  capblock spend --from 2026-11 --to 2026-12
   capblock spend --team team-…`,
 		Args: noArgs,
@@ -49,17 +57,22 @@ func (a *app) spendCmd() *cobra.Command {
 				return nil
 			}
 			teams := teamNames(cmd.Context(), c)
-			t := newTable(a.stdout, "TEAM", "TYPE", "MONTH", "SPENT", "ON-DEMAND", "SAVINGS", "SAVINGS %",
+			t := newTable(a.stdout, "TEAM", "TYPE", "MONTH", "GROSS", "REFUNDS", "CREDITS", "NET", "SPENT", "ON-DEMAND", "SAVINGS", "SAVINGS %",
 				"GPU-H RESERVED", "USED", "LENT", "IDLE")
 			hours := func(g client.GPUHours) []string {
 				return []string{gpuHours(g.Reserved), gpuHours(g.Used), gpuHours(g.Lent), gpuHours(g.Idle)}
 			}
-			for _, r := range s.Rows {
-				t.row(append([]string{nameOf(teams, r.Team), r.InstanceType, r.Month, r.Spent.String(), r.OnDemand.String(), r.Savings.String(),
-					percent(r.Savings, r.OnDemand)}, hours(r.GPUHours)...)...)
+			cash := func(c client.Cash) []string {
+				return []string{c.Gross.String(), c.Refunds.String(), c.Credits.String(), c.Net.String()}
 			}
-			t.row(append([]string{"total", "", "", s.Total.Spent.String(), s.Total.OnDemand.String(), s.Total.Savings.String(),
-				percent(s.Total.Savings, s.Total.OnDemand)}, hours(s.Total.GPUHours)...)...)
+			for _, r := range s.Rows {
+				cells := append([]string{nameOf(teams, r.Team), r.InstanceType, r.Month}, cash(r.Cash)...)
+				cells = append(cells, r.Spent.String(), r.OnDemand.String(), r.Savings.String(), percent(r.Savings, r.OnDemand))
+				t.row(append(cells, hours(r.GPUHours)...)...)
+			}
+			cells := append([]string{"total", "", ""}, cash(s.Total.Cash)...)
+			cells = append(cells, s.Total.Spent.String(), s.Total.OnDemand.String(), s.Total.Savings.String(), percent(s.Total.Savings, s.Total.OnDemand))
+			t.row(append(cells, hours(s.Total.GPUHours)...)...)
 			return t.flush()
 		},
 	}

@@ -311,8 +311,13 @@ func fmtBudget(b *client.Budget) string {
 func (a *app) teamsLedgerCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "ledger TEAM_ID",
-		Short: "List a team's charges and refunds, with its spend and budget",
-		Args:  exactlyOne("team id"),
+		Short: "List a team's charges, refunds and credits, in journal order, with its totals, spend and budget",
+		Long: `List a team's ledger in journal order: each charge (the team paid), refund
+(some of it came back) and credit (income from others: a transfer's price,
+a resale, lending), then the totals. net = gross - refunds - credits;
+spent is what the team's budget counts in its current period (credits
+count only where the fleet's budgetCountsCredits says so).`,
+		Args: exactlyOne("team id"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := a.client()
 			if err != nil {
@@ -326,9 +331,9 @@ func (a *app) teamsLedgerCmd() *cobra.Command {
 				return a.printJSON(l)
 			}
 			if len(l.Entries) > 0 {
-				t := newTable(a.stdout, "TIME (UTC)", "KIND", "AMOUNT", "SUBJECT", "ENTRY")
+				t := newTable(a.stdout, "SEQ", "TIME (UTC)", "KIND", "AMOUNT", "SUBJECT", "JOURNAL")
 				for _, e := range l.Entries {
-					t.row(fmtTime(e.Time), e.Kind, e.Amount.String(), e.Subject, e.ID)
+					t.row(strconv.FormatInt(e.Seq, 10), fmtTime(e.Time), e.Kind, e.Amount.String(), e.Subject, e.JournalID)
 				}
 				if err := t.flush(); err != nil {
 					return err
@@ -336,7 +341,11 @@ func (a *app) teamsLedgerCmd() *cobra.Command {
 				fmt.Fprintln(a.stdout)
 			}
 			t := &table{w: tabwriter.NewWriter(a.stdout, 0, 8, 1, ' ', 0)}
-			t.row("spent:", l.Spent.String())
+			t.row("gross:", l.Gross.String())
+			t.row("refunds:", l.Refunds.String())
+			t.row("credits:", l.Credits.String())
+			t.row("net:", l.Net.String())
+			t.row("spent:", l.Spent.String()+" (what the budget counts in its period)")
 			t.row("budget:", fmtBudget(l.Budget))
 			return t.flush()
 		},

@@ -24,13 +24,14 @@ type spendInput struct {
 }
 
 type spendRowJSON struct {
-	Team         string       `json:"team,omitempty"`
-	InstanceType string       `json:"instanceType,omitempty"`
-	Month        string       `json:"month,omitempty" example:"2026-12"`
-	Spent        moneyJSON    `json:"spent"`
-	OnDemand     moneyJSON    `json:"onDemand" doc:"What the same instance-hours cost on demand."`
-	Savings      moneyJSON    `json:"savings"`
-	GPUHours     gpuHoursJSON `json:"gpuHours" doc:"What became of the GPU-hours reserved in the month."`
+	Team         string `json:"team,omitempty"`
+	InstanceType string `json:"instanceType,omitempty"`
+	Month        string `json:"month,omitempty" example:"2026-12"`
+	cashJSON
+	Spent    moneyJSON    `json:"spent" doc:"What the hours the team held cost: hours handed on take their cost with them to the team that received them."`
+	OnDemand moneyJSON    `json:"onDemand" doc:"What the same instance-hours cost on demand."`
+	Savings  moneyJSON    `json:"savings" doc:"onDemand - spent."`
+	GPUHours gpuHoursJSON `json:"gpuHours" doc:"What became of the GPU-hours reserved in the month."`
 }
 
 type spendJSON struct {
@@ -40,7 +41,7 @@ type spendJSON struct {
 
 func toSpendRow(r contract.SpendRow) spendRowJSON {
 	savings := core.Money{Minor: r.OnDemand.Minor - r.Spent.Minor, Currency: r.Spent.Currency}
-	return spendRowJSON{Team: r.Team, InstanceType: r.InstanceType, Month: r.Month,
+	return spendRowJSON{Team: r.Team, InstanceType: r.InstanceType, Month: r.Month, cashJSON: toCash(r.Cash),
 		Spent: toMoney(r.Spent), OnDemand: toMoney(r.OnDemand), Savings: toMoney(savings), GPUHours: toGPUHours(r.GPUHours)}
 }
 

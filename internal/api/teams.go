@@ -8,6 +8,7 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 
+	"capblock/internal/contract"
 	"capblock/internal/core"
 	"capblock/internal/fleet"
 )
@@ -161,17 +162,32 @@ func (s *server) putBudget(ctx context.Context, in *putBudgetInput) (*out[budget
 }
 
 type ledgerEntryJSON struct {
-	ID      string    `json:"id"`
-	Time    time.Time `json:"time"`
-	Kind    string    `json:"kind" enum:"charge,refund"`
-	Amount  moneyJSON `json:"amount"`
-	Subject string    `json:"subject" doc:"The block charged or refunded."`
+	ID        string    `json:"id"`
+	JournalID string    `json:"journalId" doc:"The movement of money the line is part of."`
+	Seq       int64     `json:"seq" doc:"The journal's order: entries are listed by it."`
+	Time      time.Time `json:"time"`
+	Kind      string    `json:"kind" enum:"charge,refund,credit" doc:"charge: the team paid; refund: some of it came back; credit: income from another team or the operator (a transfer's price, a resale, lending)."`
+	Amount    moneyJSON `json:"amount"`
+	Subject   string    `json:"subject" doc:"The block (or preemptible job) the line is about."`
+}
+
+// cashJSON is contract.Cash.
+type cashJSON struct {
+	Gross   moneyJSON `json:"gross" doc:"What the team was charged."`
+	Refunds moneyJSON `json:"refunds" doc:"What came back of it."`
+	Credits moneyJSON `json:"credits" doc:"Income from others: transfer prices, resale and lending credits."`
+	Net     moneyJSON `json:"net" doc:"gross - refunds - credits."`
+}
+
+func toCash(c contract.Cash) cashJSON {
+	return cashJSON{Gross: toMoney(c.Gross), Refunds: toMoney(c.Refunds), Credits: toMoney(c.Credits), Net: toMoney(c.Net)}
 }
 
 type ledgerJSON struct {
 	Entries []ledgerEntryJSON `json:"entries"`
-	Spent   moneyJSON         `json:"spent" doc:"Net spend in the current budget period (all time without a budget)."`
-	Budget  *budgetJSON       `json:"budget,omitempty"`
+	Spent   moneyJSON         `json:"spent" doc:"What the budget counts in its current period (all time without a budget): charges less refunds, and less credits only where the fleet's budgetCountsCredits says so."`
+	cashJSON
+	Budget *budgetJSON `json:"budget,omitempty"`
 }
 
 func (s *server) getLedger(ctx context.Context, in *teamIDInput) (*out[ledgerJSON], error) {
@@ -179,9 +195,10 @@ func (s *server) getLedger(ctx context.Context, in *teamIDInput) (*out[ledgerJSO
 	if err != nil {
 		return nil, serviceProblem(ctx, err)
 	}
-	resp := ledgerJSON{Entries: make([]ledgerEntryJSON, 0, len(v.Entries)), Spent: toMoney(v.Spent)}
+	resp := ledgerJSON{Entries: make([]ledgerEntryJSON, 0, len(v.Entries)), Spent: toMoney(v.Spent), cashJSON: toCash(v.Cash)}
 	for _, e := range v.Entries {
-		resp.Entries = append(resp.Entries, ledgerEntryJSON{ID: e.ID, Time: e.Time.UTC(), Kind: e.Kind, Amount: toMoney(e.Amount), Subject: e.Subject})
+		resp.Entries = append(resp.Entries, ledgerEntryJSON{ID: e.ID, JournalID: e.Journal, Seq: e.Seq, Time: e.Time.UTC(),
+			Kind: e.Kind, Amount: toMoney(e.Amount), Subject: e.Subject})
 	}
 	if v.Budget != nil {
 		resp.Budget = &budgetJSON{Amount: toMoney(v.Budget.Amount), Period: v.Budget.Period}

@@ -187,19 +187,32 @@ type Budget struct {
 
 // LedgerEntry is one charge or refund of a team.
 type LedgerEntry struct {
-	ID      string    `json:"id"`
-	Time    time.Time `json:"time"`
-	Kind    string    `json:"kind"` // "charge" or "refund"
-	Amount  Money     `json:"amount"`
-	Subject string    `json:"subject"` // the block charged or refunded
+	ID        string    `json:"id"`
+	JournalID string    `json:"journalId"`
+	Seq       int64     `json:"seq"`
+	Time      time.Time `json:"time"`
+	Kind      string    `json:"kind"` // "charge", "refund" or "credit"
+	Amount    Money     `json:"amount"`
+	Subject   string    `json:"subject"` // the block (or job) the line is about
 }
 
-// Ledger is a team's charges and refunds, its net spend in the current
-// budget period and its budget (nil when it has none).
+// Cash is what moved through a team's wallet: Gross charged, Refunds and
+// Credits received, Net = Gross - Refunds - Credits.
+type Cash struct {
+	Gross   Money `json:"gross,omitzero"`
+	Refunds Money `json:"refunds,omitzero"`
+	Credits Money `json:"credits,omitzero"`
+	Net     Money `json:"net,omitzero"`
+}
+
+// Ledger is a team's charges, refunds and credits, what its budget
+// counts in the current period, what moved in all, and its budget (nil
+// when it has none).
 type Ledger struct {
 	Entries []LedgerEntry `json:"entries"`
 	Spent   Money         `json:"spent"`
-	Budget  *Budget       `json:"budget,omitempty"`
+	Cash
+	Budget *Budget `json:"budget,omitempty"`
 }
 
 // Roles of API.md.
@@ -289,21 +302,24 @@ type SpendQuery struct {
 	To   string
 }
 
-// SpendRow is what a team spent on one instance type in one month, what
+// SpendRow is, for a team, one instance type and one month, what moved
+// through its wallet (Cash), what the hours it held cost (Spent), what
 // the same hours would have cost on demand, and the difference.
 type SpendRow struct {
 	Team         string `json:"team"`
 	InstanceType string `json:"instanceType"`
 	Month        string `json:"month"` // "2026-12"
-	Spent        Money  `json:"spent"`
-	OnDemand     Money  `json:"onDemand"`
-	Savings      Money  `json:"savings"`
+	Cash
+	Spent    Money `json:"spent"`
+	OnDemand Money `json:"onDemand"`
+	Savings  Money `json:"savings"`
 	// GPUHours is what became of the GPU-hours reserved in the month.
 	GPUHours GPUHours `json:"gpuHours"`
 }
 
 // SpendTotal sums the rows of a Spend.
 type SpendTotal struct {
+	Cash
 	Spent    Money    `json:"spent"`
 	OnDemand Money    `json:"onDemand"`
 	Savings  Money    `json:"savings"`

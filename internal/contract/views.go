@@ -53,19 +53,52 @@ type NodeView struct {
 }
 
 // LedgerView is a team's ledger with its spend in the current budget
-// period (all time without a budget) and its budget, when set.
+// period (all time without a budget; what the budget counts), what
+// moved through its wallet in all, and its budget, when set.
 type LedgerView struct {
 	Entries []core.LedgerEntry
 	Spent   core.Money
+	Cash    Cash
 	Budget  *core.Budget
 }
 
-// SpendRow is the net spend of one team on one type in one month, and
-// what the same instance-hours cost on demand.
+// Cash is what moved through a team's wallet: Gross charged, Refunds of
+// it and Credits (income from others) received, and Net, what the team
+// is out of pocket: Gross less Refunds less Credits.
+type Cash struct {
+	Gross, Refunds, Credits, Net core.Money
+}
+
+// ZeroCash is Cash of nothing in currency.
+func ZeroCash(currency string) Cash {
+	z := core.Money{Currency: currency}
+	return Cash{Gross: z, Refunds: z, Credits: z, Net: z}
+}
+
+// Add counts a ledger line.
+func (c *Cash) Add(e core.LedgerEntry) {
+	switch e.Kind {
+	case core.LedgerCharge:
+		c.Gross.Minor += e.Amount.Minor
+		c.Net.Minor += e.Amount.Minor
+	case core.LedgerRefund:
+		c.Refunds.Minor += e.Amount.Minor
+		c.Net.Minor -= e.Amount.Minor
+	case core.LedgerCredit:
+		c.Credits.Minor += e.Amount.Minor
+		c.Net.Minor -= e.Amount.Minor
+	}
+}
+
+// SpendRow is what one team spent on one type in one month: what moved
+// through its wallet (Cash), what the hours it held cost (Spent: the cost
+// of hours follows them when they are handed on) and what the same
+// instance-hours cost on demand.
 type SpendRow struct {
 	Team         string
 	InstanceType string
 	Month        string // YYYY-MM
+	Cash         Cash
 	Spent        core.Money
 	OnDemand     core.Money
 	// GPUHours is what became of the team's reserved GPU-hours of the

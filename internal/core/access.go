@@ -139,6 +139,10 @@ type BudgetGuard struct {
 	Team  string
 	Limit Money
 	Since time.Time
+	// Credits counts the team's credits (income from others) as negative
+	// spending, making room under the budget: the operator's policy
+	// (Limits.BudgetCountsCredits), off by default.
+	Credits bool
 }
 
 // AuditRecord is one mutating request: who, with which token, what, when,

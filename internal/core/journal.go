@@ -41,7 +41,8 @@ type Journal struct {
 type Posting struct {
 	Account string
 	// Team is the team the posting is reported under: a wallet's team, an
-	// escrow's holder; "" for the operator's revenue.
+	// escrow's holder (what its hours cost, in reports); on the revenue,
+	// the team whose spot run paid it, else "".
 	Team string
 	// Kind is, on a wallet, LedgerCharge, LedgerRefund or LedgerCredit;
 	// on an escrow PostingEscrow; on the revenue PostingRevenue.
@@ -52,6 +53,10 @@ type Posting struct {
 	// OnDemand is what the same instance-hours cost on demand, signed as
 	// Amount (for savings reports); zero where it means nothing.
 	OnDemand int64
+	// Subject is what the line is about for its team when that is not the
+	// journal's Subject (a transfer's price: the receiver's block for the
+	// receiver, the holder's for the holder).
+	Subject string
 }
 
 // Journal kinds.
@@ -133,9 +138,13 @@ func (j Journal) Entries() []LedgerEntry {
 		if p.Kind != LedgerCharge {
 			amount, od = p.Amount, p.OnDemand
 		}
+		subject := j.Subject
+		if p.Subject != "" {
+			subject = p.Subject
+		}
 		out = append(out, LedgerEntry{
 			ID: fmt.Sprintf("%s.%d", j.ID, i), Journal: j.ID, Seq: j.Seq, Team: p.Team, Time: j.Time, Kind: p.Kind,
-			Amount: Money{Minor: amount, Currency: j.Currency}, Subject: j.Subject,
+			Amount: Money{Minor: amount, Currency: j.Currency}, Subject: subject,
 			InstanceType: j.InstanceType, OnDemand: Money{Minor: od, Currency: j.Currency},
 		})
 	}
@@ -156,14 +165,13 @@ func (p Posting) Spending(credits bool) int64 {
 // block's hours into its escrow, or a spot run into the revenue).
 func Payment(id, kind string, at time.Time, team, subject, instanceType string, amount, onDemand Money, to string) Journal {
 	toKind := PostingEscrow
-	toTeam := team
 	if to == RevenueAccount {
-		toKind, toTeam = PostingRevenue, ""
+		toKind = PostingRevenue
 	}
 	return Journal{ID: id, Time: at, Kind: kind, Subject: subject, InstanceType: instanceType, Currency: amount.Currency,
 		Postings: []Posting{
 			{Account: WalletAccount(team), Team: team, Kind: LedgerCharge, Amount: -amount.Minor, OnDemand: -onDemand.Minor},
-			{Account: to, Team: toTeam, Kind: toKind, Amount: amount.Minor, OnDemand: onDemand.Minor},
+			{Account: to, Team: team, Kind: toKind, Amount: amount.Minor, OnDemand: onDemand.Minor},
 		}}
 }
 

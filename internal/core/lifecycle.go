@@ -111,18 +111,32 @@ func NextDue(b Block, l Limits) (time.Time, bool) {
 	return time.Time{}, false
 }
 
+// RefundBasis is what a cancellation of a block may refund its team: Paid,
+// what the team paid for the block's hours and has not had back (at most
+// what the block's escrow still holds), and Start, the start of the hours
+// as first bought, by which the policy tells before from after the start
+// (hours handed on keep the start of the block they came from).
+type RefundBasis struct {
+	Paid  Money
+	Start time.Time
+}
+
+// PaidBasis is the basis of a block its team bought itself, none of it
+// refunded yet: its fee, from its start.
+func PaidBasis(b Block) RefundBasis { return RefundBasis{Paid: b.Fee, Start: b.Start} }
+
 // Cancel decides a cancellation at now: the cancelled block and the refund
-// owed under the operator's policy (RefundBeforeStart percent of the fee
-// before the start, RefundAfterStart percent after it).
-func Cancel(b Block, now time.Time, l Limits) (Block, Money, error) {
+// owed under the operator's policy (RefundBeforeStart percent of what the
+// team paid before the start, RefundAfterStart percent after it).
+func Cancel(b Block, now time.Time, l Limits, basis RefundBasis) (Block, Money, error) {
 	if !b.State.Live() {
 		return b, Money{}, fmt.Errorf("%w: block %s is %s; only payment-pending, scheduled or active blocks can be cancelled", ErrInvalidState, b.ID, b.State)
 	}
 	pct := l.RefundBeforeStart
-	if !now.Before(b.Start) {
+	if !now.Before(basis.Start) {
 		pct = l.RefundAfterStart
 	}
-	refund := Money{Minor: b.Fee.Minor * int64(pct) / 100, Currency: b.Fee.Currency}
+	refund := Money{Minor: max(basis.Paid.Minor, 0) * int64(pct) / 100, Currency: b.Fee.Currency}
 	b.State = StateCancelled
 	return b, refund, nil
 }

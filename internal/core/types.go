@@ -112,6 +112,10 @@ type Limits struct {
 	// LendCreditPercent is the share of the spot price earned on a lent
 	// block's GPUs that is credited to its holder.
 	LendCreditPercent int
+	// BudgetCountsCredits lets a team's credits (income from others: a
+	// transfer's price, a resale, lending) make room under its budget. Off
+	// by default: a budget caps what the team spends itself.
+	BudgetCountsCredits bool
 }
 
 // Transfer policies (Limits.Transfers).

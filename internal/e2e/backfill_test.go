@@ -240,7 +240,7 @@ while :; do sleep 0.05; done
 		switch {
 		case le.Subject == bf.ID && le.Kind == core.LedgerCharge:
 			charged += le.Amount.Minor
-		case le.Subject == blk.ID && le.Kind == core.LedgerRefund:
+		case le.Subject == blk.ID && le.Kind == core.LedgerCredit:
 			credited += le.Amount.Minor
 		}
 	}

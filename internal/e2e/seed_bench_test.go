@@ -121,8 +121,8 @@ func seedPurchases(tb testing.TB, db string, f core.Fleet, by buyer, typ string,
 			c.Idempotency = append(c.Idempotency, store.IdempotencyRecord{Team: by.team,
 				ClientToken: fmt.Sprintf("seed-%d-%d", seed, from+i), RequestHash: hex.EncodeToString(hash[:]),
 				Subject: b.ID, CreatedAt: t0})
-			c.Ledger = append(c.Ledger, core.LedgerEntry{ID: seedID("le"), Team: by.team, Time: t0, Kind: core.LedgerCharge,
-				Amount: b.Fee, Subject: b.ID, InstanceType: t.Name, OnDemand: o.OnDemandFee})
+			c.Journals = append(c.Journals, core.Payment(seedID("jr"), core.JournalPurchase, t0, by.team, b.ID, t.Name,
+				b.Fee, o.OnDemandFee, core.EscrowAccount(b.ID)))
 			c.Events = append(c.Events,
 				core.Event{ID: seedID("evt"), Time: t0, Type: core.EventBlockPurchased, Subject: b.ID, Team: by.team,
 					Data: map[string]any{"offeringId": o.ID, "upfrontFee": b.Fee.String(), "currency": b.Fee.Currency}},

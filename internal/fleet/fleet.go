@@ -53,6 +53,7 @@ type fileLimits struct {
 	ResaleFeePercent         number `yaml:"resaleFeePercent"`
 	BackfillNotice           string `yaml:"backfillNotice"`
 	LendCreditPercent        number `yaml:"lendCreditPercent"`
+	BudgetCountsCredits      *bool  `yaml:"budgetCountsCredits"`
 }
 
 // filePricing mirrors core.Pricing as factors of the on-demand price

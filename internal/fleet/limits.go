@@ -53,6 +53,9 @@ func (c *checker) limits(fl fileLimits) core.Limits {
 	num(fl.ResaleFeePercent, &l.ResaleFeePercent)
 	dur("backfillNotice", fl.BackfillNotice, &l.BackfillNotice)
 	num(fl.LendCreditPercent, &l.LendCreditPercent)
+	if fl.BudgetCountsCredits != nil {
+		l.BudgetCountsCredits = *fl.BudgetCountsCredits
+	}
 
 	// set tells which keys the file gives, to attribute pairwise problems.
 	set := map[string]bool{

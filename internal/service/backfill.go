@@ -286,7 +286,7 @@ func (s *Service) backfillBlock(j core.Job) core.Block {
 // spotEntries charge a preemptible run that ends at now to its team, and
 // credit the holders of the blocks that lent its GPUs; the events record,
 // for each holder, the GPU-hours its block lent (block.lent).
-func (s *Service) spotEntries(was core.Job, now time.Time) ([]core.LedgerEntry, []core.Event) {
+func (s *Service) spotEntries(was core.Job, now time.Time) ([]core.Journal, []core.Event) {
 	var evs []core.Event
 	for id, gpus := range lentGPUs(was) {
 		s.mu.RLock()
@@ -312,8 +312,9 @@ func (s *Service) spotEntries(was core.Job, now time.Time) ([]core.LedgerEntry, 
 	}
 	secs := int64(now.Sub(was.RunStartedAt) / time.Second)
 	onDemand := core.Money{Minor: (t.OnDemand.Minor*int64(was.InstanceCount)*secs + 1800) / 3600, Currency: t.OnDemand.Currency}
-	out := []core.LedgerEntry{{ID: newID("le"), Team: was.Team, Time: now, Kind: core.LedgerCharge, Amount: charge, Subject: was.ID,
-		InstanceType: t.Name, OnDemand: onDemand}}
+	// One journal: the run's charge to the operator's revenue, and out of
+	// it the lenders' credits.
+	j := core.Payment(newID("jr"), core.JournalSpot, now, was.Team, was.ID, t.Name, charge, onDemand, core.RevenueAccount)
 	credits := core.LendCredits(was, charge, s.fleet.Limits.LendCreditPercent)
 	ids := make([]string, 0, len(credits))
 	for id := range credits {
@@ -331,9 +332,11 @@ func (s *Service) spotEntries(was core.Job, now time.Time) ([]core.LedgerEntry, 
 		if team == "" || credits[id].Minor <= 0 {
 			continue
 		}
-		out = append(out, core.LedgerEntry{ID: newID("le"), Team: team, Time: now, Kind: core.LedgerRefund, Amount: credits[id], Subject: id})
+		j.Postings = append(j.Postings,
+			core.Posting{Account: core.RevenueAccount, Kind: core.PostingRevenue, Amount: -credits[id].Minor},
+			core.Posting{Account: core.WalletAccount(team), Team: team, Kind: core.LedgerCredit, Amount: credits[id].Minor, Subject: id})
 	}
-	return out, evs
+	return []core.Journal{j}, evs
 }
 
 // lentGPUs counts, by lending block, the GPUs a preemptible job's run

@@ -46,7 +46,7 @@ func (s *Service) GetBlock(ctx context.Context, team, id string) (core.Block, er
 func (s *Service) CancelBlock(ctx context.Context, team, id string) (core.Block, error) {
 	b, err := s.mutate(ctx, team, id, func(b core.Block, now time.Time) (store.Change, error) {
 		var c store.Change
-		step, err := s.addCancel(&c, b, now)
+		step, err := s.addCancel(ctx, &c, b, now)
 		if err != nil {
 			return store.Change{}, err
 		}
@@ -63,10 +63,19 @@ func (s *Service) CancelBlock(ctx context.Context, team, id string) (core.Block,
 }
 
 // addCancel adds to c the cancellation of b now: its update, event,
-// release and refund under the fleet's policy. It returns the lifecycle
-// step, for the plan's events. Callers hold mu.
-func (s *Service) addCancel(c *store.Change, b core.Block, now time.Time) (transition, error) {
-	cancelled, refund, err := core.Cancel(b, now, s.fleet.Limits)
+// release and refund under the fleet's policy, of at most what b's team
+// paid for its hours (refundBasis). It returns the lifecycle step, for
+// the plan's events. Callers hold mu.
+func (s *Service) addCancel(ctx context.Context, c *store.Change, b core.Block, now time.Time) (transition, error) {
+	if !b.State.Live() {
+		_, _, err := core.Cancel(b, now, s.fleet.Limits, core.RefundBasis{})
+		return transition{}, err
+	}
+	basis, err := s.refundBasis(ctx, b)
+	if err != nil {
+		return transition{}, err
+	}
+	cancelled, refund, err := core.Cancel(b, now, s.fleet.Limits, basis)
 	if err != nil {
 		return transition{}, err
 	}
@@ -79,8 +88,7 @@ func (s *Service) addCancel(c *store.Change, b core.Block, now time.Time) (trans
 		t, _ := s.fleet.Type(b.InstanceType)
 		onDemand := core.OnDemandFee(t.OnDemand, b.DurationHours(), b.Count)
 		onDemand.Minor = onDemand.Minor * refund.Minor / max(b.Fee.Minor, 1) // the refunded share
-		c.Ledger = append(c.Ledger, core.LedgerEntry{ID: newID("le"), Team: b.Team, Time: now, Kind: core.LedgerRefund, Amount: refund, Subject: b.ID,
-			InstanceType: b.InstanceType, OnDemand: onDemand})
+		c.Journals = append(c.Journals, refundJournal(core.JournalCancellation, now, b, refund, onDemand))
 	}
 	return transition{block: cancelled, Transition: core.Transition{Event: core.EventBlockCancelled, At: now}}, nil
 }
@@ -177,8 +185,7 @@ func (s *Service) extendOnce(ctx context.Context, team, id string, off core.Offe
 		c := store.Change{
 			Update:    []store.BlockUpdate{{Block: ext, ExpectedVersion: b.Version, Replace: true}},
 			Offerings: []string{off.ID},
-			Ledger: []core.LedgerEntry{{ID: newID("le"), Team: b.Team, Time: now, Kind: core.LedgerCharge, Amount: off.Fee, Subject: b.ID,
-				InstanceType: b.InstanceType, OnDemand: off.OnDemandFee}},
+			Journals:  []core.Journal{purchaseJournal(core.JournalExtension, now, b, off.Fee, off.OnDemandFee)},
 			Events: []core.Event{s.event(now, core.EventBlockExtended, ext, map[string]any{
 				"previousEndTime": b.End.Format(time.RFC3339), "endTime": ext.End.Format(time.RFC3339),
 				"offeringId": off.ID, "fee": off.Fee.String(), "currency": off.Fee.Currency,

@@ -40,7 +40,11 @@ func (s *Service) CancelQuote(ctx context.Context, team, id string) (core.Money,
 	if err != nil {
 		return core.Money{}, err
 	}
-	_, refund, err := core.Cancel(b, s.clock.Now(), s.fleet.Limits)
+	basis, err := s.refundBasis(ctx, b)
+	var refund core.Money
+	if err == nil {
+		_, refund, err = core.Cancel(b, s.clock.Now(), s.fleet.Limits, basis)
+	}
 	if err == nil {
 		err = s.handedOn(ctx, b, "cancelled") // as CancelBlock refuses it
 	}

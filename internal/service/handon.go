@@ -105,14 +105,10 @@ func (s *Service) TransferBlock(ctx context.Context, req contract.TransferReques
 			},
 			Actions: s.keptActions(b, kept),
 		}
+		if j := transferJournal(now, b, recv, recv.Fee, s.onDemandOf(b, ho.GPUHours), price); j != nil {
+			c.Journals = []core.Journal{*j}
+		}
 		if price.Minor > 0 {
-			onDemand := s.onDemandOf(b, ho.GPUHours)
-			c.Ledger = []core.LedgerEntry{
-				{ID: newID("le"), Team: recv.Team, Time: now, Kind: core.LedgerCharge, Amount: price, Subject: recv.ID,
-					InstanceType: b.InstanceType, OnDemand: onDemand},
-				{ID: newID("le"), Team: b.Team, Time: now, Kind: core.LedgerRefund, Amount: price, Subject: b.ID,
-					InstanceType: b.InstanceType, OnDemand: onDemand},
-			}
 			c.Budgets = guards(guard)
 		}
 		res = contract.HandOnResult{Received: &recv, Handover: handoverView(ho, "")}
@@ -243,9 +239,10 @@ func (s *Service) resaleCredits(c *store.Change, blocks []core.Block, releases [
 			"handoverId": r.ID, "gpuHours": take, "credit": credit.String(), "currency": credit.Currency,
 			"resaleFeePercent": r.FeePercent,
 		}))
-		if credit.Minor > 0 {
-			c.Ledger = append(c.Ledger, core.LedgerEntry{ID: newID("le"), Team: r.Team, Time: now, Kind: core.LedgerRefund,
-				Amount: credit, Subject: r.BlockID, InstanceType: blocks[0].InstanceType, OnDemand: s.onDemandOf(blocks[0], take)})
+		// What the released hours were paid leaves the holder's escrow:
+		// the credit to the holder, the resale fee to the operator.
+		if share := core.ResaleCredit(r.Fee, r.BoughtGPUHours, r.ResoldGPUHours, r.ResoldGPUHours+take, 0); share.Minor > 0 {
+			c.Journals = append(c.Journals, resaleJournal(now, r, blocks[0].InstanceType, share, credit, s.onDemandOf(blocks[0], take)))
 		}
 	}
 }

@@ -161,7 +161,7 @@ func TestTransferActiveBlockWithPrice(t *testing.T) {
 		t.Errorf("received block: %+v; want team b's, hours 5 to 12, scheduled, fee %d, on %v", recv, wantShare, b.Placements)
 	}
 	// 2. Both ledgers, exactly.
-	if diff := cmp.Diff([]string{"charge " + b.ID + fmt.Sprint(" ", b.Fee.Minor), "refund " + b.ID + " 50000"}, e.ledger("a")); diff != "" {
+	if diff := cmp.Diff([]string{"charge " + b.ID + fmt.Sprint(" ", b.Fee.Minor), "credit " + b.ID + " 50000"}, e.ledger("a")); diff != "" {
 		t.Errorf("holder's ledger (-want +got):\n%s", diff)
 	}
 	if diff := cmp.Diff([]string{"charge " + recv.ID + " 50000"}, e.ledger("b")); diff != "" {
@@ -322,7 +322,7 @@ func TestReleaseResold(t *testing.T) {
 		t.Fatalf("bought %v; want the released GPUs %v", sold.Placements, b.Placements)
 	}
 	credit := b.Fee.Minor * 32 * 90 / (80 * 100)
-	want := []string{"charge " + b.ID + fmt.Sprint(" ", b.Fee.Minor), "refund " + b.ID + fmt.Sprint(" ", credit)}
+	want := []string{"charge " + b.ID + fmt.Sprint(" ", b.Fee.Minor), "credit " + b.ID + fmt.Sprint(" ", credit)}
 	if diff := cmp.Diff(want, e.ledger("a")); diff != "" {
 		t.Errorf("holder's ledger after the resale (-want +got):\n%s", diff)
 	}
@@ -361,7 +361,7 @@ func TestReleaseActiveBlock(t *testing.T) {
 	}
 	sold := e.buy("b", 8, 4)
 	credit := b.Fee.Minor * 64 * 75 / (80 * 100)
-	if got := e.ledger("a"); len(got) != 2 || got[1] != fmt.Sprintf("refund %s %d", b.ID, credit) {
+	if got := e.ledger("a"); len(got) != 2 || got[1] != fmt.Sprintf("credit %s %d", b.ID, credit) {
 		t.Errorf("holder's ledger %v; want a credit of %d for the 64 GPU-hours resold", got, credit)
 	}
 	if sold.Team != e.team["b"] {
@@ -506,7 +506,7 @@ func TestReleaseResoldToAPlan(t *testing.T) {
 		t.Fatal(err)
 	}
 	credit := b.Fee.Minor * 32 * 90 / (80 * 100)
-	want := []string{"charge " + b.ID + fmt.Sprint(" ", b.Fee.Minor), "refund " + b.ID + fmt.Sprint(" ", credit)}
+	want := []string{"charge " + b.ID + fmt.Sprint(" ", b.Fee.Minor), "credit " + b.ID + fmt.Sprint(" ", credit)}
 	if diff := cmp.Diff(want, e.ledger("a")); diff != "" {
 		t.Errorf("holder's ledger (-want +got):\n%s", diff)
 	}

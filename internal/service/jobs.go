@@ -291,7 +291,7 @@ func (s *Service) commitJob(ctx context.Context, was, next core.Job, step core.J
 	}
 	if core.BackfillRunEnds(was, next, step) {
 		var evs []core.Event
-		c.Ledger, evs = s.spotEntries(was, now)
+		c.Journals, evs = s.spotEntries(was, now)
 		c.Events = append(c.Events, evs...)
 	}
 	if err := s.store.Commit(ctx, c); err != nil {

@@ -122,7 +122,7 @@ func (s *Service) budgetGuard(ctx context.Context, team string, now time.Time) (
 	if err != nil {
 		return nil, fmt.Errorf("loading the budget of team %s: %w", team, err)
 	}
-	return &core.BudgetGuard{Team: team, Limit: b.Amount, Since: b.PeriodStart(now)}, nil
+	return &core.BudgetGuard{Team: team, Limit: b.Amount, Since: b.PeriodStart(now), Credits: s.fleet.Limits.BudgetCountsCredits}, nil
 }
 
 // Ledger returns a team's ledger.
@@ -134,7 +134,7 @@ func (s *Service) Ledger(ctx context.Context, scope, team string) (contract.Ledg
 	if err != nil {
 		return contract.LedgerView{}, fmt.Errorf("loading the ledger of team %s: %w", team, err)
 	}
-	v := contract.LedgerView{Entries: entries, Spent: core.Money{Currency: s.fleet.Currency}}
+	v := contract.LedgerView{Entries: entries, Spent: core.Money{Currency: s.fleet.Currency}, Cash: contract.ZeroCash(s.fleet.Currency)}
 	since := time.Time{}
 	if b, err := s.store.Budget(ctx, team); err == nil {
 		v.Budget = &b
@@ -142,14 +142,17 @@ func (s *Service) Ledger(ctx context.Context, scope, team string) (contract.Ledg
 	} else if !errors.Is(err, store.ErrNotFound) {
 		return contract.LedgerView{}, fmt.Errorf("loading the budget of team %s: %w", team, err)
 	}
+	credits := s.fleet.Limits.BudgetCountsCredits
 	for _, e := range entries {
+		v.Cash.Add(e)
 		if e.Time.Before(since) {
 			continue
 		}
-		if e.Kind == core.LedgerRefund {
-			v.Spent.Minor -= e.Amount.Minor
-		} else {
+		switch {
+		case e.Kind == core.LedgerCharge:
 			v.Spent.Minor += e.Amount.Minor
+		case e.Kind == core.LedgerRefund, e.Kind == core.LedgerCredit && credits:
+			v.Spent.Minor -= e.Amount.Minor
 		}
 	}
 	return v, nil

@@ -25,7 +25,7 @@ func (s *Service) CancelPlan(ctx context.Context, team, id string) (contract.Pla
 		}
 		core.SortSegments(p.Segments)
 		s.mu.Lock()
-		c, err := s.planCancellation(p, s.clock.Now())
+		c, err := s.planCancellation(ctx, p, s.clock.Now())
 		if err == nil {
 			s.addReserves(&c)
 			err = s.assumeChange(c)
@@ -57,7 +57,7 @@ func (s *Service) CancelPlan(ctx context.Context, team, id string) (contract.Pla
 
 // planCancellation is the change that cancels p's segments that are still
 // to come or active at now. Callers hold mu.
-func (s *Service) planCancellation(p core.Plan, now time.Time) (store.Change, error) {
+func (s *Service) planCancellation(ctx context.Context, p core.Plan, now time.Time) (store.Change, error) {
 	var c store.Change
 	after := slices.Clone(p.Segments)
 	for i, b := range p.Segments {
@@ -66,7 +66,7 @@ func (s *Service) planCancellation(p core.Plan, now time.Time) (store.Change, er
 		default:
 			continue
 		}
-		step, err := s.addCancel(&c, b, now)
+		step, err := s.addCancel(ctx, &c, b, now)
 		if err != nil {
 			return store.Change{}, err
 		}

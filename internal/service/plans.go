@@ -129,8 +129,7 @@ func (s *Service) purchasePlanOnce(ctx context.Context, req contract.PlanPurchas
 	segmentIDs := make([]any, 0, len(pp.blocks))
 	for i, b := range pp.blocks {
 		segmentIDs = append(segmentIDs, b.ID)
-		c.Ledger = append(c.Ledger, core.LedgerEntry{ID: newID("le"), Team: req.Team, Time: now, Kind: core.LedgerCharge,
-			Amount: b.Fee, Subject: b.ID, InstanceType: t.Name, OnDemand: off.Segments[i].OnDemandFee})
+		c.Journals = append(c.Journals, purchaseJournal(core.JournalPurchase, now, b, b.Fee, off.Segments[i].OnDemandFee))
 		c.Events = append(c.Events,
 			s.event(now, core.EventBlockPurchased, b, map[string]any{"offeringId": off.ID, "planId": p.ID,
 				"upfrontFee": b.Fee.String(), "currency": b.Fee.Currency}),

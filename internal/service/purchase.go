@@ -82,8 +82,7 @@ func (s *Service) purchaseOnce(ctx context.Context, req contract.PurchaseRequest
 		Idempotency: []store.IdempotencyRecord{{
 			Team: req.Team, ClientToken: req.ClientToken, RequestHash: hash, Subject: b.ID, CreatedAt: now,
 		}},
-		Ledger: []core.LedgerEntry{{ID: newID("le"), Team: req.Team, Time: now, Kind: core.LedgerCharge, Amount: b.Fee, Subject: b.ID,
-			InstanceType: t.Name, OnDemand: off.OnDemandFee}},
+		Journals: []core.Journal{purchaseJournal(core.JournalPurchase, now, b, b.Fee, off.OnDemandFee)},
 		Events: []core.Event{
 			s.event(now, core.EventBlockPurchased, b, map[string]any{"offeringId": off.ID, "upfrontFee": b.Fee.String(), "currency": b.Fee.Currency}),
 			s.event(now, stateEvent, b, map[string]any{"from": string(core.StatePaymentPending), "to": string(state)}),

@@ -278,8 +278,7 @@ func (s *Service) Reconcile(ctx context.Context) error {
 		}
 		if st.Event == core.EventBlockPaymentFailed && st.block.Fee.Minor > 0 {
 			// Never approved: the charge is reversed in full.
-			c.Ledger = append(c.Ledger, core.LedgerEntry{ID: newID("le"), Team: st.block.Team, Time: st.At, Kind: core.LedgerRefund,
-				Amount: st.block.Fee, Subject: st.block.ID, InstanceType: st.block.InstanceType})
+			c.Journals = append(c.Journals, refundJournal(core.JournalPaymentFailed, st.At, st.block, st.block.Fee, core.Money{}))
 		}
 	}
 	// Plans whose segments take a step record their own transitions.

@@ -162,8 +162,7 @@ func (s *Service) purchaseSeriesOnce(ctx context.Context, req contract.SeriesPur
 	ids := make([]any, 0, len(pp.blocks))
 	for i, b := range pp.blocks {
 		ids = append(ids, b.ID)
-		c.Ledger = append(c.Ledger, core.LedgerEntry{ID: newID("le"), Team: req.Team, Time: now, Kind: core.LedgerCharge,
-			Amount: b.Fee, Subject: b.ID, InstanceType: t.Name, OnDemand: occ[i].OnDemandFee})
+		c.Journals = append(c.Journals, purchaseJournal(core.JournalPurchase, now, b, b.Fee, occ[i].OnDemandFee))
 		c.Events = append(c.Events,
 			s.event(now, core.EventBlockPurchased, b, map[string]any{"offeringId": off.ID, "seriesId": sr.ID,
 				"upfrontFee": b.Fee.String(), "currency": b.Fee.Currency}),

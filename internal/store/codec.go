@@ -133,6 +133,11 @@ func ValidateChange(c Change) error {
 			return err
 		}
 	}
+	for _, j := range c.Journals {
+		if err := j.Check(); err != nil {
+			return err
+		}
+	}
 	return validateNodeHealth(c.NodeHealth)
 }
 
@@ -168,14 +173,17 @@ func validateBlock(b core.Block, checkPlacements bool) error {
 }
 
 // CheckBudget is the budget guard's verdict: an error wrapping
-// core.ErrBudgetExceeded when spent (the team's stored net spend since
-// g.Since), with the change's own ledger entries of the team, exceeds
-// g.Limit. Drivers read spent inside the commit's transaction.
-func CheckBudget(g core.BudgetGuard, spent int64, entries []core.LedgerEntry) error {
+// core.ErrBudgetExceeded when spent (the team's stored spending since
+// g.Since, as budgetSpendSQL sums it), with the change's own journals'
+// spending of the team, exceeds g.Limit. Drivers read spent inside the
+// commit's transaction.
+func CheckBudget(g core.BudgetGuard, spent int64, journals []core.Journal) error {
 	total := spent
-	for _, e := range entries {
-		if e.Team == g.Team {
-			total += SignedAmount(e)
+	for _, j := range journals {
+		for _, p := range j.Postings {
+			if p.Account == core.WalletAccount(g.Team) {
+				total += p.Spending(g.Credits)
+			}
 		}
 	}
 	if total <= g.Limit.Minor {
@@ -192,14 +200,27 @@ func CheckBudget(g core.BudgetGuard, spent int64, entries []core.LedgerEntry) er
 		core.Money{Minor: spent, Currency: cur})
 }
 
-// SignedAmount is a ledger entry's part of a team's net spend: charges
-// count positive, refunds negative whatever the sign they were stored with.
-func SignedAmount(e core.LedgerEntry) int64 {
-	if e.Kind == core.LedgerRefund {
-		if e.Amount.Minor > 0 {
-			return -e.Amount.Minor
-		}
-		return e.Amount.Minor
+// AddPosting appends p to the journals read so far: to the last one when
+// it is j, else as a new journal. Reads list postings in journal order.
+func AddPosting(js []core.Journal, j core.Journal, p core.Posting) []core.Journal {
+	if n := len(js); n > 0 && js[n-1].ID == j.ID {
+		js[n-1].Postings = append(js[n-1].Postings, p)
+		return js
 	}
-	return e.Amount.Minor
+	j.Postings = []core.Posting{p}
+	return append(js, j)
+}
+
+// LedgerOf is the lines of team's wallet in journals (of every wallet
+// when team is "").
+func LedgerOf(js []core.Journal, team string) []core.LedgerEntry {
+	var out []core.LedgerEntry
+	for _, j := range js {
+		for _, e := range j.Entries() {
+			if team == "" || e.Team == team {
+				out = append(out, e)
+			}
+		}
+	}
+	return out
 }

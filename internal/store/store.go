@@ -76,9 +76,13 @@ type Store interface {
 	// nothing of other teams' events, not even how many there are: the
 	// filter is the query's, not the caller's.
 	Events(ctx context.Context, team string, after int64, limit int) ([]core.Event, error)
-	// Ledger returns a team's ledger entries, every team's when team is "",
-	// ordered by time then id.
+	// Ledger returns the lines of a team's wallet (every team's when team
+	// is ""), in journal order: by the journals' Seq, then their postings'
+	// order.
 	Ledger(ctx context.Context, team string) ([]core.LedgerEntry, error)
+	// Journals returns the journals that f selects, with all their
+	// postings, ordered by Seq.
+	Journals(ctx context.Context, f JournalFilter) ([]core.Journal, error)
 
 	// Ping checks that the database answers.
 	Ping(ctx context.Context) error
@@ -93,15 +97,31 @@ type BlockFilter struct {
 	EndAfter time.Time
 }
 
+// JournalFilter selects journals. Zero fields do not filter.
+type JournalFilter struct {
+	// Team keeps the journals with a posting reported under the team.
+	Team string
+	// Subject keeps the journals about a block (their Subject) or with a
+	// posting on its escrow.
+	Subject string
+	// After keeps the journals with Seq > After; Limit caps how many are
+	// returned (0: all).
+	After int64
+	Limit int
+}
+
 // Change is everything one decision writes. Blocks carry their placements;
 // an allocation row is stored per (node, GPU index, block time range).
 type Change struct {
 	Insert      []core.Block
 	Update      []BlockUpdate
 	Idempotency []IdempotencyRecord
-	Ledger      []core.LedgerEntry
-	Events      []core.Event
-	Jobs        []JobWrite
+	// Journals are the movements of money the change causes. Commit
+	// refuses the whole change when one does not balance (core.Journal
+	// Check) and assigns each its Seq, in order.
+	Journals []core.Journal
+	Events   []core.Event
+	Jobs     []JobWrite
 	// InsertPlans stores new training plans: their own rows only, since
 	// their segments are blocks of Insert with PlanID set. A duplicate
 	// plan id is a conflict.
@@ -115,9 +135,10 @@ type Change struct {
 	// against its expected version (a conflict when it moved).
 	InsertOrders []core.Order
 	UpdateOrders []OrderUpdate
-	// Budgets make the commit check, for each guard, that the team's net
-	// spend (charges minus refunds) with time at or after Since, including
-	// this change's own ledger entries of that team, stays within Limit; if
+	// Budgets make the commit check, for each guard, that the team's own
+	// spending (core.Posting.Spending: charges less refunds, less credits
+	// when the guard counts them) on its wallet with time at or after
+	// Since, including this change's own journals, stays within Limit; if
 	// not, Commit stores nothing and returns an error wrapping
 	// core.ErrBudgetExceeded.
 	Budgets []core.BudgetGuard

@@ -55,9 +55,9 @@ func (s *Store) Commit(ctx context.Context, c store.Change) error {
 	if err != nil {
 		return fmt.Errorf("checking change: %w", err)
 	}
-	var seqs []int64
+	var seqs, journalSeqs []int64
 	for attempt := 1; ; attempt++ {
-		seqs, err = s.commitOnce(ctx, c, data, used)
+		seqs, journalSeqs, err = s.commitOnce(ctx, c, data, used)
 		if err == nil {
 			break
 		}
@@ -79,6 +79,9 @@ func (s *Store) Commit(ctx context.Context, c store.Change) error {
 	for i := range c.Events {
 		c.Events[i].Seq = seqs[i]
 	}
+	for i := range c.Journals {
+		c.Journals[i].Seq = journalSeqs[i]
+	}
 	for i := range c.InsertOrders {
 		c.InsertOrders[i].Version = 1
 	}
@@ -88,13 +91,14 @@ func (s *Store) Commit(ctx context.Context, c store.Change) error {
 	return nil
 }
 
-// commitOnce runs c in one transaction and returns the events' Seq. Its
+// commitOnce runs c in one transaction and returns the events' and the
+// journals' Seq. Its
 // statements travel in at most two pipelined batches and a COMMIT: a change
 // without updates takes two round trips, one with updates three.
-func (s *Store) commitOnce(ctx context.Context, c store.Change, eventData []string, used []store.UsedOffering) ([]int64, error) {
+func (s *Store) commitOnce(ctx context.Context, c store.Change, eventData []string, used []store.UsedOffering) (_, _ []int64, err error) {
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("beginning commit: %w", err)
+		return nil, nil, fmt.Errorf("beginning commit: %w", err)
 	}
 	defer conn.Release()
 	b := &pgx.Batch{}
@@ -116,7 +120,7 @@ func (s *Store) commitOnce(ctx context.Context, c store.Change, eventData []stri
 		br := conn.SendBatch(ctx, b)
 		tx = br.Tx()
 		if err := closeBatch(br); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		b = &pgx.Batch{}
 	}
@@ -124,7 +128,7 @@ func (s *Store) commitOnce(ctx context.Context, c store.Change, eventData []stri
 	// 2. Queue the node locks and the writes, and send them at once.
 	w := &commitWriter{batch: b, stored: stored}
 	if err := w.queue(c, eventData, used); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var br pgx.BatchResults
 	if tx == nil {
@@ -134,14 +138,14 @@ func (s *Store) commitOnce(ctx context.Context, c store.Change, eventData []stri
 		br = tx.SendBatch(ctx, b)
 	}
 	if err := closeBatch(br); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 
 	// 3. Commit; the exclusion constraint is checked now.
 	if err := tx.Commit(ctx); err != nil {
-		return nil, dbError("committing change", err)
+		return nil, nil, dbError("committing change", err)
 	}
-	return w.seqs, nil
+	return w.seqs, w.journalSeqs, nil
 }
 
 // stepError is the failure of one statement of a commit's batch, as its
@@ -224,13 +228,15 @@ type commitWriter struct {
 	batch  *pgx.Batch
 	stored map[string]*storedBlock
 	seqs   []int64
+	// journalSeqs are the Seq of the change's journals.
+	journalSeqs []int64
 }
 
 // queue queues c's statements, in the order of the sqlite driver.
 func (w *commitWriter) queue(c store.Change, eventData []string, used []store.UsedOffering) error {
 	w.queueNodeLocks(c)
 	for _, g := range sortedGuards(c.Budgets) {
-		w.queueBudget(g, c.Ledger)
+		w.queueBudget(g, c.Journals)
 	}
 	for _, r := range c.Idempotency {
 		w.queueIdempotency(r)
@@ -274,13 +280,7 @@ func (w *commitWriter) queue(c store.Change, eventData []string, used []store.Us
 	}
 	w.queueActions(c.Actions)
 	w.queueNodeHealth(c.NodeHealth)
-	for _, e := range c.Ledger {
-		w.exec(fmt.Sprintf("inserting ledger entry %s", e.ID), nil,
-			`INSERT INTO ledger (id, team, time, kind, amount_minor, currency, subject, instance_type, on_demand_minor)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
-			e.ID, e.Team, seconds(e.Time), e.Kind, e.Amount.Minor, e.Amount.Currency, e.Subject,
-			e.InstanceType, e.OnDemand.Minor)
-	}
+	w.queueJournals(c.Journals)
 	w.queueEvents(c.Events, eventData)
 	queueAudit(w.batch, c.Audit)
 	w.queueNotify(c)
@@ -443,6 +443,35 @@ func (w *commitWriter) queueEvents(events []core.Event, data []string) {
 			}
 			return nil
 		}))
+	}
+}
+
+// queueJournals inserts the journals, each with its postings in one
+// statement, and collects their Seq.
+func (w *commitWriter) queueJournals(js []core.Journal) {
+	w.journalSeqs = make([]int64, len(js))
+	for i, j := range js {
+		w.batch.Queue(`INSERT INTO journals (id, time, kind, subject, instance_type, currency)
+			VALUES ($1, $2, $3, $4, $5, $6) RETURNING seq`,
+			j.ID, seconds(j.Time), j.Kind, j.Subject, j.InstanceType, j.Currency).QueryRow(step(func(row pgx.Row) error {
+			if err := row.Scan(&w.journalSeqs[i]); err != nil {
+				return dbError(fmt.Sprintf("inserting journal %s", j.ID), err)
+			}
+			return nil
+		}))
+		n := len(j.Postings)
+		ns, accounts, teams, kinds, subjects := make([]int32, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		amounts, onDemand := make([]int64, n), make([]int64, n)
+		for k, p := range j.Postings {
+			ns[k], accounts[k], teams[k], kinds[k], subjects[k] = int32(k), p.Account, p.Team, p.Kind, p.Subject
+			amounts[k], onDemand[k] = p.Amount, p.OnDemand
+		}
+		w.exec(fmt.Sprintf("inserting the postings of journal %s", j.ID), nil,
+			`INSERT INTO postings (journal, n, account, team, kind, time, amount_minor, on_demand_minor, subject)
+			SELECT $1, n, account, team, kind, $6, amount, on_demand, subject
+			FROM unnest($2::int[], $3::text[], $4::text[], $5::text[], $7::bigint[], $8::bigint[], $9::text[])
+				AS p(n, account, team, kind, amount, on_demand, subject)`,
+			j.ID, ns, accounts, teams, kinds, seconds(j.Time), amounts, onDemand, subjects)
 	}
 }
 

@@ -151,34 +151,56 @@ func (s *Store) readEvents(ctx context.Context, team string, after int64, limit 
 	return events, nil
 }
 
-// Ledger returns a team's ledger entries (every team's for ""), ordered
-// by time then id.
-func (s *Store) Ledger(ctx context.Context, team string) ([]core.LedgerEntry, error) {
-	const columns = `SELECT id, team, time, kind, amount_minor, currency, subject, instance_type, on_demand_minor FROM ledger`
-	var (
-		entries []core.LedgerEntry
-		err     error
-	)
-	if team == "" {
-		entries, err = queryRows(ctx, s.pool, scanLedgerEntry, columns+` ORDER BY time, id`)
-	} else {
-		entries, err = queryRows(ctx, s.pool, scanLedgerEntry, columns+` WHERE team = $1 ORDER BY time, id`, team)
+// journalsSQL selects the journals of a store.JournalFilter ($1 After,
+// $2 Team, $3 Subject, $4 Limit, NULL for none) with their postings, in
+// journal order.
+const journalsSQL = `WITH sel AS (
+	SELECT id FROM journals WHERE seq > $1::bigint
+		AND ($2::text = '' OR id IN (SELECT journal FROM postings WHERE team = $2::text))
+		AND ($3::text = '' OR subject = $3::text OR id IN (SELECT journal FROM postings WHERE account = 'escrow:' || $3::text))
+	ORDER BY seq LIMIT $4::bigint)
+SELECT j.seq, j.id, j.time, j.kind, j.subject, j.instance_type, j.currency,
+	p.account, p.team, p.kind, p.amount_minor, p.on_demand_minor, p.subject
+FROM sel JOIN journals j ON j.id = sel.id JOIN postings p ON p.journal = j.id
+ORDER BY j.seq, p.n`
+
+// Journals returns the journals f selects, in journal order.
+func (s *Store) Journals(ctx context.Context, f store.JournalFilter) ([]core.Journal, error) {
+	var limit *int64
+	if f.Limit > 0 {
+		l := int64(f.Limit)
+		limit = &l
 	}
+	rows, err := s.pool.Query(ctx, journalsSQL, f.After, f.Team, f.Subject, limit)
 	if err != nil {
-		return nil, fmt.Errorf("reading ledger of team %q: %w", team, err)
+		return nil, fmt.Errorf("reading journals: %w", err)
 	}
-	return entries, nil
+	defer rows.Close()
+	var out []core.Journal
+	for rows.Next() {
+		var (
+			j core.Journal
+			p core.Posting
+		)
+		if err := rows.Scan(&j.Seq, &j.ID, &j.Time, &j.Kind, &j.Subject, &j.InstanceType, &j.Currency,
+			&p.Account, &p.Team, &p.Kind, &p.Amount, &p.OnDemand, &p.Subject); err != nil {
+			return nil, fmt.Errorf("reading journals: %w", err)
+		}
+		j.Time = j.Time.UTC()
+		out = store.AddPosting(out, j, p)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("reading journals: %w", err)
+	}
+	return out, nil
 }
 
-func scanLedgerEntry(r rowScanner) (core.LedgerEntry, error) {
-	var e core.LedgerEntry
-	if err := r.Scan(&e.ID, &e.Team, &e.Time, &e.Kind, &e.Amount.Minor, &e.Amount.Currency, &e.Subject,
-		&e.InstanceType, &e.OnDemand.Minor); err != nil {
-		return core.LedgerEntry{}, err
+// Ledger returns the lines of a team's wallet (every team's for ""), in
+// journal order.
+func (s *Store) Ledger(ctx context.Context, team string) ([]core.LedgerEntry, error) {
+	js, err := s.Journals(ctx, store.JournalFilter{Team: team})
+	if err != nil {
+		return nil, fmt.Errorf("reading the ledger of team %q: %w", team, err)
 	}
-	e.Time = e.Time.UTC()
-	if e.OnDemand.Minor != 0 {
-		e.OnDemand.Currency = e.Amount.Currency // one currency per entry
-	}
-	return e, nil
+	return store.LedgerOf(js, team), nil
 }

@@ -379,23 +379,24 @@ func scanAudit(r rowScanner) (core.AuditRecord, error) {
 	return a, nil
 }
 
-// budgetSpendSQL is a team's net spend with time at or after ?2: charges
-// count positive, refunds negative whatever the sign they were stored
-// with. It reads through the ledger_by_team index.
-const budgetSpendSQL = `SELECT coalesce(sum(CASE WHEN kind = 'refund' THEN -abs(amount_minor) ELSE amount_minor END), 0)
-	FROM ledger WHERE team = ?1 AND time >= ?2`
+// budgetSpendSQL is a team's own spending with time at or after ?2, as
+// core.Posting.Spending counts it: what left its wallet (?1) less what
+// came back, credits only when ?3. It reads through the
+// postings_by_account index.
+const budgetSpendSQL = `SELECT -coalesce(sum(amount_minor), 0)
+	FROM postings WHERE account = ?1 AND time >= ?2 AND (kind <> 'credit' OR ?3)`
 
-// checkBudget fails with core.ErrBudgetExceeded when the team's net spend
-// since g.Since, with the change's own ledger entries of that team, would
+// checkBudget fails with core.ErrBudgetExceeded when the team's spending
+// since g.Since, with the change's own journals, would
 // exceed g.Limit. It runs inside the commit's BEGIN IMMEDIATE transaction,
 // before anything is written, so concurrent commits see each other's
 // spend.
-func (w *commitTx) checkBudget(g core.BudgetGuard, entries []core.LedgerEntry) error {
+func (w *commitTx) checkBudget(g core.BudgetGuard, journals []core.Journal) error {
 	var spent int64
-	if err := w.tx.QueryRowContext(w.ctx, budgetSpendSQL, g.Team, unixSeconds(g.Since)).Scan(&spent); err != nil {
+	if err := w.tx.QueryRowContext(w.ctx, budgetSpendSQL, core.WalletAccount(g.Team), unixSeconds(g.Since), boolInt(g.Credits)).Scan(&spent); err != nil {
 		return fmt.Errorf("reading the spend of team %s: %w", g.Team, err)
 	}
-	return store.CheckBudget(g, spent, entries)
+	return store.CheckBudget(g, spent, journals)
 }
 
 // queryRows runs a query and scans every row with scan.

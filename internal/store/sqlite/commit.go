@@ -48,6 +48,7 @@ func (s *Store) Commit(ctx context.Context, c store.Change) error {
 	if err != nil {
 		return err
 	}
+	journalSeqs := w.journalSeqs
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("committing change: %w", err)
 	}
@@ -59,6 +60,9 @@ func (s *Store) Commit(ctx context.Context, c store.Change) error {
 	}
 	for i := range c.Events {
 		c.Events[i].Seq = seqs[i]
+	}
+	for i := range c.Journals {
+		c.Journals[i].Seq = journalSeqs[i]
 	}
 	for i := range c.InsertOrders {
 		c.InsertOrders[i].Version = 1
@@ -75,6 +79,8 @@ type commitTx struct {
 	done context.Context // the caller's context
 	tx   *sql.Tx
 	ws   *writeStmts
+	// journalSeqs are the Seq of the change's journals, once written.
+	journalSeqs []int64
 }
 
 // canceled returns the caller's context error, if any.
@@ -94,7 +100,7 @@ func (w *commitTx) apply(c store.Change, eventData []string, used []store.UsedOf
 	// 0. The budget guard, before anything is written: the transaction
 	//    holds the write lock, so no other commit spends meanwhile.
 	for _, g := range c.Budgets {
-		if err := w.checkBudget(g, c.Ledger); err != nil {
+		if err := w.checkBudget(g, c.Journals); err != nil {
 			return nil, err
 		}
 	}
@@ -193,8 +199,8 @@ func (w *commitTx) apply(c store.Change, eventData []string, used []store.UsedOf
 			return nil, err
 		}
 	}
-	for _, e := range c.Ledger {
-		if err := w.insertLedger(e); err != nil {
+	for _, j := range c.Journals {
+		if err := w.insertJournal(j); err != nil {
 			return nil, err
 		}
 	}
@@ -359,14 +365,27 @@ func (w *commitTx) checkOverlap(id string) error {
 	return fmt.Errorf("block %s: GPU %d of node %s is taken by block %s: %w", id, gpu, node, other, store.ErrConflict)
 }
 
-func (w *commitTx) insertLedger(e core.LedgerEntry) error {
-	_, err := w.stmt(w.ws.insertLedger).ExecContext(w.ctx,
-		e.ID, e.Team, unixSeconds(e.Time), e.Kind, e.Amount.Minor, e.Amount.Currency, e.Subject, e.InstanceType, e.OnDemand.Minor)
+// insertJournal stores a journal and its postings; its Seq goes to
+// w.journalSeqs.
+func (w *commitTx) insertJournal(j core.Journal) error {
+	res, err := w.stmt(w.ws.insertJournal).ExecContext(w.ctx,
+		j.ID, unixSeconds(j.Time), j.Kind, j.Subject, j.InstanceType, j.Currency)
 	if isConstraint(err) {
-		return fmt.Errorf("inserting ledger entry %s: it already exists: %w", e.ID, store.ErrConflict)
+		return fmt.Errorf("inserting journal %s: it already exists: %w", j.ID, store.ErrConflict)
 	}
 	if err != nil {
-		return fmt.Errorf("inserting ledger entry %s: %w", e.ID, err)
+		return fmt.Errorf("inserting journal %s: %w", j.ID, err)
+	}
+	seq, err := res.LastInsertId()
+	if err != nil {
+		return fmt.Errorf("reading the seq of journal %s: %w", j.ID, err)
+	}
+	w.journalSeqs = append(w.journalSeqs, seq)
+	for n, p := range j.Postings {
+		if _, err := w.stmt(w.ws.insertPosting).ExecContext(w.ctx,
+			j.ID, n, p.Account, p.Team, p.Kind, unixSeconds(j.Time), p.Amount, p.OnDemand, p.Subject); err != nil {
+			return fmt.Errorf("inserting posting %d of journal %s: %w", n, j.ID, err)
+		}
 	}
 	return nil
 }

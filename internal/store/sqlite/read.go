@@ -130,31 +130,56 @@ func (s *Store) Events(ctx context.Context, team string, after int64, limit int)
 	return events, nil
 }
 
-// Ledger returns a team's ledger entries (every team's for ""), ordered
-// by time then id.
-func (s *Store) Ledger(ctx context.Context, team string) ([]core.LedgerEntry, error) {
-	rows, err := s.rs.ledger.QueryContext(ctx, team)
+// journalsSQL selects the journals of a store.JournalFilter (?1 After,
+// ?2 Team, ?3 Subject, ?4 Limit, -1 for none) with their postings, in
+// journal order.
+const journalsSQL = `WITH sel AS (
+	SELECT id FROM journals WHERE seq > ?1
+		AND (?2 = '' OR id IN (SELECT journal FROM postings WHERE team = ?2))
+		AND (?3 = '' OR subject = ?3 OR id IN (SELECT journal FROM postings WHERE account = 'escrow:' || ?3))
+	ORDER BY seq LIMIT ?4)
+SELECT j.seq, j.id, j.time, j.kind, j.subject, j.instance_type, j.currency,
+	p.account, p.team, p.kind, p.amount_minor, p.on_demand_minor, p.subject
+FROM sel JOIN journals j ON j.id = sel.id JOIN postings p ON p.journal = j.id
+ORDER BY j.seq, p.n`
+
+// Journals returns the journals f selects, in journal order.
+func (s *Store) Journals(ctx context.Context, f store.JournalFilter) ([]core.Journal, error) {
+	limit := int64(-1)
+	if f.Limit > 0 {
+		limit = int64(f.Limit)
+	}
+	rows, err := s.rs.journals.QueryContext(ctx, f.After, f.Team, f.Subject, limit)
 	if err != nil {
-		return nil, fmt.Errorf("reading ledger of team %s: %w", team, err)
+		return nil, fmt.Errorf("reading journals: %w", err)
 	}
 	defer rows.Close()
-	var entries []core.LedgerEntry
+	var out []core.Journal
 	for rows.Next() {
 		var (
-			e core.LedgerEntry
+			j core.Journal
+			p core.Posting
 			t int64
 		)
-		if err := rows.Scan(&e.ID, &e.Team, &t, &e.Kind, &e.Amount.Minor, &e.Amount.Currency, &e.Subject, &e.InstanceType, &e.OnDemand.Minor); err != nil {
-			return nil, fmt.Errorf("reading ledger of team %s: %w", team, err)
+		if err := rows.Scan(&j.Seq, &j.ID, &t, &j.Kind, &j.Subject, &j.InstanceType, &j.Currency,
+			&p.Account, &p.Team, &p.Kind, &p.Amount, &p.OnDemand, &p.Subject); err != nil {
+			return nil, fmt.Errorf("reading journals: %w", err)
 		}
-		e.Time = fromUnix(t)
-		if e.OnDemand.Minor != 0 {
-			e.OnDemand.Currency = e.Amount.Currency // one currency per entry
-		}
-		entries = append(entries, e)
+		j.Time = fromUnix(t)
+		out = store.AddPosting(out, j, p)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("reading ledger of team %s: %w", team, err)
+		return nil, fmt.Errorf("reading journals: %w", err)
 	}
-	return entries, nil
+	return out, nil
+}
+
+// Ledger returns the lines of a team's wallet (every team's for ""), in
+// journal order.
+func (s *Store) Ledger(ctx context.Context, team string) ([]core.LedgerEntry, error) {
+	js, err := s.Journals(ctx, store.JournalFilter{Team: team})
+	if err != nil {
+		return nil, fmt.Errorf("reading the ledger of team %s: %w", team, err)
+	}
+	return store.LedgerOf(js, team), nil
 }

@@ -24,7 +24,8 @@ type writeStmts struct {
 	deleteAllocations *sql.Stmt
 	updateAllocations *sql.Stmt
 	findOverlap       *sql.Stmt
-	insertLedger      *sql.Stmt
+	insertJournal     *sql.Stmt
+	insertPosting     *sql.Stmt
 	insertEvent       *sql.Stmt
 	insertAction      *sql.Stmt
 
@@ -93,7 +94,9 @@ func prepareWriteStmts(ctx context.Context, db *sql.DB) (*writeStmts, error) {
 	ws.deleteAllocations = p.prepare(`DELETE FROM allocations WHERE block_id = ?`)
 	ws.updateAllocations = p.prepare(`UPDATE allocations SET end_time = ?, live = ? WHERE block_id = ?`)
 	ws.findOverlap = p.prepare(findOverlapSQL)
-	ws.insertLedger = p.prepare(`INSERT INTO ledger (id, team, time, kind, amount_minor, currency, subject, instance_type, on_demand_minor)
+	ws.insertJournal = p.prepare(`INSERT INTO journals (id, time, kind, subject, instance_type, currency)
+		VALUES (?, ?, ?, ?, ?, ?)`)
+	ws.insertPosting = p.prepare(`INSERT INTO postings (journal, n, account, team, kind, time, amount_minor, on_demand_minor, subject)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`)
 	ws.insertEvent = p.prepare(`INSERT INTO events (id, time, type, subject, team, data)
 		VALUES (?, ?, ?, ?, ?, ?)`)
@@ -133,7 +136,7 @@ func allocationChunk(rows int) int {
 func (ws *writeStmts) close() error {
 	errs := []error{closeAll(ws.insertIdempotency, ws.insertUsed, ws.insertBlock, ws.selectForUpdate,
 		ws.updateBlock, ws.deleteAllocations, ws.updateAllocations, ws.findOverlap,
-		ws.insertLedger, ws.insertEvent, ws.insertAction)}
+		ws.insertJournal, ws.insertPosting, ws.insertEvent, ws.insertAction)}
 	for _, st := range ws.insertAllocs {
 		errs = append(errs, closeAll(st))
 	}
@@ -146,7 +149,7 @@ type readStmts struct {
 	getBlock    *sql.Stmt
 	idempotency *sql.Stmt
 	events      *sql.Stmt
-	ledger      *sql.Stmt
+	journals    *sql.Stmt
 }
 
 func prepareReadStmts(ctx context.Context, db *sql.DB) (*readStmts, error) {
@@ -157,8 +160,7 @@ func prepareReadStmts(ctx context.Context, db *sql.DB) (*readStmts, error) {
 			WHERE team = ? AND client_token = ?`),
 		events: p.prepare(`SELECT seq, id, time, type, subject, team, data FROM events
 			WHERE seq > ? ORDER BY seq LIMIT ?`),
-		ledger: p.prepare(`SELECT id, team, time, kind, amount_minor, currency, subject, instance_type, on_demand_minor
-			FROM ledger WHERE ?1 = '' OR team = ?1 ORDER BY time, id`),
+		journals: p.prepare(journalsSQL),
 	}
 	if p.err != nil {
 		rs.close()
@@ -168,7 +170,7 @@ func prepareReadStmts(ctx context.Context, db *sql.DB) (*readStmts, error) {
 }
 
 func (rs *readStmts) close() error {
-	return closeAll(rs.getBlock, rs.idempotency, rs.events, rs.ledger)
+	return closeAll(rs.getBlock, rs.idempotency, rs.events, rs.journals)
 }
 
 // preparer prepares statements until the first error, which it keeps.

@@ -42,7 +42,7 @@ func PurchaseChange(i int) store.Change {
 			},
 		}},
 		Idempotency: []store.IdempotencyRecord{{Team: team, ClientToken: "tok-" + id, RequestHash: "sha256:" + id, Subject: id, CreatedAt: now}},
-		Ledger:      []core.LedgerEntry{{ID: "led-" + id, Team: team, Time: now, Kind: core.LedgerCharge, Amount: fee, Subject: id}},
+		Journals:    []core.Journal{charge("led-"+id, team, now, fee, id)},
 		Events: []core.Event{
 			{ID: "ev-" + id + "-1", Time: now, Type: "block.created", Subject: id, Team: team, Data: map[string]any{"fee": fee.String(), "count": 2}},
 			{ID: "ev-" + id + "-2", Time: now, Type: "ledger.charged", Subject: id, Team: team, Data: map[string]any{"amount": fee.String()}},

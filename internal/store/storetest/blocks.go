@@ -52,10 +52,12 @@ func testReopen(t *testing.T, h Harness) {
 	s := h.Open(t)
 	b := fullBlock("b1")
 	rec := store.IdempotencyRecord{Team: b.Team, ClientToken: "tok", RequestHash: "h", Subject: b.ID, CreatedAt: hour(-1)}
-	entry := core.LedgerEntry{ID: "l1", Team: b.Team, Time: hour(-1), Kind: core.LedgerCharge, Amount: b.Fee, Subject: b.ID}
+	j := charge("l1", b.Team, hour(-1), b.Fee, b.ID)
 	ev := core.Event{ID: "e1", Time: hour(-1), Type: "block.created", Subject: b.ID, Team: b.Team, Data: map[string]any{"k": "v"}}
-	mustCommit(t, s, store.Change{Insert: []core.Block{b}, Idempotency: []store.IdempotencyRecord{rec},
-		Ledger: []core.LedgerEntry{entry}, Events: []core.Event{ev}})
+	c := store.Change{Insert: []core.Block{b}, Idempotency: []store.IdempotencyRecord{rec},
+		Journals: []core.Journal{j}, Events: []core.Event{ev}}
+	mustCommit(t, s, c)
+	j = c.Journals[0] // with its Seq
 	before, err := s.Events(t.Context(), "", 0, 0)
 	if err != nil {
 		t.Fatalf("Events: %v", err)
@@ -74,7 +76,7 @@ func testReopen(t *testing.T, h Harness) {
 	if err != nil {
 		t.Fatalf("Ledger after reopen: %v", err)
 	}
-	if diff := cmp.Diff([]core.LedgerEntry{entry}, ledger); diff != "" {
+	if diff := cmp.Diff(j.Entries(), ledger); diff != "" {
 		t.Errorf("Ledger after reopen (-want +got):\n%s", diff)
 	}
 	after, err := s.Events(t.Context(), "", 0, 0)
@@ -135,7 +137,7 @@ func testUpdateStaleVersion(t *testing.T, h Harness) {
 	stale := b
 	stale.State = core.StateCancelled
 	c := update(stale, 1)
-	c.Ledger = []core.LedgerEntry{{ID: "refund", Team: b.Team, Time: hour(0), Kind: core.LedgerRefund, Amount: b.Fee, Subject: b.ID}}
+	c.Journals = []core.Journal{refund("refund", b.Team, hour(0), b.Fee, b.ID)}
 	c.Events = []core.Event{{ID: "e1", Time: hour(0), Type: "block.cancelled", Subject: b.ID, Team: b.Team}}
 	wantConflict(t, s, c)
 	wantBlock(t, s, withVersion(moved, 2))

@@ -31,19 +31,35 @@ var budgetTests = []struct {
 // guardDollars is an amount in US cents.
 func guardDollars(minor int64) core.Money { return core.Money{Minor: minor, Currency: "USD"} }
 
-// guardEntry is a ledger entry of kind (charge or refund) at hour h.
-func guardEntry(id, team, kind string, h int, minor int64) core.LedgerEntry {
-	return core.LedgerEntry{ID: id, Team: team, Time: hour(h), Kind: kind, Amount: guardDollars(minor), Subject: "b-" + id}
+// chargeEntry is a journal at hour h where team pays minor into the
+// escrow of block "b-"+id.
+func chargeEntry(id, team string, h int, minor int64) core.Journal {
+	return charge(id, team, hour(h), guardDollars(minor), "b-"+id)
 }
 
-func chargeEntry(id, team string, h int, minor int64) core.LedgerEntry {
-	return guardEntry(id, team, core.LedgerCharge, h, minor)
+// refundEntry is a journal where team is paid minor back from the escrow
+// of block "b-"+id; it counts negative.
+func refundEntry(id, team string, h int, minor int64) core.Journal {
+	return refund(id, team, hour(h), guardDollars(minor), "b-"+id)
 }
 
-// refundEntry is stored with a positive amount, as the service stores it; it
-// counts negative.
-func refundEntry(id, team string, h int, minor int64) core.LedgerEntry {
-	return guardEntry(id, team, core.LedgerRefund, h, minor)
+// creditEntry is a journal where team is credited minor by the revenue:
+// income, which a budget counts only when its guard says so.
+func creditEntry(id, team string, h int, minor int64) core.Journal {
+	return core.Payout(id, core.JournalLending, hour(h), team, "b-"+id, "", guardDollars(minor), core.Money{},
+		core.RevenueAccount, "", core.LedgerCredit)
+}
+
+// charge is a journal where team pays amount into the escrow of block.
+func charge(id, team string, at time.Time, amount core.Money, block string) core.Journal {
+	return core.Payment(id, core.JournalPurchase, at, team, block, "", amount, core.Money{}, core.EscrowAccount(block))
+}
+
+// refund is a journal where team is paid amount back from the escrow of
+// block.
+func refund(id, team string, at time.Time, amount core.Money, block string) core.Journal {
+	return core.Payout(id, core.JournalCancellation, at, team, block, "", amount, core.Money{},
+		core.EscrowAccount(block), team, core.LedgerRefund)
 }
 
 func budgetGuard(team string, limit int64, since time.Time) *core.BudgetGuard {
@@ -51,8 +67,8 @@ func budgetGuard(team string, limit int64, since time.Time) *core.BudgetGuard {
 }
 
 // spending is a change of ledger entries under a budget guard.
-func spending(g *core.BudgetGuard, entries ...core.LedgerEntry) store.Change {
-	return store.Change{Ledger: entries, Budgets: guardList(g)}
+func spending(g *core.BudgetGuard, journals ...core.Journal) store.Change {
+	return store.Change{Journals: journals, Budgets: guardList(g)}
 }
 
 // wantBudgetExceeded fails the test unless c is refused as over budget
@@ -74,14 +90,14 @@ func wantBudgetExceeded(t *testing.T, s store.Store, c store.Change, amounts ...
 }
 
 // wantLedger fails the test unless the team's ledger holds exactly the
-// entries with these ids.
+// lines of the journals with these ids, in this order.
 func wantLedger(t *testing.T, s store.Store, team string, ids ...string) {
 	t.Helper()
 	entries, err := s.Ledger(t.Context(), team)
 	mustDo(t, "Ledger("+team+")", err)
 	var got []string
 	for _, e := range entries {
-		got = append(got, e.ID)
+		got = append(got, e.Journal)
 	}
 	if diff := cmp.Diff(ids, got, cmpOpts...); diff != "" {
 		t.Fatalf("Ledger(%s) ids (-want +got):\n%s", team, diff)
@@ -124,7 +140,7 @@ func testBudgetExceeded(t *testing.T, h Harness) {
 		Insert:      []core.Block{b2},
 		Update:      []store.BlockUpdate{{Block: renamed, ExpectedVersion: 1}},
 		Idempotency: []store.IdempotencyRecord{{Team: "team-a", ClientToken: "tok", RequestHash: "h", Subject: "b2", CreatedAt: hour(0)}},
-		Ledger:      []core.LedgerEntry{chargeEntry("l2", "team-a", 1, 500)},
+		Journals:    []core.Journal{chargeEntry("l2", "team-a", 1, 500)},
 		Events:      []core.Event{{ID: "e2", Time: hour(1), Type: "block.created", Subject: "b2", Team: "team-a"}},
 		Budgets:     guardList(budgetGuard("team-a", 1000, time.Time{})),
 	}
@@ -159,7 +175,15 @@ func testBudgetRefunds(t *testing.T, h Harness) {
 	// A change's own refunds count negative too.
 	mustCommit(t, s, spending(g, refundEntry("l4", "team-a", 3, 250), chargeEntry("l5", "team-a", 3, 250)))
 	wantBudgetExceeded(t, s, spending(g, refundEntry("l6", "team-a", 4, 100), chargeEntry("l7", "team-a", 4, 101)))
-	wantLedger(t, s, "team-a", "l1", "l2", "l3", "l4", "l5")
+	// Credits, income from others, make no room under the budget ...
+	mustCommit(t, s, spending(nil, creditEntry("c1", "team-a", 4, 5000)))
+	wantBudgetExceeded(t, s, spending(g, chargeEntry("l6", "team-a", 5, 1)), "10.01", "10.00")
+	// ... unless the guard counts them (the operator's policy).
+	counting := *g
+	counting.Credits = true
+	mustCommit(t, s, spending(&counting, chargeEntry("l6", "team-a", 5, 4000)))
+	wantBudgetExceeded(t, s, spending(&counting, chargeEntry("l7", "team-a", 5, 1001)))
+	wantLedger(t, s, "team-a", "l1", "l2", "l3", "l4", "l5", "c1", "l6")
 }
 
 func testBudgetSince(t *testing.T, h Harness) {
@@ -206,7 +230,7 @@ func testBudgetConcurrent(t *testing.T, h Harness) {
 		c := store.Change{
 			Insert:      []core.Block{b},
 			Idempotency: []store.IdempotencyRecord{{Team: "team-a", ClientToken: "tok-" + id, RequestHash: "h", Subject: id, CreatedAt: hour(0)}},
-			Ledger:      []core.LedgerEntry{{ID: "l-" + id, Team: "team-a", Time: hour(0), Kind: core.LedgerCharge, Amount: guardDollars(price), Subject: id}},
+			Journals:    []core.Journal{charge("l-"+id, "team-a", hour(0), guardDollars(price), id)},
 			Events:      []core.Event{{ID: "e-" + id, Time: hour(0), Type: "block.purchased", Subject: id, Team: "team-a"}},
 			Budgets:     guardList(g),
 		}
@@ -236,7 +260,7 @@ func testBudgetConcurrent(t *testing.T, h Harness) {
 	for _, e := range entries {
 		sum += e.Amount.Minor
 		if !won[e.Subject] {
-			t.Errorf("ledger entry %s is of a purchase that failed", e.ID)
+			t.Errorf("ledger entry %s is of a purchase that failed", e.Journal)
 		}
 	}
 	if sum != limit || len(entries) != len(won) {
@@ -273,8 +297,8 @@ func testBudgetSeveralGuards(t *testing.T, h Harness) {
 	s := h.Open(t)
 	a, b := budgetGuard("team-a", 1000, time.Time{}), budgetGuard("team-b", 500, time.Time{})
 	both := []core.BudgetGuard{*a, *b}
-	mustCommit(t, s, store.Change{Ledger: []core.LedgerEntry{chargeEntry("l1", "team-a", 1, 900), chargeEntry("l2", "team-b", 1, 400)}, Budgets: both})
-	err := s.Commit(t.Context(), store.Change{Ledger: []core.LedgerEntry{chargeEntry("l3", "team-a", 2, 100), chargeEntry("l4", "team-b", 2, 200)}, Budgets: both})
+	mustCommit(t, s, store.Change{Journals: []core.Journal{chargeEntry("l1", "team-a", 1, 900), chargeEntry("l2", "team-b", 1, 400)}, Budgets: both})
+	err := s.Commit(t.Context(), store.Change{Journals: []core.Journal{chargeEntry("l3", "team-a", 2, 100), chargeEntry("l4", "team-b", 2, 200)}, Budgets: both})
 	if !errors.Is(err, core.ErrBudgetExceeded) || !strings.Contains(err.Error(), "team-b") {
 		t.Fatalf("team-b over its budget: %v, want ErrBudgetExceeded naming team-b", err)
 	}

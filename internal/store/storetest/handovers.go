@@ -117,11 +117,12 @@ func testHandoverResaleVersions(t *testing.T, h Harness) {
 	mustCommit(t, s, store.Change{Handovers: []store.HandoverWrite{{Handover: rel}}})
 	sold := rel
 	sold.ResoldGPUHours, sold.Credited.Minor = 4, 18_000
-	credit := core.LedgerEntry{ID: "le-1", Team: "team-a", Time: hour(1), Kind: core.LedgerRefund, Amount: core.Money{Minor: 18_000, Currency: "USD"}, Subject: "cb-1"}
-	mustCommit(t, s, store.Change{Handovers: []store.HandoverWrite{{Handover: sold, ExpectedVersion: 1}}, Ledger: []core.LedgerEntry{credit}})
-	again := credit
-	again.ID = "le-2"
-	err := s.Commit(t.Context(), store.Change{Handovers: []store.HandoverWrite{{Handover: sold, ExpectedVersion: 1}}, Ledger: []core.LedgerEntry{again}})
+	credit := func(id string) core.Journal {
+		return core.Payout(id, core.JournalResale, hour(1), "team-a", "cb-1", "", core.Money{Minor: 18_000, Currency: "USD"}, core.Money{},
+			core.EscrowAccount("cb-1"), "team-a", core.LedgerCredit)
+	}
+	mustCommit(t, s, store.Change{Handovers: []store.HandoverWrite{{Handover: sold, ExpectedVersion: 1}}, Journals: []core.Journal{credit("le-1")}})
+	err := s.Commit(t.Context(), store.Change{Handovers: []store.HandoverWrite{{Handover: sold, ExpectedVersion: 1}}, Journals: []core.Journal{credit("le-2")}})
 	if !errors.Is(err, store.ErrConflict) {
 		t.Fatalf("a resale at a stale version: %v, want a conflict", err)
 	}

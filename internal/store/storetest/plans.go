@@ -96,8 +96,8 @@ func testPlansAtomic(t *testing.T, h Harness) {
 	mustCommit(t, s, insert(makeBlock("taken").on("n1", 0).hours(9, 10).obj()))
 	p, segs := samplePlan("tp-1", "team-a", "n1")
 	wantConflict(t, s, store.Change{Insert: segs, InsertPlans: []core.Plan{p},
-		Ledger: []core.LedgerEntry{{ID: "l1", Team: "team-a", Time: hour(-2), Kind: core.LedgerCharge, Amount: p.Fee, Subject: segs[0].ID}},
-		Events: []core.Event{{ID: "e1", Time: hour(-2), Type: core.EventPlanScheduled, Subject: p.ID, Team: p.Team}}})
+		Journals: []core.Journal{charge("l1", "team-a", hour(-2), p.Fee, segs[0].ID)},
+		Events:   []core.Event{{ID: "e1", Time: hour(-2), Type: core.EventPlanScheduled, Subject: p.ID, Team: p.Team}}})
 	wantNoPlan(t, s, p.ID)
 	for _, b := range segs {
 		wantNoBlock(t, s, b.ID)

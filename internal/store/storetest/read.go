@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -53,7 +54,7 @@ func testIdempotencyAtomic(t *testing.T, h Harness) {
 	wantConflict(t, s, store.Change{
 		Insert:      []core.Block{retry},
 		Idempotency: []store.IdempotencyRecord{{Team: "team-a", ClientToken: "tok", RequestHash: "h2", Subject: "b2", CreatedAt: hour(0)}},
-		Ledger:      []core.LedgerEntry{{ID: "l2", Team: "team-a", Time: hour(0), Kind: core.LedgerCharge, Amount: retry.Fee, Subject: "b2"}},
+		Journals:    []core.Journal{charge("l2", "team-a", hour(0), retry.Fee, "b2")},
 		Events:      []core.Event{{ID: "e2", Time: hour(0), Type: "block.created", Subject: "b2", Team: "team-a"}},
 	})
 	wantNoBlock(t, s, "b2")
@@ -213,39 +214,116 @@ func testEvents(t *testing.T, h Harness) {
 func testLedger(t *testing.T, h Harness) {
 	s := h.Open(t)
 	usd := func(minor int64) core.Money { return core.Money{Minor: minor, Currency: "USD"} }
-	entries := []core.LedgerEntry{
-		{ID: "l3", Team: "team-a", Time: hour(5), Kind: core.LedgerRefund, Amount: usd(-500), Subject: "b1"},
-		{ID: "l2", Team: "team-a", Time: hour(1), Kind: core.LedgerCharge, Amount: usd(700), Subject: "b2"},
-		{ID: "l1", Team: "team-a", Time: hour(1), Kind: core.LedgerCharge, Amount: usd(1000), Subject: "b1", InstanceType: "h100.8x", OnDemand: usd(1333)},
-		{ID: "l4", Team: "team-b", Time: hour(0), Kind: core.LedgerCharge, Amount: usd(1), Subject: "b9"},
+	bought := core.Payment("l1", core.JournalPurchase, hour(1), "team-a", "b1", "h100.8x", usd(1000), usd(1333), core.EscrowAccount("b1"))
+	// A transfer of b1's hours to team-b at a price: the escrow moves
+	// with the hours, the price from team-b's wallet to team-a's.
+	transfer := core.Journal{ID: "l2", Time: hour(1), Kind: core.JournalTransfer, Subject: "b2", InstanceType: "h100.8x", Currency: "USD",
+		Postings: []core.Posting{
+			{Account: core.EscrowAccount("b1"), Team: "team-a", Kind: core.PostingEscrow, Amount: -600, OnDemand: -800},
+			{Account: core.EscrowAccount("b2"), Team: "team-b", Kind: core.PostingEscrow, Amount: 600, OnDemand: 800},
+			{Account: core.WalletAccount("team-b"), Team: "team-b", Kind: core.LedgerCharge, Amount: -250},
+			{Account: core.WalletAccount("team-a"), Team: "team-a", Kind: core.LedgerCredit, Amount: 250, Subject: "b1"},
+		}}
+	// At the same instant as the purchase, after it.
+	refunded := refund("l3", "team-a", hour(1), usd(400), "b1")
+	other := charge("l4", "team-c", hour(0), usd(1), "b9")
+	c1 := store.Change{Journals: []core.Journal{bought, transfer}}
+	mustCommit(t, s, c1)
+	c2 := store.Change{Journals: []core.Journal{refunded, other}}
+	mustCommit(t, s, c2)
+	// Commit assigns the journal order.
+	seqs := []int64{c1.Journals[0].Seq, c1.Journals[1].Seq, c2.Journals[0].Seq, c2.Journals[1].Seq}
+	for i := 1; i < len(seqs); i++ {
+		if seqs[i] <= seqs[i-1] {
+			t.Fatalf("journal seqs %v do not increase in commit order", seqs)
+		}
 	}
-	mustCommit(t, s, store.Change{Ledger: entries[:1]})
-	mustCommit(t, s, store.Change{Ledger: entries[1:]})
+	bought.Seq, transfer.Seq, refunded.Seq, other.Seq = seqs[0], seqs[1], seqs[2], seqs[3]
 
-	got, err := s.Ledger(t.Context(), "team-a")
-	if err != nil {
-		t.Fatalf("Ledger: %v", err)
+	entries := func(team string, js ...core.Journal) []core.LedgerEntry {
+		return store.LedgerOf(js, team)
 	}
-	want := []core.LedgerEntry{entries[2], entries[1], entries[0]}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("Ledger(team-a) (-want +got):\n%s", diff)
+	for _, tc := range []struct {
+		team string
+		want []core.LedgerEntry
+	}{
+		{"team-a", entries("team-a", bought, transfer, refunded)},
+		{"team-b", entries("team-b", transfer)},
+		{"team-c", entries("team-c", other)},
+		{"", entries("", bought, transfer, refunded, other)},
+	} {
+		got, err := s.Ledger(t.Context(), tc.team)
+		mustDo(t, "Ledger("+tc.team+")", err)
+		if diff := cmp.Diff(tc.want, got); diff != "" {
+			t.Errorf("Ledger(%q) (-want +got):\n%s", tc.team, diff)
+		}
 	}
-	got, err = s.Ledger(t.Context(), "team-b")
-	if err != nil {
-		t.Fatalf("Ledger: %v", err)
+	// The lines: the charge before the refund at the same instant, the
+	// credit of a transfer's price as a credit, amounts never negative.
+	got, _ := s.Ledger(t.Context(), "team-a")
+	var kinds []string
+	for _, e := range got {
+		kinds = append(kinds, fmt.Sprintf("%s %s %d %s", e.Journal, e.Kind, e.Amount.Minor, e.Subject))
 	}
-	if diff := cmp.Diff(entries[3:], got); diff != "" {
-		t.Errorf("Ledger(team-b) (-want +got):\n%s", diff)
+	if diff := cmp.Diff([]string{"l1 charge 1000 b1", "l2 credit 250 b1", "l3 refund 400 b1"}, kinds); diff != "" {
+		t.Errorf("team-a's ledger lines (-want +got):\n%s", diff)
 	}
-	got, err = s.Ledger(t.Context(), "")
-	if err != nil {
-		t.Fatalf("Ledger: %v", err)
+
+	for _, tc := range []struct {
+		name string
+		f    store.JournalFilter
+		want []core.Journal
+	}{
+		{"all", store.JournalFilter{}, []core.Journal{bought, transfer, refunded, other}},
+		{"after", store.JournalFilter{After: seqs[1]}, []core.Journal{refunded, other}},
+		{"limit", store.JournalFilter{Limit: 1}, []core.Journal{bought}},
+		{"team", store.JournalFilter{Team: "team-b"}, []core.Journal{transfer}},
+		{"subject", store.JournalFilter{Subject: "b1"}, []core.Journal{bought, transfer, refunded}},
+		{"subject received", store.JournalFilter{Subject: "b2"}, []core.Journal{transfer}},
+		{"none", store.JournalFilter{Team: "team-z"}, nil},
+	} {
+		got, err := s.Journals(t.Context(), tc.f)
+		mustDo(t, "Journals "+tc.name, err)
+		if diff := cmp.Diff(tc.want, got, cmpopts.EquateEmpty()); diff != "" {
+			t.Errorf("Journals(%s) (-want +got):\n%s", tc.name, diff)
+		}
 	}
-	if diff := cmp.Diff([]core.LedgerEntry{entries[3], entries[2], entries[1], entries[0]}, got); diff != "" {
-		t.Errorf("Ledger of every team (-want +got):\n%s", diff)
+	// A journal id is stored once.
+	wantConflict(t, s, store.Change{Journals: []core.Journal{charge("l1", "team-d", hour(9), usd(1), "b")}})
+	wantNoLedger(t, s, "team-d")
+}
+
+// testUnbalancedJournal: a journal whose postings do not sum to zero is
+// refused, whatever else the change holds, and nothing of it is stored.
+func testUnbalancedJournal(t *testing.T, h Harness) {
+	s := h.Open(t)
+	usd := func(minor int64) core.Money { return core.Money{Minor: minor, Currency: "USD"} }
+	b := makeBlock("b1").on("n1", 0).obj()
+	minted := charge("l1", "team-a", hour(0), usd(1000), "b1")
+	minted.Postings[1].Amount = 999 // a cent vanishes
+	one := core.Journal{ID: "l2", Time: hour(0), Kind: core.JournalCancellation, Subject: "b1", Currency: "USD",
+		Postings: []core.Posting{{Account: core.WalletAccount("team-a"), Team: "team-a", Kind: core.LedgerRefund, Amount: 500}}}
+	for _, j := range []core.Journal{minted, one} {
+		c := store.Change{
+			Insert:      []core.Block{b},
+			Idempotency: []store.IdempotencyRecord{{Team: "team-a", ClientToken: "tok", RequestHash: "h", Subject: "b1", CreatedAt: hour(0)}},
+			Journals:    []core.Journal{charge("l0", "team-a", hour(0), usd(1), "b1"), j},
+			Events:      []core.Event{{ID: "e1", Time: hour(0), Type: "block.purchased", Subject: "b1", Team: "team-a"}},
+		}
+		err := s.Commit(t.Context(), c)
+		if !errors.Is(err, core.ErrUnbalanced) {
+			t.Fatalf("Commit of journal %s: got %v, want ErrUnbalanced", j.ID, err)
+		}
+		wantNoBlock(t, s, "b1")
+		wantNoLedger(t, s, "team-a")
+		wantNoEvents(t, s)
+		if _, err := s.Idempotency(t.Context(), "team-a", "tok"); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("Idempotency of a refused change: %v, want ErrNotFound", err)
+		}
 	}
-	wantNoLedger(t, s, "team-c")
-	// An entry id is stored once.
-	wantConflict(t, s, store.Change{Ledger: []core.LedgerEntry{{ID: "l1", Team: "team-c", Time: hour(9), Kind: core.LedgerCharge, Amount: usd(1), Subject: "b"}}})
-	wantNoLedger(t, s, "team-c")
+	js, err := s.Journals(t.Context(), store.JournalFilter{})
+	mustDo(t, "Journals", err)
+	if len(js) != 0 {
+		t.Errorf("stored %d journals of refused changes", len(js))
+	}
 }

@@ -232,7 +232,7 @@ func purchase(b core.Block, tok string, offerings ...string) store.Change {
 	return store.Change{
 		Insert:      []core.Block{b},
 		Idempotency: []store.IdempotencyRecord{{Team: b.Team, ClientToken: tok, RequestHash: "h-" + tok, Subject: b.ID, CreatedAt: hour(-1)}},
-		Ledger:      []core.LedgerEntry{{ID: "le-" + b.ID, Team: b.Team, Time: hour(-1), Kind: core.LedgerCharge, Amount: b.Fee, Subject: b.ID}},
+		Journals:    []core.Journal{charge("le-"+b.ID, b.Team, hour(-1), b.Fee, b.ID)},
 		Events:      []core.Event{{ID: "ev-" + b.ID, Time: hour(-1), Type: core.EventBlockPurchased, Subject: b.ID, Team: b.Team}},
 		Offerings:   offerings,
 	}

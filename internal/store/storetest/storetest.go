@@ -55,6 +55,7 @@ func Exercise(t *testing.T, h Harness) {
 		{"ListBlocks", testListBlocks},
 		{"Events", testEvents},
 		{"Ledger", testLedger},
+		{"UnbalancedJournal", testUnbalancedJournal},
 		{"ConcurrentCommits", testConcurrentCommits},
 	}
 	tests = append(tests, accountsTests...)
