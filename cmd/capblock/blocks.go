@@ -302,7 +302,9 @@ func (a *app) blocksExtendCmd() *cobra.Command {
 extension offering --offering (from 'capblock blocks extension-offerings').
 It first shows the new end and the fee and asks for confirmation (--yes
 does not ask; without a terminal to answer, --yes is needed), then says
-what was charged.`,
+what was charged. Run again with the same --offering (after a lost
+answer, say), it shows the block as that offering extended it and
+charges nothing again.`,
 		Example: `  capblock blocks extend cb-… --duration 24h
   capblock blocks extend cb-… --offering cbe-… --yes`,
 		Args: exactlyOne("block id or name"),
@@ -363,6 +365,13 @@ what was charged.`,
 			}
 			if err := a.showBlock(extended); err != nil {
 				return err
+			}
+			if !extended.EndTime.After(b.EndTime) {
+				// The server answered a rerun: this offering extended the
+				// block before, and buying it again charges nothing.
+				a.note("this offering already extended block %s to %s; nothing was charged again (its fee is %s)",
+					extended.ID, fmtZoned(extended.EndTime), extended.UpfrontFee)
+				return nil
 			}
 			a.note("extended block %s to %s: charged %s (its fee is now %s)",
 				extended.ID, fmtZoned(extended.EndTime), feeChange(b.UpfrontFee, extended.UpfrontFee), extended.UpfrontFee)

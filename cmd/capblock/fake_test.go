@@ -27,6 +27,9 @@ type fakeAPI struct {
 	// bought is the body of each purchase by its client token, as the
 	// server keeps it for idempotency.
 	bought map[string]string
+	// extended is set once cb-1 was extended: it is read as extended
+	// from then on.
+	extended bool
 }
 
 const (
@@ -153,7 +156,13 @@ func newFakeAPI(t *testing.T) *fakeAPI {
 	mux.HandleFunc("GET /v1/blocks/{id}", func(w http.ResponseWriter, r *http.Request) {
 		switch r.PathValue("id") {
 		case "cb-1":
-			reply(block1)(w, r)
+			f.mu.Lock()
+			b := block1
+			if f.extended {
+				b = block1Extended
+			}
+			f.mu.Unlock()
+			reply(b)(w, r)
 		case "cb-2":
 			reply(block2)(w, r)
 		default:
@@ -183,6 +192,9 @@ func newFakeAPI(t *testing.T) *fakeAPI {
 				r.PathValue("id")+" (an extension offering extends once); ask for a fresh one")
 			return
 		}
+		f.mu.Lock()
+		f.extended = true
+		f.mu.Unlock()
 		reply(block1Extended)(w, r)
 	})
 	mux.HandleFunc("GET /v1/events", func(w http.ResponseWriter, r *http.Request) {

@@ -521,6 +521,28 @@ func TestBuyingAQuoteTwice(t *testing.T) {
 	}
 }
 
+// TestExtendingTwice checks that extending with the same offering again
+// (a rerun after a lost answer) shows the same block, says that the
+// offering extended it before and charges nothing again.
+func TestExtendingTwice(t *testing.T) {
+	api := newFakeAPI(t)
+	extend := func() result {
+		return runApp(t.Context(), nil, "--url", api.URL, "blocks", "extend", "cb-1", "--offering", "cbe-chosen", "--yes")
+	}
+	first, again := extend(), extend()
+	wantFirst := "extended block cb-1 to 2026-12-04 00:00 UTC: charged 3539.04 USD (its fee is now 10617.12 USD)\n"
+	if first.code != 0 || !strings.HasSuffix(first.stderr, wantFirst) {
+		t.Fatalf("first extension: %+v, want the note %q", first, wantFirst)
+	}
+	if again.code != 0 || again.stdout != first.stdout {
+		t.Errorf("the same extension again: %+v, want the first one's block:\n%s", again, first.stdout)
+	}
+	wantAgain := "this offering already extended block cb-1 to 2026-12-04 00:00 UTC; nothing was charged again (its fee is 10617.12 USD)\n"
+	if !strings.HasSuffix(again.stderr, wantAgain) {
+		t.Errorf("the same extension again: stderr %q, want it to end with %q", again.stderr, wantAgain)
+	}
+}
+
 func TestEventsFollowStopsCleanly(t *testing.T) {
 	api := newFakeAPI(t)
 	ctx, cancel := context.WithCancel(t.Context())

@@ -231,19 +231,21 @@ func (f *fakeService) ExtensionOfferings(_ context.Context, team, id string, d t
 	}}, nil
 }
 
-func (f *fakeService) Extend(_ context.Context, team, id, offeringID string) (core.Block, error) {
+func (f *fakeService) Extend(_ context.Context, team, id, offeringID string) (contract.Extension, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	b, err := f.block(team, id)
 	if err != nil {
-		return b, err
+		return contract.Extension{}, err
 	}
 	if offeringID != "cbe-ext.sig" {
-		return b, fmt.Errorf("extending block %s: %w", id, core.ErrOfferingInvalid)
+		return contract.Extension{}, fmt.Errorf("extending block %s: %w", id, core.ErrOfferingInvalid)
 	}
-	b.End = b.End.Add(2 * time.Hour)
+	x := contract.Extension{OfferingID: offeringID, Start: b.End, End: b.End.Add(2 * time.Hour), Fee: core.Money{Minor: 500, Currency: "USD"}, PurchasedAt: t0}
+	b.End = x.End
 	f.blocks[id] = b
-	return b, nil
+	x.Block = b
+	return x, nil
 }
 
 func (f *fakeService) BlockStatus(_ context.Context, team, id string) (contract.BlockStatus, error) {

@@ -206,7 +206,7 @@ func (s *server) extensionOfferings(ctx context.Context, in *extensionOfferingsI
 }
 
 type extendRequestJSON struct {
-	OfferingID string `json:"offeringId" minLength:"1" maxLength:"4096" doc:"An extension offering id (cbe-…)."`
+	OfferingID string `json:"offeringId" minLength:"1" maxLength:"4096" doc:"An extension offering id (cbe-…). Bought again for the same block, it answers the block as it extended it, charged once."`
 }
 
 type extendInput struct {
@@ -215,11 +215,11 @@ type extendInput struct {
 }
 
 func (s *server) extend(ctx context.Context, in *extendInput) (*out[blockJSON], error) {
-	b, err := s.svc.Extend(ctx, scopeOf(ctx), in.ID, in.Body.OfferingID)
+	x, err := s.svc.Extend(ctx, scopeOf(ctx), in.ID, in.Body.OfferingID)
 	if err != nil {
 		return nil, serviceProblem(ctx, err)
 	}
-	return reply(toBlock(b))
+	return reply(toBlock(x.Block))
 }
 
 func (s *server) blockStatus(ctx context.Context, in *blockIDInput) (*out[blockStatusJSON], error) {

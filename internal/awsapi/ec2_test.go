@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/aws/smithy-go"
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"capblock/internal/awsapi"
 )
@@ -201,6 +202,85 @@ func TestEC2CapacityBlockLifecycle(t *testing.T) {
 	}
 	_, err = c.CancelCapacityReservation(ctx, &ec2.CancelCapacityReservationInput{CapacityReservationId: aws.String(id)})
 	wantCode(t, "cancelling twice", err, "IncorrectState")
+}
+
+// TestEC2ExtendAgain: the SDK's retry of PurchaseCapacityBlockExtension
+// whose answer was lost answers the same extension, and the block is
+// extended and charged once; another team's retry finds no reservation.
+func TestEC2ExtendAgain(t *testing.T) {
+	e := newEnv(t, awsapi.Options{})
+	ctx := context.Background()
+	c := e.ec2(memberKey)
+	offs, err := searchH100(ctx, c, 1, 3, t0.Add(24*time.Hour), t0.Add(72*time.Hour))
+	if err != nil || len(offs.CapacityBlockOfferings) == 0 {
+		t.Fatalf("search: %v %+v", err, offs)
+	}
+	bought, err := c.PurchaseCapacityBlock(ctx, &ec2.PurchaseCapacityBlockInput{
+		CapacityBlockOfferingId: offs.CapacityBlockOfferings[0].CapacityBlockOfferingId, InstancePlatform: types.CapacityReservationInstancePlatformLinuxUnix,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := bought.CapacityReservation
+	id := aws.ToString(r.CapacityReservationId)
+	exts, err := c.DescribeCapacityBlockExtensionOfferings(ctx, &ec2.DescribeCapacityBlockExtensionOfferingsInput{
+		CapacityReservationId: aws.String(id), CapacityBlockExtensionDurationHours: aws.Int32(2),
+	})
+	if err != nil || len(exts.CapacityBlockExtensionOfferings) != 1 {
+		t.Fatalf("extension offerings: %v %+v", err, exts)
+	}
+	x := exts.CapacityBlockExtensionOfferings[0]
+	extend := &ec2.PurchaseCapacityBlockExtensionInput{CapacityReservationId: aws.String(id), CapacityBlockExtensionOfferingId: x.CapacityBlockExtensionOfferingId}
+	first, err := c.PurchaseCapacityBlockExtension(ctx, extend)
+	if err != nil || len(first.CapacityBlockExtensions) != 1 {
+		t.Fatalf("extend: %v %+v", err, first)
+	}
+	want := types.CapacityBlockExtension{
+		CapacityReservationId: aws.String(id), InstanceType: aws.String("p5.48xlarge"), InstanceCount: aws.Int32(1),
+		AvailabilityZone: r.AvailabilityZone, CapacityBlockExtensionOfferingId: x.CapacityBlockExtensionOfferingId,
+		CapacityBlockExtensionDurationHours: aws.Int32(2), CapacityBlockExtensionStatus: types.CapacityBlockExtensionStatusPaymentSucceeded,
+		CapacityBlockExtensionPurchaseDate: aws.Time(t0), CapacityBlockExtensionStartDate: r.EndDate,
+		CapacityBlockExtensionEndDate: x.CapacityBlockExtensionEndDate, UpfrontFee: x.UpfrontFee, CurrencyCode: x.CurrencyCode,
+	}
+	ignore := cmpopts.IgnoreUnexported(types.CapacityBlockExtension{})
+	if diff := cmp.Diff(want, first.CapacityBlockExtensions[0], ignore); diff != "" {
+		t.Errorf("the extension (-want +got):\n%s", diff)
+	}
+
+	// A retry at once, and one once the clock moved on (the quote
+	// expired): each answers the same.
+	for _, wait := range []time.Duration{0, 30 * time.Minute} {
+		if _, err := e.sim.Advance(wait); err != nil {
+			t.Fatal(err)
+		}
+		again, err := c.PurchaseCapacityBlockExtension(ctx, extend)
+		if err != nil || len(again.CapacityBlockExtensions) != 1 {
+			t.Fatalf("the same extension again %s later: %v %+v", wait, err, again)
+		}
+		if diff := cmp.Diff(first.CapacityBlockExtensions, again.CapacityBlockExtensions, ignore); diff != "" {
+			t.Errorf("the same extension again %s later (-first +again):\n%s", wait, diff)
+		}
+	}
+	_, err = e.ec2(betaKey).PurchaseCapacityBlockExtension(ctx, extend)
+	wantCode(t, "another team's retry", err, "InvalidCapacityReservationId.NotFound")
+
+	res, err := c.DescribeCapacityReservations(ctx, &ec2.DescribeCapacityReservationsInput{CapacityReservationIds: []string{id}})
+	if err != nil || len(res.CapacityReservations) != 1 || !res.CapacityReservations[0].EndDate.Equal(*x.CapacityBlockExtensionEndDate) {
+		t.Fatalf("the reservation: %v %+v, want it to end at %s", err, res, x.CapacityBlockExtensionEndDate)
+	}
+	hist, err := c.DescribeCapacityBlockExtensionHistory(ctx, &ec2.DescribeCapacityBlockExtensionHistoryInput{CapacityReservationIds: []string{id}})
+	if err != nil || len(hist.CapacityBlockExtensions) != 1 {
+		t.Fatalf("history: %v %+v, want one extension", err, hist)
+	}
+	ledger, err := e.svc.Ledger(ctx, "", e.alpha.ID)
+	if err != nil || len(ledger.Entries) != 2 {
+		t.Fatalf("alpha's ledger: %v %+v, want the purchase and one extension", err, ledger.Entries)
+	}
+	charged := []string{ledger.Entries[0].Amount.String(), ledger.Entries[1].Amount.String()}
+	wantCharged := []string{aws.ToString(offs.CapacityBlockOfferings[0].UpfrontFee), aws.ToString(x.UpfrontFee)}
+	if diff := cmp.Diff(wantCharged, charged, cmpopts.SortSlices(func(a, b string) bool { return a < b })); diff != "" {
+		t.Errorf("alpha's charges (-want +got):\n%s", diff)
+	}
 }
 
 // TestEC2NoCapacity: buying an offering whose capacity another purchase

@@ -327,21 +327,24 @@ func (c *ec2Call) purchaseCapacityBlockExtension() (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	before, err := c.getBlock(id)
-	if err != nil {
+	// An unknown id is not found, whatever the offering.
+	if _, err := c.getBlock(id); err != nil {
 		return nil, err
 	}
-	after, err := c.h.svc.Extend(c.ctx, contract.Scope(c.p), id, offeringID)
+	// The answer is the extension's own terms and purchase time, not the
+	// block's change, so that an SDK's retry of a call whose answer was
+	// lost gets the same extension as the first call.
+	x, err := c.h.svc.Extend(c.ctx, contract.Scope(c.p), id, offeringID)
 	if err != nil {
 		return nil, c.notFound(err, id)
 	}
-	fee := core.Money{Minor: after.Fee.Minor - before.Fee.Minor, Currency: after.Fee.Currency}
+	b := x.Block
 	ext := extensionXML{
-		ReservationID: id, InstanceType: c.awsType(after.InstanceType), InstanceCount: after.Count,
-		AvailabilityZone: after.Zone, OfferingID: offeringID,
-		DurationHours: int(after.End.Sub(before.End) / time.Hour), Status: "payment-succeeded",
-		PurchaseDate: ec2Time(c.serviceNow()), StartDate: ec2Time(before.End), EndDate: ec2Time(after.End),
-		UpfrontFee: fee.String(), CurrencyCode: fee.Currency,
+		ReservationID: id, InstanceType: c.awsType(b.InstanceType), InstanceCount: b.Count,
+		AvailabilityZone: b.Zone, OfferingID: x.OfferingID,
+		DurationHours: int(x.End.Sub(x.Start) / time.Hour), Status: "payment-succeeded",
+		PurchaseDate: ec2Time(x.PurchasedAt), StartDate: ec2Time(x.Start), EndDate: ec2Time(x.End),
+		UpfrontFee: x.Fee.String(), CurrencyCode: x.Fee.Currency,
 	}
 	return extensionsResponse{RequestID: c.id, Extensions: setOf([]extensionXML{ext})}, nil
 }

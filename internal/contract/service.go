@@ -36,7 +36,10 @@ type Service interface {
 	// ApproveBlock approves a block waiting for approval (admin).
 	ApproveBlock(ctx context.Context, id string) (core.Block, error)
 	ExtensionOfferings(ctx context.Context, team, id string, duration time.Duration) ([]core.Offering, error)
-	Extend(ctx context.Context, team, id, offeringID string) (core.Block, error)
+	// Extend buys an extension offering of a block. The same offering
+	// bought again for the same block answers the extension it bought,
+	// charged once.
+	Extend(ctx context.Context, team, id, offeringID string) (Extension, error)
 	BlockStatus(ctx context.Context, team, id string) (BlockStatus, error)
 	// Handing hours on. TransferBlock gives a block's hours (the whole
 	// block before its start, else the rest from the next whole hour) to

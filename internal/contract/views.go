@@ -24,6 +24,19 @@ type BlockStatus struct {
 	Actions []core.Action
 }
 
+// Extension is an extension of a block bought with an extension
+// offering: the hours it added, [Start, End) (the block's end before and
+// after), the fee charged for them, when it was bought (to the second, as
+// stored), and the block as it stands now. Buying the same offering again
+// answers the same extension.
+type Extension struct {
+	Block       core.Block
+	OfferingID  string
+	Start, End  time.Time
+	Fee         core.Money
+	PurchasedAt time.Time
+}
+
 // PlanView is a plan with what is derived from its segments when read:
 // its state and its capacity now.
 type PlanView struct {

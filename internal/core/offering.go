@@ -112,7 +112,9 @@ func (d *termDecoder) readNonce() uint64 {
 // it is malformed, of another kind or not signed with secret, and
 // ErrOfferingExpired when now is past its expiry. Its terms must also be
 // ones this server quotes (see checkTerms), so that a quote forged with a
-// leaked key still buys nothing that a real one could not.
+// leaked key still buys nothing that a real one could not. With
+// ErrOfferingExpired it returns the verified terms too: what an expired
+// quote bought can still be answered to a retry of its purchase.
 func VerifyOffering(secret []byte, id, kind string, now time.Time) (Offering, error) {
 	payload, ok := signedPayload(secret, id, kind)
 	if !ok {

@@ -93,3 +93,33 @@ func FuzzVerifyOffering(f *testing.F) {
 		}
 	})
 }
+
+// TestExpiredOfferingKeepsItsTerms: an expired quote, past its expiry or
+// its start, is refused with its verified terms; a forged one with none.
+func TestExpiredOfferingKeepsItsTerms(t *testing.T) {
+	secret := []byte("0123456789abcdef0123456789abcdef")
+	o := sampleOffering()
+	o.Kind, o.BlockID = KindExtension, "cb-1"
+	o.Sign(secret)
+	late := o // a quote whose hours start before it expires
+	late.ExpiresAt, late.Nonce = o.Start.Add(2*time.Hour), 0
+	late.Sign(secret)
+	for name, tc := range map[string]struct {
+		o   Offering
+		now time.Time
+	}{
+		"past its expiry": {o, o.ExpiresAt},
+		"past its start":  {late, o.Start.Add(time.Hour)},
+	} {
+		got, err := VerifyOffering(secret, tc.o.ID, KindExtension, tc.now)
+		if !errors.Is(err, ErrOfferingExpired) {
+			t.Fatalf("%s: %v, want expired", name, err)
+		}
+		if diff := cmp.Diff(tc.o, got); diff != "" {
+			t.Errorf("%s: the terms (-want +got):\n%s", name, diff)
+		}
+	}
+	if got, err := VerifyOffering([]byte("another secret of 32 bytes......"), o.ID, KindExtension, o.ExpiresAt); !errors.Is(err, ErrOfferingInvalid) || got.ID != "" {
+		t.Errorf("another server's expired quote: %+v, %v; want invalid and no terms", got, err)
+	}
+}

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 // TestOfferingBuysOnce: a quote buys one block. Under another client
@@ -115,7 +117,9 @@ func TestPlanOfferingBuysOnce(t *testing.T) {
 }
 
 // TestExtensionOfferingExtendsOnce: an extension offering extends its
-// block once; used again it is offering_used.
+// block once; bought again (a retry whose answer was lost) it answers the
+// block as extended, charged once; another team is told the block does
+// not exist, and the offering on another block is refused.
 func TestExtensionOfferingExtendsOnce(t *testing.T) {
 	e := start(t)
 	s := t0.Add(2 * time.Hour)
@@ -123,23 +127,38 @@ func TestExtensionOfferingExtendsOnce(t *testing.T) {
 	if code != 201 {
 		t.Fatalf("buying the block: status %d", code)
 	}
+	other, code := e.buy(e.exact(searchQuery("h100.8x", 1, 4, s, s.Add(4*time.Hour)), 4, s).OfferingID, "x-2")
+	if code != 201 {
+		t.Fatalf("buying the other block: status %d", code)
+	}
 	var ext struct{ Offerings []offering }
 	if code := call(t, e.url, "GET", "/v1/blocks/"+b.ID+"/extension-offerings?durationHours=2", nil, &ext); code != 200 || len(ext.Offerings) != 1 {
 		t.Fatalf("extension offerings: status %d, %d offerings", code, len(ext.Offerings))
 	}
 	x := ext.Offerings[0].OfferingID
-	if code := call(t, e.url, "POST", "/v1/blocks/"+b.ID+"/extensions", map[string]any{"offeringId": x}, nil); code != 200 {
+	var first, again block
+	if code := call(t, e.url, "POST", "/v1/blocks/"+b.ID+"/extensions", map[string]any{"offeringId": x}, &first); code != 200 {
 		t.Fatalf("extending: status %d", code)
 	}
+	if code := call(t, e.url, "POST", "/v1/blocks/"+b.ID+"/extensions", map[string]any{"offeringId": x}, &again); code != 200 {
+		t.Fatalf("the same extension offering again: status %d; want 200", code)
+	}
+	if diff := cmp.Diff(first, again); diff != "" || !first.EndTime.Equal(b.EndTime.Add(2*time.Hour)) {
+		t.Fatalf("the same extension offering again (-first +again):\n%s\nfirst ends at %s, want %s", diff, first.EndTime, b.EndTime.Add(2*time.Hour))
+	}
 	var p problem
-	if code := call(t, e.url, "POST", "/v1/blocks/"+b.ID+"/extensions", map[string]any{"offeringId": x}, &p); code != 409 || p.Code != "offering_used" {
-		t.Fatalf("the same extension offering again: status %d, code %q (%s); want 409 offering_used", code, p.Code, p.Detail)
+	stranger := newTenant(t, e.url, "strangers")
+	if code := call(t, e.url, "POST", "/v1/blocks/"+b.ID+"/extensions", map[string]any{"offeringId": x}, &p, stranger.token); code != 404 || p.Code != "not_found" {
+		t.Fatalf("another team buying the offering: status %d, code %q (%s); want 404 not_found", code, p.Code, p.Detail)
+	}
+	if code := call(t, e.url, "POST", "/v1/blocks/"+other.ID+"/extensions", map[string]any{"offeringId": x}, &p); code != 400 || p.Code != "offering_invalid" {
+		t.Fatalf("the offering on another block: status %d, code %q (%s); want 400 offering_invalid", code, p.Code, p.Detail)
 	}
 	ledger, err := e.store.Ledger(context.Background(), e.team)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(ledger) != 2 {
-		t.Fatalf("ledger %+v: want the block's charge and one extension's", ledger)
+	if len(ledger) != 3 {
+		t.Fatalf("ledger %+v: want the blocks' charges and one extension's", ledger)
 	}
 }

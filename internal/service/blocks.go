@@ -133,23 +133,47 @@ func (s *Service) ExtensionOfferings(ctx context.Context, team, id string, d tim
 
 // Extend buys an extension offering: the block keeps its id and gets a
 // later end; the fee quoted is charged. An extension offering extends
-// once: used again it is refused (core.ErrOfferingUsed).
-func (s *Service) Extend(ctx context.Context, team, id, offeringID string) (core.Block, error) {
+// once: bought again for the same block (an SDK's retry after a lost
+// answer), it answers the extension it bought, whatever now stands in the
+// way of buying it (the block's end moved, the quote used or expired), and
+// charges nothing more; used otherwise it is refused
+// (core.ErrOfferingUsed). The record of what an offering bought is looked
+// up only when buying fails, off a first extension's path.
+func (s *Service) Extend(ctx context.Context, team, id, offeringID string) (contract.Extension, error) {
 	now := s.clock.Now()
 	off, err := core.VerifyOffering(s.secret, offeringID, core.KindExtension, now)
 	if err != nil {
-		return core.Block{}, quoteRefused(err, "ask for a fresh extension offering")
+		if errors.Is(err, core.ErrOfferingExpired) && off.BlockID == id {
+			if x, found, rerr := s.extensionBought(ctx, team, off); rerr != nil || found {
+				return x, rerr
+			}
+		}
+		return contract.Extension{}, quoteRefused(err, "ask for a fresh extension offering")
 	}
 	if off.BlockID != id {
-		return core.Block{}, fmt.Errorf("%w: the extension offering is for block %s, not %s", core.ErrOfferingInvalid, off.BlockID, id)
+		return contract.Extension{}, fmt.Errorf("%w: the extension offering is for block %s, not %s", core.ErrOfferingInvalid, off.BlockID, id)
 	}
-	b, err := s.extendOnce(ctx, team, id, off)
-	return b, s.explainUsedQuote(ctx, offeringID, fmt.Sprintf("this extension offering already extended block %s "+
+	var bought time.Time
+	b, err := s.extendOnce(ctx, team, id, off, func(b core.Block, c *store.Change, now time.Time) {
+		rec := extensionRecord(b, off, now)
+		c.Idempotency = append(c.Idempotency, rec)
+		bought = rec.CreatedAt
+	})
+	if err == nil {
+		return extensionOf(b, off, bought), nil
+	}
+	if x, found, rerr := s.extensionBought(ctx, team, off); rerr != nil || found {
+		return x, rerr
+	}
+	return contract.Extension{}, s.explainUsedQuote(ctx, offeringID, fmt.Sprintf("this extension offering already extended block %s "+
 		"(an extension offering extends once); ask for a fresh one", id), err)
 }
 
 // extendOnce decides and commits an extension by a verified offering.
-func (s *Service) extendOnce(ctx context.Context, team, id string, off core.Offering) (core.Block, error) {
+// with adds to the change what must commit with the extension (the
+// record of what the offering bought).
+func (s *Service) extendOnce(ctx context.Context, team, id string, off core.Offering,
+	with func(b core.Block, c *store.Change, now time.Time)) (core.Block, error) {
 	return s.mutate(ctx, team, id, func(b core.Block, now time.Time) (store.Change, error) {
 		if !b.End.Equal(off.Start) {
 			return store.Change{}, fmt.Errorf("%w: block %s now ends at %s, not at %s as quoted; ask for a fresh extension offering", core.ErrInvalidState, b.ID, b.End.Format(time.RFC3339), off.Start.Format(time.RFC3339))
@@ -193,6 +217,7 @@ func (s *Service) extendOnce(ctx context.Context, team, id string, off core.Offe
 		}
 		c.Budgets = guards(guard)
 		s.addMoves(&c, plan.Moves, now)
+		with(b, &c, now)
 		if b.State == core.StateActive {
 			// The engine holds the block until its new end (a Slurm
 			// reservation's end moves): activating again is idempotent.

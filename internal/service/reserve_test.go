@@ -92,10 +92,11 @@ func TestReserveAhead(t *testing.T) {
 			if err != nil || len(exts) == 0 {
 				t.Fatalf("extension offerings: %v, %v", exts, err)
 			}
-			ext, err := svc.Extend(ctx, "team-a", b.ID, exts[0].ID)
+			x, err := svc.Extend(ctx, "team-a", b.ID, exts[0].ID)
 			if err != nil {
 				t.Fatal(err)
 			}
+			ext := x.Block
 			if _, err := svc.CancelBlock(ctx, "team-a", b.ID); err != nil {
 				t.Fatal(err)
 			}

@@ -72,9 +72,11 @@ func TestService(t *testing.T) {
 	if err != nil || len(exts) == 0 {
 		t.Fatalf("extension offerings: %v, %v", exts, err)
 	}
-	if b, err = svc.Extend(ctx, team.ID, b.ID, exts[0].ID); err != nil {
+	x, err := svc.Extend(ctx, team.ID, b.ID, exts[0].ID)
+	if err != nil {
 		t.Fatal(err)
 	}
+	b = x.Block
 	want.End = b.End
 	reservationIs(t, c, b.ID, want, "the extension")
 
