@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -9,6 +10,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
 
 	"capblock/internal/core"
 )
@@ -429,5 +434,77 @@ func TestMoneyLedgerTotals(t *testing.T) {
 		if got != want {
 			t.Errorf("%s's ledger totals:\n got %s\nwant %s", c.name, got, want)
 		}
+	}
+}
+
+// TestMoneyAWSExtensionRetry: an SDK that retries
+// PurchaseCapacityBlockExtension after a lost answer sends the same
+// offering again; through the binary the retry answers the extension the
+// first call bought, and the team is charged for it once.
+func TestMoneyAWSExtensionRetry(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the server binary")
+	}
+	bin, dir := buildBinary(t), t.TempDir()
+	srv := startProcess(t, bin, filepath.Join(dir, "capblock.db"), ts(t0))
+	token, err := os.ReadFile(filepath.Join(dir, "admin.token"))
+	must(t, err)
+	cli := func(args ...string) string {
+		t.Helper()
+		out, errOut, code := runCLI(t, bin, srv.url, string(token), append([]string{"-o", "json"}, args...)...)
+		if code != 0 {
+			t.Fatalf("capblock %v: exit %d: %s", args, code, errOut)
+		}
+		return out
+	}
+	var team struct{ ID string }
+	must(t, json.Unmarshal([]byte(cli("teams", "create", "research")), &team))
+	cli("users", "create", "ada", "--team", team.ID, "--role", "member")
+	var key struct{ AccessKeyID, SecretAccessKey string }
+	must(t, json.Unmarshal([]byte(cli("access-keys", "create", "--user", "ada")), &key))
+	creds := credentials.NewStaticCredentialsProvider(key.AccessKeyID, key.SecretAccessKey, "")
+	ec2c := ec2.New(ec2.Options{Region: "eu-west-1", BaseEndpoint: aws.String(srv.url + "/aws"), Credentials: creds})
+	ctx := t.Context()
+
+	offers, err := ec2c.DescribeCapacityBlockOfferings(ctx, &ec2.DescribeCapacityBlockOfferingsInput{
+		InstanceType: aws.String("g6.xlarge"), InstanceCount: aws.Int32(1), CapacityDurationHours: aws.Int32(4),
+		StartDateRange: aws.Time(t0.Add(2 * time.Hour)), EndDateRange: aws.Time(t0.Add(48 * time.Hour)),
+	})
+	if err != nil || len(offers.CapacityBlockOfferings) == 0 {
+		t.Fatalf("DescribeCapacityBlockOfferings: %v", err)
+	}
+	bought, err := ec2c.PurchaseCapacityBlock(ctx, &ec2.PurchaseCapacityBlockInput{
+		CapacityBlockOfferingId: offers.CapacityBlockOfferings[0].CapacityBlockOfferingId, InstancePlatform: "Linux/UNIX",
+	})
+	if err != nil {
+		t.Fatalf("PurchaseCapacityBlock: %v", err)
+	}
+	id := bought.CapacityReservation.CapacityReservationId
+	exts, err := ec2c.DescribeCapacityBlockExtensionOfferings(ctx, &ec2.DescribeCapacityBlockExtensionOfferingsInput{
+		CapacityReservationId: id, CapacityBlockExtensionDurationHours: aws.Int32(2),
+	})
+	if err != nil || len(exts.CapacityBlockExtensionOfferings) == 0 {
+		t.Fatalf("DescribeCapacityBlockExtensionOfferings: %v", err)
+	}
+	in := &ec2.PurchaseCapacityBlockExtensionInput{CapacityReservationId: id,
+		CapacityBlockExtensionOfferingId: exts.CapacityBlockExtensionOfferings[0].CapacityBlockExtensionOfferingId}
+	first, err := ec2c.PurchaseCapacityBlockExtension(ctx, in)
+	if err != nil {
+		t.Fatalf("PurchaseCapacityBlockExtension: %v", err)
+	}
+	again, err := ec2c.PurchaseCapacityBlockExtension(ctx, in)
+	if err != nil {
+		t.Fatalf("PurchaseCapacityBlockExtension retried with the same offering: %v; want the extension bought first", err)
+	}
+	a, b := first.CapacityBlockExtensions, again.CapacityBlockExtensions
+	if len(a) != 1 || len(b) != 1 || aws.ToString(a[0].CapacityBlockExtensionOfferingId) != aws.ToString(b[0].CapacityBlockExtensionOfferingId) ||
+		!aws.ToTime(a[0].CapacityBlockExtensionEndDate).Equal(aws.ToTime(b[0].CapacityBlockExtensionEndDate)) ||
+		aws.ToString(a[0].UpfrontFee) != aws.ToString(b[0].UpfrontFee) {
+		t.Fatalf("the retry answered %+v; want the first answer %+v", b, a)
+	}
+	var l moneyLedger
+	must(t, json.Unmarshal([]byte(cli("teams", "ledger", team.ID)), &l))
+	if got := l.lines(); len(got) != 2 {
+		t.Fatalf("ledger after an extension and its retry: %v; want the purchase and one extension charge", got)
 	}
 }
