@@ -10,6 +10,7 @@ import (
 	"capblock/internal/core"
 	"capblock/internal/store"
 	"capblock/internal/store/pgtest"
+	"capblock/internal/store/storetest"
 )
 
 // TestNodeIDsMigration upgrades a database that allocations on node names
@@ -127,4 +128,58 @@ func TestAllocationsNeedNodeNumbers(t *testing.T) {
 	if _, gerr := s.GetBlock(ctx, "b"); !errors.Is(gerr, store.ErrNotFound) {
 		t.Fatalf("after the failed commit (%v), GetBlock(b): %v, want not found", err, gerr)
 	}
+}
+
+// TestJournalsMigration upgrades a database whose money is a ledger of
+// charges and refunds (migrations 0001 to 0016) to journals of postings
+// (0017), and checks the result with storetest.CheckLedgerMigrated.
+func TestJournalsMigration(t *testing.T) {
+	ctx := t.Context()
+	dsn := pgtest.NewDatabase(t)
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+
+	// 1. The schema of version 16, from the migration files.
+	ms, err := migrations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, `CREATE TABLE schema_migrations (version integer PRIMARY KEY, name text NOT NULL,
+		applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range ms {
+		if m.Version > 16 {
+			break
+		}
+		if _, err := conn.Exec(ctx, m.SQL); err != nil {
+			t.Fatalf("applying %s: %v", m.Name, err)
+		}
+		if _, err := conn.Exec(ctx, `INSERT INTO schema_migrations (version, name) VALUES ($1, $2)`, m.Version, m.Name); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// 2. Blocks and ledger rows as version 16 wrote them.
+	blocks, rows := storetest.LedgerV16()
+	for _, b := range blocks {
+		if _, err := conn.Exec(ctx, `INSERT INTO blocks (`+blockColumns+`)
+			VALUES ($1, $1, $2, 'h100.8x', 'H100', 1, 'z', $3, $4, 'scheduled', 1, 'USD', $3, '{}', '[]', false, false, 1)`,
+			b.ID, b.Team, b.Start, b.End); err != nil {
+			t.Fatalf("inserting block %s: %v", b.ID, err)
+		}
+	}
+	for _, r := range rows {
+		if _, err := conn.Exec(ctx, `INSERT INTO ledger (id, team, time, kind, amount_minor, currency, subject,
+			instance_type, on_demand_minor) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
+			r.ID, r.Team, r.Time, r.Kind, r.Amount, r.Currency, r.Subject, r.InstanceType, r.OnDemand); err != nil {
+			t.Fatalf("inserting ledger row %s: %v", r.ID, err)
+		}
+	}
+
+	// 3. Opening the store applies 0017.
+	storetest.CheckLedgerMigrated(t, openTemp(t, dsn))
 }
