@@ -41,9 +41,13 @@ func (a *app) jobsRunCmd() *cobra.Command {
 		Long: `Run a command on a block: it starts when the block is active and is stopped 30 minutes before its end.
 
 With --preemptible it runs on no block, on GPUs nobody needs now (unsold, or
-lent by their holder), at the spot price per GPU-hour used. It gets SIGTERM
-a notice (the fleet's backfillNotice, 10 minutes by default) before a block
-needs its GPUs, is gone by then, and waits to run again.`,
+lent by their holder), at the spot price per GPU-hour used, charged until its
+last process is gone. It gets SIGTERM a notice (the fleet's backfillNotice, 10
+minutes by default) before a block needs its GPUs, or before the team's budget
+runs out, is killed by then, and waits to run again. The file named by
+$CAPBLOCK_KILL_AT_FILE holds when it will be killed. It is refused beyond the
+team's quota, or when the team's budget cannot pay for an hour of it at the
+spot price; a waiting one starts only when the budget can.`,
 		Example: `  capblock jobs run --block llama-eval --name eval --env SEED=7 --max-restarts 2 -- python3 "$PWD/eval.py"
   capblock jobs run --plan tp-… --name train -- python3 /srv/train.py --epochs 10
   capblock jobs run --preemptible --type l4.1x --instances 2 --name sweep -- python3 /srv/sweep.py`,

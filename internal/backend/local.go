@@ -85,7 +85,7 @@ func (l *LocalWorkloads) logPath(jobID string, instance int) string {
 // own directories.
 func checkJobID(id string) error {
 	if id == "" || id == "." || id == ".." || strings.ContainsAny(id, "/\\\x00") ||
-		id == jobsStateDir || id == jobsLogsDir {
+		id == jobsStateDir || id == jobsLogsDir || id == jobsNoticesDir {
 		return fmt.Errorf("job id %q cannot name a job's directory", id)
 	}
 	return nil
@@ -116,6 +116,12 @@ func (li *localInstances) Start(_ context.Context, w Workload) error {
 	}
 	if err != nil {
 		return fmt.Errorf("starting instance %d of job %s: %w", w.Rank, w.JobID, err)
+	}
+	if !w.KillAt.IsZero() {
+		if err := writeKillAt(li.l.dir, w.JobID, w.KillAt, w.User); err != nil {
+			_ = os.Remove(marker) // not started: a retry may start it
+			return fmt.Errorf("starting instance %d of job %s: %w", w.Rank, w.JobID, err)
+		}
 	}
 	spec := executor.Spec{JobID: w.Run, Instance: w.Rank, Command: w.Command, Env: localEnv(w, dir),
 		Dir: dir, LogPath: li.l.logPath(w.JobID, w.Rank), Limits: w.Limits}
@@ -151,13 +157,27 @@ func (l *LocalWorkloads) markStarted(w Workload) (string, error) {
 // directory is dir.
 func localEnv(w Workload, dir string) map[string]string {
 	gpus := instanceGPUs(w.Block, w.GPUsPerInstance)
+	killAtFile := ""
+	if !w.KillAt.IsZero() {
+		killAtFile = killAtPath(filepath.Dir(dir), w.JobID)
+	}
 	env := executor.JobEnv(executor.EnvParams{
 		BlockID: w.Block.ID, PlanID: w.PlanID, SegmentEnd: w.Block.End, CheckpointDir: filepath.Join(dir, "checkpoint"),
 		RestartCount: w.Restarts, Rank: w.Rank, WorldSize: w.WorldSize, MasterAddr: "127.0.0.1", MasterPort: masterPort(w.JobID),
-		GPUs: gpus[w.Slot()%len(gpus)], User: w.Env,
+		GPUs: gpus[w.Slot()%len(gpus)], KillAtFile: killAtFile, User: w.Env,
 	})
 	env["HOME"] = dir
 	return env
+}
+
+// NoticeKill rewrites the kill-at file of the run's job (see
+// writeKillAt); a job never started here has none, and nothing is done.
+func (li *localInstances) NoticeKill(run string, _ int, at time.Time) error {
+	id, _, _ := strings.Cut(run, "/")
+	if err := checkJobID(id); err != nil {
+		return err
+	}
+	return rewriteKillAt(li.l.dir, id, at)
 }
 
 func (li *localInstances) Stop(run string, instance int, grace time.Duration) error {

@@ -49,10 +49,11 @@ func TestLocalEnv(t *testing.T) {
 		return out
 	}
 	tests := map[string]struct {
-		rank  int
-		slots []int
-		gpus  int
-		want  map[string]string
+		rank   int
+		slots  []int
+		gpus   int
+		killAt bool
+		want   map[string]string
 	}{
 		"no slots: rank 0 has the first slot": {
 			rank: 0, gpus: 4, want: with("RANK", "0", "CUDA_VISIBLE_DEVICES", "0,1,2,3"),
@@ -69,15 +70,66 @@ func TestLocalEnv(t *testing.T) {
 		"whole-node instances": {
 			rank: 1, slots: []int{0, 1}, gpus: 8, want: with("RANK", "1", "CUDA_VISIBLE_DEVICES", "0,1,2,3,4,5,6,7"),
 		},
+		"a preemptible run: its kill-at file": {
+			rank: 0, gpus: 4, killAt: true,
+			want: with("RANK", "0", "CUDA_VISIBLE_DEVICES", "0,1,2,3", "CAPBLOCK_KILL_AT_FILE", "/jobs/notices/job-1/kill-at"),
+		},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			w := base
 			w.Rank, w.Slots, w.GPUsPerInstance = tc.rank, tc.slots, tc.gpus
+			if tc.killAt {
+				w.KillAt = w.Block.End
+			}
 			if diff := cmp.Diff(tc.want, localEnv(w, "/jobs/job-1")); diff != "" {
 				t.Errorf("environment (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestKillAtFile: a preemptible run's kill-at file holds the time it was
+// started with, and what NoticeKill says after, in a directory of the
+// server's that other users cannot write; a job that never started has
+// none, and a notice for it makes none.
+func TestKillAtFile(t *testing.T) {
+	dir := t.TempDir()
+	li := &localInstances{l: &LocalWorkloads{dir: dir}}
+	if err := li.NoticeKill("job-1/1", 0, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	path := killAtPath(dir, "job-1")
+	if _, err := os.Stat(path); !os.IsNotExist(err) {
+		t.Fatalf("a notice for a job never started made %s: %v", path, err)
+	}
+	start := time.Date(2026, 12, 1, 0, 59, 55, 0, time.UTC)
+	if err := writeKillAt(dir, "job-1", start, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(path); string(got) != "2026-12-01T00:59:55Z" {
+		t.Errorf("at the start: %q", got)
+	}
+	if err := li.NoticeKill("job-1/1", 0, start.Add(-40*time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(path); string(got) != "2026-12-01T00:19:55Z" {
+		t.Errorf("after a notice: %q", got)
+	}
+	for _, d := range []string{filepath.Dir(path), filepath.Dir(filepath.Dir(path))} {
+		fi, err := os.Stat(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Mode().Perm()&0o022 != 0 {
+			t.Errorf("%s has mode %v: want written by the server alone", d, fi.Mode())
+		}
+	}
+	if entries, _ := os.ReadDir(filepath.Dir(path)); len(entries) != 1 {
+		t.Errorf("the job's notices: %v, want the kill-at file alone", entries)
+	}
+	if err := li.NoticeKill("../state/1", 0, start); err == nil {
+		t.Error("a notice for a run that names no job's directory was taken")
 	}
 }
 

@@ -50,6 +50,15 @@ type Instances interface {
 	Close() error
 }
 
+// KillNoticer is Instances that can tell an instance, beyond SIGTERM,
+// when it will be killed: the local engine keeps the time in a file the
+// instance reads (CAPBLOCK_KILL_AT_FILE).
+type KillNoticer interface {
+	// NoticeKill tells an instance of a run (started with a KillAt) that
+	// it will be killed at at.
+	NoticeKill(run string, instance int, at time.Time) error
+}
+
 // Workload is one instance of a job's run, described without the engine:
 // what the service decided and stores.
 type Workload struct {
@@ -82,6 +91,11 @@ type Workload struct {
 	User *User
 	// Limits bound the instance.
 	Limits Limits
+	// KillAt, for a preemptible run, is the earliest moment its instances
+	// may be killed as known at the start (a block needing its GPUs, its
+	// team's budget running out); the engine tells the instance when it
+	// moves (KillNoticer). Zero for a job on a block.
+	KillAt time.Time
 }
 
 // Slot is the block's instance slot that the workload is given.

@@ -7,11 +7,16 @@ import "time"
 // GPUs are needed within the notice it is preempted: its run is stopped
 // (SIGTERM, then a kill before the GPUs are needed) and it waits again,
 // to run anew from its checkpoint directory wherever backfill allows.
+// The same befalls it when its team's budget runs out (spotbudget.go).
+// A stopped run is charged when its last instance is gone.
 
 // Reasons of preemptible jobs.
 const (
 	ReasonPreempted          = "preempted"
 	ReasonWaitingForBackfill = "waiting_for_backfill"
+	// ReasonBudgetExceeded: the team's budget cannot pay for more spot
+	// time; the job was preempted before it ran out, or waits.
+	ReasonBudgetExceeded = "budget_exceeded"
 )
 
 // StartBackfillJob starts a new run of a pending preemptible job on the
@@ -37,6 +42,27 @@ func PreemptJob(j Job, grace time.Duration) (Job, JobStep, bool) {
 	return j, JobStep{Event: EventJobInterrupted, Stop: true, Grace: max(grace, 0), Reason: ReasonPreempted}, true
 }
 
+// PreemptJobForBudget is PreemptJob when the team's budget runs out,
+// rather than the GPUs being needed: the job waits again, for budget.
+func PreemptJobForBudget(j Job, grace time.Duration) (Job, JobStep, bool) {
+	next, step, ok := PreemptJob(j, grace)
+	if ok {
+		next.Reason, step.Reason = ReasonBudgetExceeded, ReasonBudgetExceeded
+	}
+	return next, step, ok
+}
+
+// WaitForBudget keeps a pending preemptible job waiting because its
+// team's budget cannot pay for its minimum run; ok is false when it
+// already waited for that (nothing to store).
+func WaitForBudget(j Job) (Job, bool) {
+	if !j.Preemptible || j.State != JobPending || j.Reason == ReasonBudgetExceeded {
+		return j, false
+	}
+	j.Reason = ReasonBudgetExceeded
+	return j, true
+}
+
 // ExpireBackfillJob fails a preemptible job that has waited MaxPending
 // since it was created without ever running.
 func ExpireBackfillJob(j Job, now time.Time) (Job, JobStep, bool) {
@@ -52,6 +78,43 @@ func ExpireBackfillJob(j Job, now time.Time) (Job, JobStep, bool) {
 func BackfillRunEnds(was, next Job, step JobStep) bool {
 	return was.Preemptible && was.State == JobRunning && !was.RunStartedAt.IsZero() &&
 		(step.Stop || next.State != JobRunning || next.Run != was.Run)
+}
+
+// SpotRun is one run of a preemptible job as it is charged: its number,
+// when it started, and the GPUs it ran on. KillAt, for a stopped run, is
+// when what is left of it is killed; zero when that is the runner's own
+// grace after the stop.
+type SpotRun struct {
+	Run       int
+	StartedAt time.Time
+	Backfill  []BackfillAlloc
+	KillAt    time.Time
+}
+
+// DeferSpotCharge keeps the run that a decision from was to next stops
+// unbilled in next, when no new run takes its place: its instances get
+// SIGTERM and may run on until killAt, so it is charged when the last is
+// gone. A decision that starts a new run in the same step (a restart)
+// charges the run at once, as the new run is charged from now on the
+// same GPUs. ok is false when nothing is deferred.
+func DeferSpotCharge(was, next Job, step JobStep, killAt time.Time) (Job, bool) {
+	if !BackfillRunEnds(was, next, step) || !step.Stop || step.Start {
+		return next, false
+	}
+	next.Unbilled = &SpotRun{Run: was.Run, StartedAt: was.RunStartedAt, Backfill: append([]BackfillAlloc(nil), was.Backfill...), KillAt: killAt}
+	return next, true
+}
+
+// UnbilledRun is the job as its unbilled run ran (its run number, start
+// and GPUs), what SpotCharge and LendCredits take; ok is false when it
+// has none.
+func (j Job) UnbilledRun() (Job, bool) {
+	if j.Unbilled == nil {
+		return j, false
+	}
+	r := j
+	r.State, r.Run, r.RunStartedAt, r.Backfill, r.Unbilled = JobRunning, j.Unbilled.Run, j.Unbilled.StartedAt, j.Unbilled.Backfill, nil
+	return r, true
 }
 
 // SpotCharge is what a preemptible run of j's instances of type t costs

@@ -86,7 +86,12 @@ type Job struct {
 	Zone         string
 	Backfill     []BackfillAlloc
 	RunStartedAt time.Time
-	Version      int64
+	// Unbilled is a preemptible job's run that was stopped and whose
+	// instances may still run: it is charged when its last instance is
+	// gone, not when it was told to stop, and the job does not run again
+	// before.
+	Unbilled *SpotRun
+	Version  int64
 }
 
 // JobStep is what the controller must do after a decision.

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"maps"
 	"os"
 	"strconv"
 	"strings"
@@ -57,7 +58,8 @@ func waitGone(t *testing.T, what, pid string) {
 // get SIGTERM the notice (10 minutes) before the start: the one that
 // traps it exits, the one that ignores it is killed just before the
 // start; neither is there when the block becomes active, on time. The
-// jobs wait again, and their runs are charged at the spot price.
+// jobs wait again, and their runs are charged at the spot price until
+// their last process is gone.
 func TestBackfillPreemptedBeforeABlock(t *testing.T) {
 	e := startFleet(t, backfillFleet)
 	runService(t, e)
@@ -141,7 +143,8 @@ while :; do sleep 0.05; done
 		t.Errorf("no %s event of block %s", core.EventBlockActive, blk.ID)
 	}
 	var entries []core.LedgerEntry
-	// Each job ran 50 minutes on one h100.8x at 0.3 × 98.32 an hour.
+	// One h100.8x at 0.3 × 98.32 an hour: the polite job ran 50 minutes,
+	// the stubborn one until it was killed, 5 seconds before the start.
 	entries, err = e.store.Ledger(t.Context(), e.team)
 	if err != nil {
 		t.Fatal(err)
@@ -152,9 +155,9 @@ while :; do sleep 0.05; done
 			spot[le.Subject] += le.Amount.Minor
 		}
 	}
-	want := int64(9832 * 3000 * 50 * 60 / (10000 * 3600)) // 2458
-	if spot[a.ID] != want || spot[b.ID] != want {
-		t.Errorf("spot charges %v, want %d each", spot, want)
+	want := map[string]int64{a.ID: 2458, b.ID: 2946} // 50m, 59m55s
+	if !maps.Equal(spot, want) {
+		t.Errorf("spot charges %v, want %v", spot, want)
 	}
 	// With the fleet sold, the jobs wait.
 	time.Sleep(1500 * time.Millisecond)
@@ -255,5 +258,38 @@ while :; do sleep 0.05; done
 	call(t, e.url, "GET", "/v1/blocks/"+blk.ID, nil, &detail)
 	if detail.Utilisation.Lent != 4 {
 		t.Errorf("utilisation %+v, want 4 GPU-hours lent", detail.Utilisation)
+	}
+}
+
+// TestBackfillRefusedBeyondBudgetOrQuota: a preemptible job is refused
+// with 402 budget_exceeded when its team's budget cannot pay for an hour
+// of it at the spot price (10.00 for 29.50), and with 403 quota_exceeded
+// beyond the team's instances per block; nothing is stored.
+func TestBackfillRefusedBeyondBudgetOrQuota(t *testing.T) {
+	e := startFleet(t, backfillFleet)
+	job := map[string]any{"preemptible": true, "instanceType": "h100.8x", "command": []string{"true"}}
+	if code := call(t, e.url, "PUT", "/v1/teams/"+e.team+"/budget", map[string]any{
+		"amount": map[string]any{"amount": "10.00", "currency": "USD"}, "period": "month"}, nil); code != 200 {
+		t.Fatalf("setting the budget: %d", code)
+	}
+	var p problem
+	if code := call(t, e.url, "POST", "/v1/jobs", job, &p); code != 402 || p.Code != "budget_exceeded" {
+		t.Errorf("over budget: %d %s, want 402 budget_exceeded", code, p.Code)
+	}
+	if code := call(t, e.url, "PUT", "/v1/teams/"+e.team+"/budget", map[string]any{
+		"amount": map[string]any{"amount": "0.00", "currency": "USD"}, "period": "none"}, nil); code != 200 {
+		t.Fatalf("lifting the budget: %d", code)
+	}
+	if code := call(t, e.url, "PUT", "/v1/teams/"+e.team+"/quotas", map[string]any{
+		"maxInstancesPerBlock": 1, "maxInstancesHeld": 0, "maxDurationHours": 0, "maxLeadDays": 0}, nil); code != 200 {
+		t.Fatalf("setting the quota: %d", code)
+	}
+	job["instanceCount"] = 2
+	p = problem{}
+	if code := call(t, e.url, "POST", "/v1/jobs", job, &p); code != 403 || p.Code != "quota_exceeded" {
+		t.Errorf("beyond the quota: %d %s, want 403 quota_exceeded", code, p.Code)
+	}
+	if js, err := e.store.ListJobs(t.Context(), "", false); err != nil || len(js) != 0 {
+		t.Errorf("refused jobs stored: %v %v", js, err)
 	}
 }

@@ -30,6 +30,9 @@ type EnvParams struct {
 	// sets CUDA_VISIBLE_DEVICES to "", which hides every GPU: an instance
 	// sees only what it was given.
 	GPUs []int
+	// KillAtFile, when set, is a file the instance may read for when it
+	// will be killed (RFC 3339), rewritten when that is decided anew.
+	KillAtFile string
 	// User is the environment the user asked for. capblock's variables win
 	// over it.
 	User map[string]string
@@ -58,6 +61,9 @@ func JobEnv(p EnvParams) map[string]string {
 	env["MASTER_ADDR"] = p.MasterAddr
 	env["MASTER_PORT"] = strconv.Itoa(p.MasterPort)
 	env["CUDA_VISIBLE_DEVICES"] = strings.Join(gpus, ",")
+	if p.KillAtFile != "" {
+		env["CAPBLOCK_KILL_AT_FILE"] = p.KillAtFile
+	}
 	return env
 }
 

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"time"
 
+	"capblock/internal/backend"
 	"capblock/internal/contract"
 	"capblock/internal/core"
 	"capblock/internal/store"
@@ -68,14 +69,17 @@ func (s *Service) createBackfillJob(ctx context.Context, scope string, req contr
 		}
 		team = req.Team
 	}
-	// Spot time is bought: nothing is bought for a disabled team.
-	if err := s.checkTeamEnabled(ctx, team, core.ErrInvalidState); err != nil {
+	// Spot time is bought: nothing is bought for a disabled team, nor
+	// beyond its quota or budget.
+	now := s.clock.Now()
+	guard, err := s.checkSpotJob(ctx, team, t, n, now)
+	if err != nil {
 		return core.Job{}, err
 	}
-	now := s.clock.Now()
 	j := core.Job{ID: newID("job"), Name: req.Name, Team: team, Command: req.Command, Env: req.Env, InstanceCount: n,
 		MaxRestarts: req.MaxRestarts, State: core.JobPending, CreatedAt: now, Preemptible: true, InstanceType: t.Name, Zone: req.Zone}
-	c := store.Change{Jobs: []store.JobWrite{{Job: j}}, Events: []core.Event{s.jobEvent(now, core.EventJobPending, j, "")}}
+	c := store.Change{Jobs: []store.JobWrite{{Job: j}}, Events: []core.Event{s.jobEvent(now, core.EventJobPending, j, "")},
+		Budgets: guards(guard)} // the stored spend, read again in the commit, is still within the budget
 	if err := s.store.Commit(ctx, c); err != nil {
 		return core.Job{}, fmt.Errorf("storing job %s: %w", j.ID, err)
 	}
@@ -123,9 +127,10 @@ func neededAt(allocs []core.BackfillAlloc) time.Time {
 }
 
 // reconcileBackfill moves preemptible jobs on, on the leader: running
-// ones whose GPUs are needed within the notice are preempted, instances
-// of preempted runs still there just before the GPUs are needed are
-// killed, and waiting ones are placed, oldest first.
+// ones whose GPUs are needed, or whose team's budget runs out, within the
+// notice are preempted, instances of preempted runs still there when
+// their kill is due are killed, and waiting ones are placed, oldest
+// first, while their team's budget pays for their minimum run.
 func (s *Service) reconcileBackfill(ctx context.Context, jobs []core.Job) {
 	notice := s.fleet.Limits.BackfillNotice
 	now := s.clock.Now()
@@ -147,11 +152,6 @@ func (s *Service) reconcileBackfill(ctx context.Context, jobs []core.Job) {
 	}
 	// Runs that ended but whose instances still run (a preemption's
 	// grace) keep their GPUs until the instances are gone.
-	type lingering struct {
-		key    string
-		job    core.Job
-		allocs []core.BackfillAlloc
-	}
 	var lingers []lingering
 	s.jobs.mu.Lock()
 	ins := s.jobs.instances
@@ -169,6 +169,17 @@ func (s *Service) reconcileBackfill(ctx context.Context, jobs []core.Job) {
 		taken = append(taken, allocsOf(l.job)...)
 	}
 	lending := s.lendingNow(jobs)
+	if s.chargeGoneRuns(ctx, pending) {
+		return // decided again on the jobs as charged, at once (kickJobs)
+	}
+	// Teams' budgets: a team whose budget cannot pay for a job's minimum
+	// run starts none, and its runs are preempted before it runs out.
+	budgets, budgetErr := s.spotBudgets(ctx, jobs, now)
+	if budgetErr != nil {
+		s.log.Warn("reading the budgets of spot work; starting none", "err", budgetErr)
+	}
+	runsOut := budgetRunsOut(budgets, now)
+	var broke []core.Job
 
 	// 1. Decide under the index's read lock.
 	type start struct {
@@ -191,7 +202,12 @@ func (s *Service) reconcileBackfill(ctx context.Context, jobs []core.Job) {
 			continue
 		}
 		t, ok := s.fleet.Type(j.InstanceType)
-		if !ok {
+		if !ok || j.Unbilled != nil || budgetErr != nil {
+			continue // its last run is not charged yet (gone within its notice), or budgets unknown
+		}
+		b := budgets[j.Team]
+		if b != nil && b.Afford(j.InstanceCount, t, s.fleet.Pricing) != nil {
+			broke = append(broke, j)
 			continue
 		}
 		allocs, err := s.index.BackfillPlace(core.BackfillRequest{Type: t, Count: j.InstanceCount, Zone: j.Zone}, taken, lending, notice, now)
@@ -203,17 +219,25 @@ func (s *Service) reconcileBackfill(ctx context.Context, jobs []core.Job) {
 		}
 		taken = append(taken, allocs...)
 		starts = append(starts, start{job: j, allocs: allocs})
+		if b != nil {
+			b.Left -= core.SpotMinimum(j.InstanceCount, t, s.fleet.Pricing).Minor // what the next start can count on
+		}
 	}
 	s.mu.RUnlock()
 
-	// 2. Preempt: SIGTERM now, the kill before the GPUs are needed.
+	// 2. Preempt: SIGTERM now, the kill before the GPUs are needed, or
+	//    before the team's budget runs out.
 	margin := backfillMargin(notice)
 	for i, j := range running {
-		at := neededAt(due[i])
+		at, forBudget := spotEnd(neededAt(due[i]), runsOut[j.Team])
 		if at.IsZero() || now.Before(at.Add(-notice)) {
 			continue
 		}
-		next, step, ok := core.PreemptJob(j, max(at.Sub(now)-margin, time.Millisecond))
+		preempt, why := core.PreemptJob, "its GPUs are needed"
+		if forBudget {
+			preempt, why = core.PreemptJobForBudget, "its team's budget runs out"
+		}
+		next, step, ok := preempt(j, max(at.Sub(now)-margin, time.Millisecond))
 		if !ok {
 			continue
 		}
@@ -221,13 +245,64 @@ func (s *Service) reconcileBackfill(ctx context.Context, jobs []core.Job) {
 			s.log.Warn("preempting a job", "job", j.ID, "err", err)
 			continue
 		}
-		s.log.Info("preempted a job: its GPUs are needed", "job", j.ID, "at", at, "grace", step.Grace)
+		s.log.Info("preempted a job: "+why, "job", j.ID, "at", at, "grace", step.Grace)
 	}
 	// 3. Kill what is left of preempted runs when the GPUs are about to
-	//    be needed.
+	//    be needed, or at the kill their stop decided.
+	if ins != nil {
+		s.killLingering(ins, lingers, jobs, margin, now)
+	}
+	// 4. Fail what waited too long, say why what the budget cannot pay
+	//    for waits, start what found GPUs.
+	for _, j := range expired {
+		next, step, _ := core.ExpireBackfillJob(j, now)
+		if err := s.commitJob(ctx, j, next, step, now); err != nil {
+			s.log.Warn("failing a preemptible job", "job", j.ID, "err", err)
+		}
+	}
+	for _, j := range broke {
+		if next, ok := core.WaitForBudget(j); ok {
+			if err := s.commitJob(ctx, j, next, core.JobStep{}, now); err != nil {
+				s.log.Warn("recording why a preemptible job waits", "job", j.ID, "err", err)
+			}
+		}
+	}
+	for _, st := range starts {
+		next, step := core.StartBackfillJob(st.job, st.allocs, now)
+		if err := s.commitJob(ctx, st.job, next, step, now); err != nil {
+			s.log.Warn("starting a preemptible job", "job", st.job.ID, "err", err)
+		}
+	}
+}
+
+// lingering is a preemptible run that ended, with instances still
+// there: key names it, job is the job as the run started, allocs are its
+// GPUs with when each is needed.
+type lingering struct {
+	key    string
+	job    core.Job
+	allocs []core.BackfillAlloc
+}
+
+// killLingering kills the instances of the lingering runs whose GPUs are
+// needed within margin, or whose stop's kill (a job of jobs, the open
+// jobs, names it) is due.
+func (s *Service) killLingering(ins backend.Instances, lingers []lingering, jobs []core.Job, margin time.Duration, now time.Time) {
+	killAt := map[string]time.Time{}
+	for _, j := range jobs {
+		if j.Unbilled != nil && !j.Unbilled.KillAt.IsZero() {
+			killAt[runKey(core.Job{ID: j.ID, Run: j.Unbilled.Run})] = j.Unbilled.KillAt
+		}
+	}
 	for _, l := range lingers {
 		at := neededAt(l.allocs)
-		if at.IsZero() || now.Before(at.Add(-margin)) || ins == nil {
+		if !at.IsZero() {
+			at = at.Add(-margin)
+		}
+		if k := killAt[l.key]; !k.IsZero() && (at.IsZero() || k.Before(at)) {
+			at = k
+		}
+		if at.IsZero() || now.Before(at) {
 			continue
 		}
 		s.jobs.mu.Lock()
@@ -242,24 +317,22 @@ func (s *Service) reconcileBackfill(ctx context.Context, jobs []core.Job) {
 			}
 		}
 	}
-	// 4. Fail what waited too long, start what found GPUs.
-	for _, j := range expired {
-		next, step, _ := core.ExpireBackfillJob(j, now)
-		if err := s.commitJob(ctx, j, next, step, now); err != nil {
-			s.log.Warn("failing a preemptible job", "job", j.ID, "err", err)
-		}
+}
+
+// spotEnd is when a spot run must be gone: when its GPUs are needed, or
+// when its team's budget runs out if that comes first (forBudget); zero
+// when neither is known.
+func spotEnd(needed, runsOut time.Time) (at time.Time, forBudget bool) {
+	if !runsOut.IsZero() && (needed.IsZero() || runsOut.Before(needed)) {
+		return runsOut, true
 	}
-	for _, st := range starts {
-		next, step := core.StartBackfillJob(st.job, st.allocs, now)
-		if err := s.commitJob(ctx, st.job, next, step, now); err != nil {
-			s.log.Warn("starting a preemptible job", "job", st.job.ID, "err", err)
-		}
-	}
+	return needed, false
 }
 
 // backfillBlock is the block a preemptible run's instances see: its
 // allocations as placements, instance i on the i-th, ending when its
-// GPUs are next needed (or at the horizon).
+// instances are to be killed as known now: before its GPUs are next
+// needed or its team's budget runs out (or at the horizon).
 func (s *Service) backfillBlock(j core.Job) core.Block {
 	t, _ := s.fleet.Type(j.InstanceType)
 	b := core.Block{ID: "backfill", Team: j.Team, InstanceType: j.InstanceType, GPUModel: t.GPUModel, Count: j.InstanceCount,
@@ -267,19 +340,35 @@ func (s *Service) backfillBlock(j core.Job) core.Block {
 	for _, a := range j.Backfill {
 		b.Placements = append(b.Placements, core.Placement{Node: a.Node, GPUs: a.GPUs})
 	}
+	ctx := context.Background()
 	now := s.clock.Now()
-	jobs, err := s.store.ListJobs(context.Background(), "", true)
+	jobs, err := s.store.ListJobs(ctx, "", true)
 	if err != nil {
 		s.log.Warn("listing open jobs for a backfill run's end", "err", err)
 	}
 	lending := s.lendingNow(jobs)
 	s.mu.RLock()
-	at := neededAt(s.index.BackfillDue(allocsOf(j), lending, now))
+	needed := neededAt(s.index.BackfillDue(allocsOf(j), lending, now))
 	s.mu.RUnlock()
-	if at.IsZero() {
-		at = now.Add(s.fleet.Limits.Horizon)
+	var team []core.Job
+	for _, o := range jobs {
+		if o.Team == j.Team {
+			team = append(team, o)
+		}
 	}
-	b.End = at
+	budgets, err := s.spotBudgets(ctx, team, now)
+	if err != nil {
+		s.log.Warn("reading the budget of a backfill run's team", "team", j.Team, "err", err)
+	}
+	var runsOut time.Time
+	if b := budgets[j.Team]; b != nil {
+		runsOut = b.RunsOutAt(now)
+	}
+	if at, _ := spotEnd(needed, runsOut); !at.IsZero() {
+		b.End = at.Add(-backfillMargin(s.fleet.Limits.BackfillNotice))
+	} else {
+		b.End = now.Add(s.fleet.Limits.Horizon)
+	}
 	return b
 }
 

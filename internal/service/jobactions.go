@@ -41,21 +41,28 @@ type instanceRef struct {
 	// milliseconds; zero is the runner's own (a preemption's is shorter:
 	// its instances are gone before the GPUs are needed).
 	GraceMS int64 `json:"graceMs,omitempty"`
+	// KillAtMS, for a stop of a preemptible run, is when the stop decided
+	// its instances are killed (Unix milliseconds), told to the instance
+	// where the engine can (backend.KillNoticer).
+	KillAtMS int64 `json:"killAtMs,omitempty"`
 }
 
 func (r instanceRef) runKey() string { return runKey(core.Job{ID: r.Job, Run: r.Run}) }
 
 // jobActions are the engine actions of a job's decision from was to next
 // (stored at was.Version+1): a stop of each instance of was's run when
-// the step stops it, then a start of each instance of next's run when the
-// step starts one.
-func (s *Service) jobActions(was, next core.Job, step core.JobStep) []core.Action {
+// the step stops it (killed at killAt, when not zero), then a start of
+// each instance of next's run when the step starts one.
+func (s *Service) jobActions(was, next core.Job, step core.JobStep, killAt time.Time) []core.Action {
 	var out []core.Action
 	add := func(kind core.ActionKind, j core.Job) {
 		for i := range j.InstanceCount {
 			ref := instanceRef{Job: j.ID, Run: j.Run, Instance: i}
 			if kind == core.ActionStopInstance {
 				ref.GraceMS = step.Grace.Milliseconds()
+				if !killAt.IsZero() {
+					ref.KillAtMS = killAt.UnixMilli()
+				}
 			}
 			payload, err := json.Marshal(ref)
 			if err != nil {
@@ -118,6 +125,12 @@ func (s *Service) applyInstanceAction(ctx context.Context, a core.Action) error 
 		grace := s.jobs.grace
 		if ref.GraceMS > 0 {
 			grace = time.Duration(ref.GraceMS) * time.Millisecond
+		}
+		if n, ok := ins.(backend.KillNoticer); ok && ref.KillAtMS > 0 {
+			// Told before SIGTERM, so that a job reads it when that comes.
+			if err := n.NoticeKill(ref.runKey(), ref.Instance, time.UnixMilli(ref.KillAtMS).UTC()); err != nil {
+				s.log.Warn("telling a job instance when it is killed", "job", ref.Job, "instance", ref.Instance, "err", err)
+			}
 		}
 		if err := ins.Stop(ref.runKey(), ref.Instance, grace); err != nil {
 			return fmt.Errorf("stopping instance %d of job %s: %w", ref.Instance, ref.Job, err)
@@ -188,6 +201,9 @@ func (s *Service) startInstance(ctx context.Context, ins backend.Instances, ref 
 	w := backend.Workload{JobID: j.ID, Run: key, Rank: ref.Instance, WorldSize: j.InstanceCount, Block: b, PlanID: j.PlanID,
 		Slots: slots, GPUsPerInstance: t.GPUsPerInstance, Command: j.Command, Env: j.Env, Restarts: j.Restarts,
 		Team: j.Team, User: user, Limits: s.jobs.limits}
+	if j.Preemptible {
+		w.KillAt = b.End
+	}
 	s.jobs.mu.Lock()
 	s.jobs.started[instanceKey{key, ref.Instance}] = true
 	s.jobs.seen[key] = true

@@ -232,6 +232,9 @@ func (s *Service) holdAdopted(ctx context.Context, ins backend.Instances, adopte
 				s.log.Warn("stopping an adopted instance", "job", id, "instance", in.Instance, "err", err)
 			}
 		}
+		if ran, ok := j.UnbilledRun(); ok && ran.Run == run {
+			j = ran // a stopped spot run holds the GPUs it ran on
+		}
 		s.jobs.mu.Lock()
 		if len(s.jobs.live[in.Run]) > 0 {
 			s.jobs.holds[in.Run] = j
@@ -264,6 +267,11 @@ func (s *Service) onExit(ctx context.Context, x backend.InstanceExit) {
 	id, run, ok := parseRunKey(x.JobID)
 	if !ok {
 		return
+	}
+	if ended {
+		// 3. A stopped spot run is charged once its last instance is gone,
+		//    after the exit is recorded (which may stop the run).
+		defer s.chargeUnbilled(ctx, id, run)
 	}
 	s.log.Info("job instance exited", "job", id, "run", run, "instance", x.Instance, "code", x.Code, "signal", x.Signal)
 	var j, next core.Job

@@ -285,11 +285,19 @@ func (s *Service) commitJob(ctx context.Context, was, next core.Job, step core.J
 	if next.Preemptible && step.Start {
 		next.RunStartedAt = now
 	}
-	c := store.Change{Jobs: []store.JobWrite{{Job: next, ExpectedVersion: was.Version}}, Actions: s.jobActions(was, next, step)}
+	// A stopped spot run is charged when its last instance is gone
+	// (chargeUnbilled), not at its SIGTERM; its instances are told when
+	// they are killed.
+	var killAt time.Time
+	if was.Preemptible && step.Stop {
+		killAt = now.Add(s.stopGrace(step))
+	}
+	next, deferred := core.DeferSpotCharge(was, next, step, killAt)
+	c := store.Change{Jobs: []store.JobWrite{{Job: next, ExpectedVersion: was.Version}}, Actions: s.jobActions(was, next, step, killAt)}
 	if step.Event != "" {
 		c.Events = []core.Event{s.jobEvent(now, step.Event, next, step.Reason)}
 	}
-	if core.BackfillRunEnds(was, next, step) {
+	if core.BackfillRunEnds(was, next, step) && !deferred {
 		var evs []core.Event
 		c.Journals, evs = s.spotEntries(was, now)
 		c.Events = append(c.Events, evs...)
@@ -304,6 +312,18 @@ func (s *Service) commitJob(ctx context.Context, was, next core.Job, step core.J
 		s.kickOutbox()
 	}
 	return nil
+}
+
+// stopGrace is how long the instances a step stops have from SIGTERM to
+// the kill: the step's grace, else the runner's.
+func (s *Service) stopGrace(step core.JobStep) time.Duration {
+	if step.Grace > 0 {
+		return step.Grace
+	}
+	if s.jobs != nil {
+		return s.jobs.grace
+	}
+	return jobGrace
 }
 
 // markLive records an instance of a run as running. Callers hold mu.

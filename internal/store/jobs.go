@@ -48,6 +48,15 @@ type jobJSON struct {
 	Zone          string            `json:"zone,omitempty"`
 	Backfill      []backfillJSON    `json:"backfill,omitempty"`
 	RunStartedAt  int64             `json:"runStartedAt,omitempty"`
+	Unbilled      *spotRunJSON      `json:"unbilled,omitempty"`
+}
+
+// spotRunJSON is a preemptible job's stopped run, not charged yet.
+type spotRunJSON struct {
+	Run       int            `json:"run"`
+	StartedAt int64          `json:"startedAt"`
+	Backfill  []backfillJSON `json:"backfill,omitempty"`
+	KillAtMS  int64          `json:"killAtMs,omitempty"`
 }
 
 // backfillJSON is one instance of a preemptible job's run: its node, its
@@ -63,7 +72,8 @@ func EncodeJob(j core.Job) string {
 	b, _ := json.Marshal(jobJSON{Name: j.Name, PlanID: j.PlanID, Command: j.Command, Env: j.Env, InstanceCount: j.InstanceCount,
 		MaxRestarts: j.MaxRestarts, Restarts: j.Restarts, Reason: j.Reason,
 		StartedAt: unixOrZero(j.StartedAt), EndedAt: unixOrZero(j.EndedAt), Run: j.Run, Done: j.Done, Slots: j.Slots,
-		Preemptible: j.Preemptible, InstanceType: j.InstanceType, Zone: j.Zone, Backfill: encodeBackfill(j.Backfill), RunStartedAt: unixOrZero(j.RunStartedAt)}) // strings and ints always marshal
+		Preemptible: j.Preemptible, InstanceType: j.InstanceType, Zone: j.Zone, Backfill: encodeBackfill(j.Backfill), RunStartedAt: unixOrZero(j.RunStartedAt),
+		Unbilled: encodeSpotRun(j.Unbilled)}) // strings and ints always marshal
 	return string(b)
 }
 
@@ -76,7 +86,30 @@ func DecodeJob(id, team, block, state string, created time.Time, version int64, 
 	return core.Job{ID: id, Team: team, BlockID: block, State: core.JobState(state), CreatedAt: created, Version: version,
 		Name: d.Name, PlanID: d.PlanID, Command: d.Command, Env: d.Env, InstanceCount: d.InstanceCount, MaxRestarts: d.MaxRestarts,
 		Restarts: d.Restarts, Reason: d.Reason, StartedAt: timeOrZero(d.StartedAt), EndedAt: timeOrZero(d.EndedAt), Run: d.Run, Done: d.Done, Slots: d.Slots,
-		Preemptible: d.Preemptible, InstanceType: d.InstanceType, Zone: d.Zone, Backfill: decodeBackfill(d.Backfill), RunStartedAt: timeOrZero(d.RunStartedAt)}, nil
+		Preemptible: d.Preemptible, InstanceType: d.InstanceType, Zone: d.Zone, Backfill: decodeBackfill(d.Backfill), RunStartedAt: timeOrZero(d.RunStartedAt),
+		Unbilled: decodeSpotRun(d.Unbilled)}, nil
+}
+
+func encodeSpotRun(r *core.SpotRun) *spotRunJSON {
+	if r == nil {
+		return nil
+	}
+	out := &spotRunJSON{Run: r.Run, StartedAt: unixOrZero(r.StartedAt), Backfill: encodeBackfill(r.Backfill)}
+	if !r.KillAt.IsZero() {
+		out.KillAtMS = r.KillAt.UnixMilli()
+	}
+	return out
+}
+
+func decodeSpotRun(r *spotRunJSON) *core.SpotRun {
+	if r == nil {
+		return nil
+	}
+	out := &core.SpotRun{Run: r.Run, StartedAt: timeOrZero(r.StartedAt), Backfill: decodeBackfill(r.Backfill)}
+	if r.KillAtMS != 0 {
+		out.KillAt = time.UnixMilli(r.KillAtMS).UTC()
+	}
+	return out
 }
 
 func encodeBackfill(allocs []core.BackfillAlloc) []backfillJSON {

@@ -3,6 +3,7 @@ package storetest
 import (
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
@@ -56,6 +57,8 @@ func testJobsRoundTrip(t *testing.T, h Harness) {
 	pre.BlockID, pre.PlanID, pre.Preemptible, pre.InstanceType, pre.Zone = "", "", true, "h100.1x", "zone-a"
 	pre.Backfill = []core.BackfillAlloc{{Node: "n1", GPUs: []int{2, 3}}, {Node: "n2", GPUs: []int{0, 1}, Lent: "cb-9"}}
 	pre.RunStartedAt = hour(4)
+	pre.Unbilled = &core.SpotRun{Run: 2, StartedAt: hour(3), Backfill: []core.BackfillAlloc{{Node: "n3", GPUs: []int{4, 5}, Lent: "cb-8"}},
+		KillAt: hour(4).Add(-5 * time.Second)}
 	mustCommit(t, s, store.Change{Jobs: []store.JobWrite{{Job: pre, ExpectedVersion: 2}}})
 	got, _ = s.Job(t.Context(), j.ID)
 	pre.Version = 3
