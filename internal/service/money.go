@@ -142,20 +142,27 @@ func (s *Service) Ledger(ctx context.Context, scope, team string) (contract.Ledg
 	} else if !errors.Is(err, store.ErrNotFound) {
 		return contract.LedgerView{}, fmt.Errorf("loading the budget of team %s: %w", team, err)
 	}
-	credits := s.fleet.Limits.BudgetCountsCredits
 	for _, e := range entries {
 		v.Cash.Add(e)
-		if e.Time.Before(since) {
-			continue
-		}
-		switch {
-		case e.Kind == core.LedgerCharge:
-			v.Spent.Minor += e.Amount.Minor
-		case e.Kind == core.LedgerRefund, e.Kind == core.LedgerCredit && credits:
-			v.Spent.Minor -= e.Amount.Minor
+		if !e.Time.Before(since) {
+			v.Spent.Minor += s.spending(e)
 		}
 	}
 	return v, nil
+}
+
+// spending is a ledger line's part of what the team's budget counts:
+// charges positive, refunds negative, credits negative only under the
+// fleet's budgetCountsCredits (core.Posting.Spending, as the store's
+// budget guard sums it).
+func (s *Service) spending(e core.LedgerEntry) int64 {
+	switch {
+	case e.Kind == core.LedgerCharge:
+		return e.Amount.Minor
+	case e.Kind == core.LedgerRefund, e.Kind == core.LedgerCredit && s.fleet.Limits.BudgetCountsCredits:
+		return -e.Amount.Minor
+	}
+	return 0
 }
 
 // guards is the budget guards of a change: none when the team has no

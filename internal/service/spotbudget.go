@@ -103,8 +103,8 @@ func (s *Service) spotBudgets(ctx context.Context, jobs []core.Job, now time.Tim
 	return out, nil
 }
 
-// spentSince is a team's net spend in its ledger (charges less refunds)
-// at or after since.
+// spentSince is what a team's budget counts of its ledger at or after
+// since (spending).
 func (s *Service) spentSince(ctx context.Context, team string, since time.Time) (int64, error) {
 	entries, err := s.store.Ledger(ctx, team)
 	if err != nil {
@@ -113,7 +113,7 @@ func (s *Service) spentSince(ctx context.Context, team string, since time.Time) 
 	var spent int64
 	for _, e := range entries {
 		if !e.Time.Before(since) {
-			spent += store.SignedAmount(e)
+			spent += s.spending(e)
 		}
 	}
 	return spent, nil
@@ -149,7 +149,7 @@ func (s *Service) chargeUnbilled(ctx context.Context, id string, run int) bool {
 		next := j
 		next.Unbilled = nil
 		c := store.Change{Jobs: []store.JobWrite{{Job: next, ExpectedVersion: j.Version}}}
-		c.Ledger, c.Events = s.spotEntries(ran, now)
+		c.Journals, c.Events = s.spotEntries(ran, now)
 		err = s.store.Commit(ctx, c)
 		if err == nil {
 			if len(c.Events) > 0 {
