@@ -130,7 +130,7 @@ func TestTransferOverHTTP(t *testing.T) {
 	if a.Block.State != "cancelled" || a.Received == nil || !a.Received.StartTime.Equal(b.StartTime) || a.Handover.GPUHours != 48 {
 		t.Fatalf("transfer answer %+v; want the holder's cancelled, the whole block received, 48 GPU-hours", a)
 	}
-	if got, want := h.ledger(h.alpha), []string{"charge " + b.ID + " " + b.UpfrontFee.Amount, "refund " + b.ID + " 100.00"}; fmt.Sprint(got) != fmt.Sprint(want) {
+	if got, want := h.ledger(h.alpha), []string{"charge " + b.ID + " " + b.UpfrontFee.Amount, "credit " + b.ID + " 100.00"}; fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("alpha's ledger %v; want %v", got, want)
 	}
 	if got, want := h.ledger(h.beta), []string{"charge " + a.Received.ID + " 100.00"}; fmt.Sprint(got) != fmt.Sprint(want) {
@@ -209,7 +209,7 @@ func TestResaleOverHTTP(t *testing.T) {
 	}
 	sold := h.buyAs(h.betaTok, 4, 4)
 	credit := minor(t, b.UpfrontFee.Amount) * 32 * 80 / (80 * 100)
-	want := []string{"charge " + b.ID + " " + b.UpfrontFee.Amount, "refund " + b.ID + " " + core.Money{Minor: credit}.String()}
+	want := []string{"charge " + b.ID + " " + b.UpfrontFee.Amount, "credit " + b.ID + " " + core.Money{Minor: credit}.String()}
 	if got := h.ledger(h.alpha); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("alpha's ledger %v; want %v", got, want)
 	}
