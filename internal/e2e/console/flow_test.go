@@ -240,7 +240,8 @@ func TestConsole(t *testing.T) {
 	// 9. Spend and budget: the team's own.
 	br.run(t, "opening Spend", chromedp.Click(chromedp.CSS(`a[href="/spend"]`)))
 	br.waitFor(t, "the spend", `document.querySelector("meter")`)
-	if s := br.text(t, "main"); !strings.Contains(s, "research") || !strings.Contains(s, "$250,000.00 per month") || !strings.Contains(s, "On demand") {
+	if s := br.text(t, "main"); !strings.Contains(s, "research") || !strings.Contains(s, "$250,000.00 per month") || !strings.Contains(s, "On demand") ||
+		!strings.Contains(s, "Credits") || !strings.Contains(s, "Net") {
 		t.Errorf("the spend page reads %q", s)
 	}
 	br.capture(t, "spend", "")

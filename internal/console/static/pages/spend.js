@@ -1,6 +1,8 @@
-// Spend and budget: spend per month and instance type against the budget,
-// with the on-demand equivalent and the saving; the quota in use. A
-// member sees its own team; an administrator every team.
+// Spend and budget: spend per month and instance type against the budget:
+// what each team was charged, refunded and credited, and what the hours it
+// held cost against on demand (hours handed on take their cost with them
+// to the team that received them); the quota in use. A member sees its own
+// team; an administrator every team.
 import { get } from "../api.js";
 import { h, money, scroller, table } from "../dom.js";
 import { session, teamName } from "../app.js";
@@ -27,15 +29,17 @@ export async function spendPage(root) {
     return qs.map((q) => [`${t.name}${q.instanceType ? ` (${q.instanceType})` : ""}`, `${held(t.id)} of ${q.maxInstancesHeld || 256}`,
       String(q.maxInstancesPerBlock || 64), q.maxDurationHours ? `${q.maxDurationHours} h` : "operator's limit", q.maxLeadDays ? `${q.maxLeadDays} days` : "operator's limit"]);
   });
-  const spendRows = spend.rows.map((r) => [r.month, ...(admin ? [teamName(r.team)] : []), r.instanceType, money(r.spent), money(r.onDemand), money(r.savings)]);
+  const spendRows = spend.rows.map((r) => [r.month, ...(admin ? [teamName(r.team)] : []), r.instanceType,
+    money(r.gross), money(r.refunds), money(r.credits), money(r.net), money(r.spent), money(r.onDemand), money(r.savings)]);
 
   root.replaceChildren(
     h("p", {}, admin ? "Every team's spend: you are an administrator." : `Your team's spend (${teamName(session.user.team)}).`),
     h("h2", {}, "Budget"),
     scroller("Budget", table("Spent in the current budget period", ["Team", "Spent", "Budget", "Used"], budgetRows)),
     h("h2", {}, "Spend per month and type"),
-    spendRows.length ? scroller("Spend", table(`Spend against on demand; in all ${money(spend.total.spent)}, saving ${money(spend.total.savings)}`,
-      ["Month", ...(admin ? ["Team"] : []), "Type", "Spent", "On demand", "Saving"], spendRows)) : h("p", {}, "Nothing spent yet."),
+    spendRows.length ? scroller("Spend", table(`Charged ${money(spend.total.gross)}, refunded ${money(spend.total.refunds)}, credited ${money(spend.total.credits)}: `
+      + `net ${money(spend.total.net)}. The hours held cost ${money(spend.total.spent)} against ${money(spend.total.onDemand)} on demand, saving ${money(spend.total.savings)}`,
+      ["Month", ...(admin ? ["Team"] : []), "Type", "Charged", "Refunds", "Credits", "Net", "Hours held cost", "On demand", "Saving"], spendRows)) : h("p", {}, "Nothing spent yet."),
     h("h2", {}, "Quota in use"),
     scroller("Quota", table("Instances held against the quota", ["Team", "Instances held", "Per block", "Longest block", "Lead time"], quotaRows)));
 }
