@@ -70,7 +70,7 @@ trap 'date +%s > "`+dir+`/polite.term"; exit 0' TERM
 while :; do sleep 0.05; done
 `)
 	stubborn := writeScript(t, `echo $$ > "`+dir+`/stubborn.pid"
-trap 'date +%s > "`+dir+`/stubborn.term"' TERM
+trap 'cat "$CAPBLOCK_KILL_AT_FILE" > "`+dir+`/stubborn.killat"; date +%s > "`+dir+`/stubborn.term"' TERM
 while :; do sleep 0.05; done
 `)
 	var a, b job
@@ -112,6 +112,11 @@ while :; do sleep 0.05; done
 	}
 	if syscall.Kill(atoi(t, stubbornPID), 0) != nil {
 		t.Fatal("the stubborn job is gone already; the test shows nothing")
+	}
+	// At SIGTERM the job can read when it will be killed: just before the
+	// block's start, not the horizon.
+	if killAt, want := waitFile(t, dir+"/stubborn.killat"), start.Add(-5*time.Second).UTC().Format(time.RFC3339); killAt != want {
+		t.Errorf("the job's $CAPBLOCK_KILL_AT_FILE says %q at SIGTERM, want %s", killAt, want)
 	}
 	// Just before the start, what ignored SIGTERM is killed.
 	e.advance(10*time.Minute - 5*time.Second)
