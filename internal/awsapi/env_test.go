@@ -85,6 +85,13 @@ func secretOf(id string) string { return "secret-of-" + id }
 
 func newEnv(t *testing.T, opts awsapi.Options) *env {
 	t.Helper()
+	return newEnvWith(t, opts, nil)
+}
+
+// newEnvWith is newEnv whose SageMaker calls, when sageMaker is not nil,
+// are answered by the front end it makes over the env's service.
+func newEnvWith(t *testing.T, opts awsapi.Options, sageMaker func(*service.Service) awsapi.JSONService) *env {
+	t.Helper()
 	ctx := context.Background()
 	f := fleet.Demo()
 	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "capblock.db"))
@@ -93,7 +100,8 @@ func newEnv(t *testing.T, opts awsapi.Options) *env {
 	}
 	t.Cleanup(func() { st.Close() })
 	sim := clock.NewSim(t0)
-	svc, err := service.New(ctx, service.Config{Fleet: f, Store: st, Backend: backend.NewSim(discard(), f.Nodes), Clock: sim, Log: discard()})
+	svc, err := service.New(ctx, service.Config{Fleet: f, Store: st, Backend: backend.NewSim(discard(), f.Nodes), Clock: sim,
+		JobsDir: t.TempDir(), Log: discard()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,6 +128,9 @@ func newEnv(t *testing.T, opts awsapi.Options) *env {
 		e.keys.keys[u.key] = accessKey{secret: secretOf(u.key), p: core.Principal{User: user, TokenID: u.key}}
 	}
 	opts.Logger = discard()
+	if sageMaker != nil {
+		opts.SageMaker = sageMaker(svc)
+	}
 	h := awsapi.New(svc, e.keys, opts)
 	mux := http.NewServeMux()
 	mux.Handle("/aws", h)
