@@ -41,6 +41,8 @@ type keyTable struct {
 type accessKey struct {
 	secret string
 	p      core.Principal
+	// disabled says why the key's user or team is disabled, when it is.
+	disabled string
 }
 
 func (k *keyTable) AuthenticateAccessKey(_ context.Context, id string) (string, core.Principal, error) {
@@ -50,7 +52,21 @@ func (k *keyTable) AuthenticateAccessKey(_ context.Context, id string) (string, 
 	if !ok {
 		return "", core.Principal{}, fmt.Errorf("access key %s: %w", id, core.ErrUnauthenticated)
 	}
+	if key.disabled != "" {
+		// As the service answers: refused, with the secret.
+		return key.secret, key.p, fmt.Errorf("%w: %s", core.ErrUnauthenticated, key.disabled)
+	}
 	return key.secret, key.p, nil
+}
+
+// disable refuses the key as the service refuses a disabled user's or
+// team's, saying why; disable(id, "") enables it again.
+func (k *keyTable) disable(id, why string) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	key := k.keys[id]
+	key.disabled = why
+	k.keys[id] = key
 }
 
 func (k *keyTable) revoke(id string) {

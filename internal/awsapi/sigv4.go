@@ -45,6 +45,7 @@ const (
 	authWrongService                          // a credential scoped to another service
 	authExpired                               // signed too long ago, or in the future
 	authUnsignedHeader                        // a header the signature must cover and does not
+	authDisabled                              // a good signature by a disabled user's (or team's) key
 )
 
 // authError is a refused signature with what to tell the client.
@@ -134,10 +135,16 @@ func verify(ctx context.Context, keys Keys, r *http.Request, body []byte, servic
 			strings.Join(unsigned, ", "))}
 	}
 	secret, p, err := keys.AuthenticateAccessKey(ctx, c.accessKeyID)
-	if err != nil {
-		if errors.Is(err, core.ErrUnauthenticated) {
-			return core.Principal{}, &authError{authUnknownKey, fmt.Sprintf("access key %s is unknown or revoked", c.accessKeyID)}
-		}
+	// A disabled user's or team's key comes with its secret, so that only
+	// a holder of the key learns why it is refused.
+	var disabled error
+	switch {
+	case err == nil:
+	case errors.Is(err, core.ErrUnauthenticated) && secret != "":
+		disabled = err
+	case errors.Is(err, core.ErrUnauthenticated):
+		return core.Principal{}, &authError{authUnknownKey, fmt.Sprintf("access key %s is unknown or revoked", c.accessKeyID)}
+	default:
 		return core.Principal{}, fmt.Errorf("looking up access key %s: %w", c.accessKeyID, err)
 	}
 	payload := sha256.Sum256(body)
@@ -152,6 +159,9 @@ func verify(ctx context.Context, keys Keys, r *http.Request, body []byte, servic
 	if d := now.Sub(signedAt); d > maxSkew || d < -maxSkew {
 		return core.Principal{}, &authError{authExpired, fmt.Sprintf("the request was signed at %s, more than %s from the server's time %s; check the client's clock",
 			signedAt.Format(time.RFC3339), maxSkew, now.UTC().Format(time.RFC3339))}
+	}
+	if disabled != nil {
+		return core.Principal{}, &authError{authDisabled, disabled.Error()}
 	}
 	return p, nil
 }
