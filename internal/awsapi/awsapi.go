@@ -27,7 +27,10 @@ import (
 
 // Keys finds the secret and principal of an access key (contract.Service
 // implements it). An unknown or revoked key is an error wrapping
-// core.ErrUnauthenticated.
+// core.ErrUnauthenticated with no secret; a key whose user or team is
+// disabled is such an error returned with the key's secret, and the
+// error's message, which says why, is told to a client whose signature
+// is good.
 type Keys interface {
 	AuthenticateAccessKey(ctx context.Context, accessKeyID string) (secret string, p core.Principal, err error)
 }

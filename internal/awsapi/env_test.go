@@ -41,6 +41,8 @@ type keyTable struct {
 type accessKey struct {
 	secret string
 	p      core.Principal
+	// disabled says why the key's user or team is disabled, when it is.
+	disabled string
 }
 
 func (k *keyTable) AuthenticateAccessKey(_ context.Context, id string) (string, core.Principal, error) {
@@ -50,7 +52,21 @@ func (k *keyTable) AuthenticateAccessKey(_ context.Context, id string) (string, 
 	if !ok {
 		return "", core.Principal{}, fmt.Errorf("access key %s: %w", id, core.ErrUnauthenticated)
 	}
+	if key.disabled != "" {
+		// As the service answers: refused, with the secret.
+		return key.secret, key.p, fmt.Errorf("%w: %s", core.ErrUnauthenticated, key.disabled)
+	}
 	return key.secret, key.p, nil
+}
+
+// disable refuses the key as the service refuses a disabled user's or
+// team's, saying why; disable(id, "") enables it again.
+func (k *keyTable) disable(id, why string) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	key := k.keys[id]
+	key.disabled = why
+	k.keys[id] = key
 }
 
 func (k *keyTable) revoke(id string) {
@@ -85,6 +101,13 @@ func secretOf(id string) string { return "secret-of-" + id }
 
 func newEnv(t *testing.T, opts awsapi.Options) *env {
 	t.Helper()
+	return newEnvWith(t, opts, nil)
+}
+
+// newEnvWith is newEnv whose SageMaker calls, when sageMaker is not nil,
+// are answered by the front end it makes over the env's service.
+func newEnvWith(t *testing.T, opts awsapi.Options, sageMaker func(*service.Service) awsapi.JSONService) *env {
+	t.Helper()
 	ctx := context.Background()
 	f := fleet.Demo()
 	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "capblock.db"))
@@ -93,7 +116,8 @@ func newEnv(t *testing.T, opts awsapi.Options) *env {
 	}
 	t.Cleanup(func() { st.Close() })
 	sim := clock.NewSim(t0)
-	svc, err := service.New(ctx, service.Config{Fleet: f, Store: st, Backend: backend.NewSim(discard(), f.Nodes), Clock: sim, Log: discard()})
+	svc, err := service.New(ctx, service.Config{Fleet: f, Store: st, Backend: backend.NewSim(discard(), f.Nodes), Clock: sim,
+		JobsDir: t.TempDir(), Log: discard()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,6 +144,9 @@ func newEnv(t *testing.T, opts awsapi.Options) *env {
 		e.keys.keys[u.key] = accessKey{secret: secretOf(u.key), p: core.Principal{User: user, TokenID: u.key}}
 	}
 	opts.Logger = discard()
+	if sageMaker != nil {
+		opts.SageMaker = sageMaker(svc)
+	}
 	h := awsapi.New(svc, e.keys, opts)
 	mux := http.NewServeMux()
 	mux.Handle("/aws", h)

@@ -114,7 +114,7 @@ func (e ec2Replier) auth(a *authError) {
 		e.fail(http.StatusUnauthorized, "MissingAuthenticationToken", a.msg)
 	case authMalformed:
 		e.fail(http.StatusBadRequest, "IncompleteSignature", a.msg)
-	case authUnknownKey:
+	case authUnknownKey, authDisabled:
 		e.fail(http.StatusUnauthorized, "AuthFailure", a.msg)
 	case authExpired:
 		e.fail(http.StatusBadRequest, "RequestExpired", a.msg)
@@ -180,7 +180,7 @@ func (j jsonReplier) auth(a *authError) {
 		j.fail(http.StatusForbidden, "MissingAuthenticationTokenException", a.msg)
 	case authMalformed:
 		j.fail(http.StatusBadRequest, "IncompleteSignatureException", a.msg)
-	case authUnknownKey:
+	case authUnknownKey, authDisabled:
 		j.fail(http.StatusBadRequest, "UnrecognizedClientException", a.msg)
 	case authExpired:
 		j.fail(http.StatusBadRequest, "InvalidSignatureException", "Signature expired: "+a.msg)

@@ -21,6 +21,8 @@ import (
 // The parts of AWS Signature Version 4 that capblock verifies: requests
 // signed in the Authorization header, the way AWS's SDKs and CLI sign
 // them (https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_sigv-create-signed-request.html).
+// Presigned URLs (the signature in the query) are not accepted: such a
+// request has no Authorization header and is answered as unsigned.
 const (
 	sigAlgorithm = "AWS4-HMAC-SHA256"
 	amzDateForm  = "20060102T150405Z"
@@ -36,12 +38,14 @@ const (
 type authFailure int
 
 const (
-	authMissing      authFailure = iota + 1 // no Authorization header
-	authMalformed                           // an Authorization header that is not SigV4's
-	authUnknownKey                          // an access key that is unknown or revoked
-	authBadSignature                        // a signature that does not match
-	authWrongService                        // a credential scoped to another service
-	authExpired                             // signed too long ago, or in the future
+	authMissing        authFailure = iota + 1 // no Authorization header
+	authMalformed                             // an Authorization header that is not SigV4's
+	authUnknownKey                            // an access key that is unknown or revoked
+	authBadSignature                          // a signature that does not match
+	authWrongService                          // a credential scoped to another service
+	authExpired                               // signed too long ago, or in the future
+	authUnsignedHeader                        // a header the signature must cover and does not
+	authDisabled                              // a good signature by a disabled user's (or team's) key
 )
 
 // authError is a refused signature with what to tell the client.
@@ -126,11 +130,21 @@ func verify(ctx context.Context, keys Keys, r *http.Request, body []byte, servic
 	if c.service != service {
 		return core.Principal{}, &authError{authWrongService, fmt.Sprintf("the Credential is scoped to service %q; this request must be signed for %q", c.service, service)}
 	}
+	if unsigned := unsignedHeaders(r, c.signedHeaders); len(unsigned) > 0 {
+		return core.Principal{}, &authError{authUnsignedHeader, fmt.Sprintf("the signature does not cover the header(s) %s; sign host, content-type and every x-amz-* header sent (the AWS SDKs do)",
+			strings.Join(unsigned, ", "))}
+	}
 	secret, p, err := keys.AuthenticateAccessKey(ctx, c.accessKeyID)
-	if err != nil {
-		if errors.Is(err, core.ErrUnauthenticated) {
-			return core.Principal{}, &authError{authUnknownKey, fmt.Sprintf("access key %s is unknown or revoked", c.accessKeyID)}
-		}
+	// A disabled user's or team's key comes with its secret, so that only
+	// a holder of the key learns why it is refused.
+	var disabled error
+	switch {
+	case err == nil:
+	case errors.Is(err, core.ErrUnauthenticated) && secret != "":
+		disabled = err
+	case errors.Is(err, core.ErrUnauthenticated):
+		return core.Principal{}, &authError{authUnknownKey, fmt.Sprintf("access key %s is unknown or revoked", c.accessKeyID)}
+	default:
 		return core.Principal{}, fmt.Errorf("looking up access key %s: %w", c.accessKeyID, err)
 	}
 	payload := sha256.Sum256(body)
@@ -146,7 +160,31 @@ func verify(ctx context.Context, keys Keys, r *http.Request, body []byte, servic
 		return core.Principal{}, &authError{authExpired, fmt.Sprintf("the request was signed at %s, more than %s from the server's time %s; check the client's clock",
 			signedAt.Format(time.RFC3339), maxSkew, now.UTC().Format(time.RFC3339))}
 	}
+	if disabled != nil {
+		return core.Principal{}, &authError{authDisabled, disabled.Error()}
+	}
 	return p, nil
+}
+
+// unsignedHeaders names, sorted, the headers of r that a signature must
+// cover and signedHeaders leaves out: content-type and every x-amz-*
+// header sent (host and x-amz-date are checked by parseAuthorization).
+// The body and the path are signed, but a JSON call's operation is its
+// X-Amz-Target header: left unsigned, a captured DescribeTrainingJob
+// could be sent again as StopTrainingJob. Headers the SDKs leave unsigned
+// (User-Agent, X-Amzn-Trace-Id, Expect, Transfer-Encoding) are not
+// required; nor is Content-Length, whose value the body's hash fixes.
+func unsignedHeaders(r *http.Request, signedHeaders string) []string {
+	signed := strings.Split(signedHeaders, ";")
+	var unsigned []string
+	for name := range r.Header {
+		name = strings.ToLower(name)
+		if (name == "content-type" || strings.HasPrefix(name, "x-amz-")) && !slices.Contains(signed, name) {
+			unsigned = append(unsigned, name)
+		}
+	}
+	sort.Strings(unsigned)
+	return unsigned
 }
 
 // signature is the hex HMAC of the string to sign, with the key derived

@@ -135,6 +135,9 @@ type Service interface {
 	// AuthenticateAccessKey returns the secret of a live access key and who it
 	// acts as (the user's role and team, as with bearer tokens), or an error
 	// wrapping core.ErrUnauthenticated (unknown, revoked, or its user gone).
+	// A key whose user or team is disabled is refused with the secret
+	// still returned, so that the signature is checked before the reason
+	// is told.
 	AuthenticateAccessKey(ctx context.Context, accessKeyID string) (secret string, p core.Principal, err error)
 
 	// Quotas, budgets and the ledger.

@@ -21,8 +21,9 @@ import (
 // with the access keys `capblock access-keys` makes: the real SDK's EC2
 // client searches and buys a capacity block and sees it, the SageMaker
 // client searches and buys a training plan; the purchase is in the audit
-// log; another team's key sees neither; a wrong secret, a disabled user
-// and a revoked key are refused, each in its protocol's words.
+// log; another team's key sees neither; a wrong secret is refused, and
+// so are a disabled user's key and a disabled team's, saying so, and a
+// revoked key, each in its protocol's words.
 func TestAWSThroughServe(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the server binary")
@@ -132,26 +133,38 @@ func TestAWSThroughServe(t *testing.T) {
 		t.Errorf("SageMaker with a wrong secret: %s", got)
 	}
 
-	refused := func(what string) {
+	// refused checks that both protocols refuse ada's key saying why.
+	refused := func(what, why string) {
 		t.Helper()
 		_, err := ec2c.DescribeCapacityReservations(ctx, &ec2.DescribeCapacityReservationsInput{})
 		var api smithy.APIError
-		if !errors.As(err, &api) || api.ErrorCode() != "AuthFailure" {
-			t.Errorf("%s: %v; want AuthFailure", what, err)
+		if !errors.As(err, &api) || api.ErrorCode() != "AuthFailure" || !strings.Contains(api.ErrorMessage(), why) {
+			t.Errorf("EC2, %s: %v; want AuthFailure saying %q", what, err, why)
+		}
+		_, err = smc.ListTrainingPlans(ctx, &sm.ListTrainingPlansInput{})
+		if !errors.As(err, &api) || api.ErrorCode() != "UnrecognizedClientException" || !strings.Contains(api.ErrorMessage(), why) {
+			t.Errorf("SageMaker, %s: %v; want UnrecognizedClientException saying %q", what, err, why)
+		}
+	}
+	works := func(what string) {
+		t.Helper()
+		if _, err := ec2c.DescribeCapacityReservations(ctx, &ec2.DescribeCapacityReservationsInput{}); err != nil {
+			t.Fatalf("EC2, %s: %v", what, err)
+		}
+		if _, err := smc.ListTrainingPlans(ctx, &sm.ListTrainingPlansInput{}); err != nil {
+			t.Fatalf("SageMaker, %s: %v", what, err)
 		}
 	}
 	cli("users", "disable", "ada")
-	refused("a disabled user's key")
+	refused("a disabled user's key", "user ada was disabled")
 	cli("users", "enable", "ada")
-	if _, err := ec2c.DescribeCapacityReservations(ctx, &ec2.DescribeCapacityReservationsInput{}); err != nil {
-		t.Fatalf("enabled again: %v", err)
-	}
+	works("the user enabled again")
+	cli("teams", "disable", "research")
+	refused("a disabled team's key", "team research was disabled")
+	cli("teams", "enable", "research")
+	works("the team enabled again")
 	cli("access-keys", "revoke", key.ID)
-	refused("a revoked key")
-	_, err = smc.ListTrainingPlans(ctx, &sm.ListTrainingPlansInput{})
-	if got := code(err); got != "UnrecognizedClientException" {
-		t.Errorf("SageMaker with a revoked key: %s", got)
-	}
+	refused("a revoked key", "unknown or revoked")
 }
 
 func must(t *testing.T, err error) {

@@ -181,6 +181,11 @@ func (s *Service) RevokeAccessKey(ctx context.Context, p core.Principal, id stri
 // are all ErrUnauthenticated, with a reason; the last is also logged, for
 // the operator, once per cache period.
 //
+// A live key whose user or team is disabled is ErrUnauthenticated too,
+// saying so, but returned with its secret and principal: a key id is no
+// secret, so the verifier checks the signature before it tells why the
+// key is refused.
+//
 // What it reads is cached as a token is (accountCache): a signed request
 // reads the database no more often than a bearer token's, and a
 // revocation on any replica empties every replica's cache.
@@ -236,10 +241,14 @@ func (s *Service) AuthenticateAccessKey(ctx context.Context, accessKeyID string)
 	case c.sealErr != nil:
 		return "", core.Principal{}, fmt.Errorf("%w: this server cannot read the secret of access key %s (see its log); make a new access key", core.ErrUnauthenticated, accessKeyID)
 	}
+	p := core.Principal{User: c.user, TokenID: c.key.ID}
 	if err := s.checkEnabled(ctx, c.user); err != nil {
-		return "", core.Principal{}, err
+		if !errors.Is(err, core.ErrUnauthenticated) {
+			return "", core.Principal{}, err
+		}
+		return c.secret, p, err
 	}
-	return c.secret, core.Principal{User: c.user, TokenID: c.key.ID}, nil
+	return c.secret, p, nil
 }
 
 // checkSealedKeys warns, at start, of the stored live access keys whose

@@ -2,6 +2,7 @@ package service
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -22,7 +23,7 @@ func TestDisableUsersAndTeams(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	key, _, err := f.svc.CreateAccessKey(ctx, f.admin, f.b.User.ID)
+	key, secret, err := f.svc.CreateAccessKey(ctx, f.admin, f.b.User.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,6 +31,15 @@ func TestDisableUsersAndTeams(t *testing.T) {
 		_, tokenErr = f.svc.Authenticate(ctx, token)
 		_, _, keyErr = f.svc.AuthenticateAccessKey(ctx, key.AccessKeyID)
 		return tokenErr, keyErr
+	}
+	// A disabled account's key is refused saying why, with its secret, so
+	// that the AWS endpoint checks the signature before it tells why.
+	keyRefusedSaying := func(why string) {
+		t.Helper()
+		got, _, err := f.svc.AuthenticateAccessKey(ctx, key.AccessKeyID)
+		if !errors.Is(err, core.ErrUnauthenticated) || !strings.Contains(err.Error(), why) || got != secret {
+			t.Errorf("AuthenticateAccessKey: %v (secret returned: %v); want unauthenticated saying %q, with the secret", err, got == secret, why)
+		}
 	}
 	if tErr, kErr := authenticates(); tErr != nil || kErr != nil {
 		t.Fatalf("before: token %v, key %v", tErr, kErr)
@@ -43,6 +53,7 @@ func TestDisableUsersAndTeams(t *testing.T) {
 	if tErr, kErr := authenticates(); !errors.Is(tErr, core.ErrUnauthenticated) || !errors.Is(kErr, core.ErrUnauthenticated) {
 		t.Fatalf("disabled user: token %v, key %v; want both unauthenticated", tErr, kErr)
 	}
+	keyRefusedSaying("user " + f.b.User.Name + " was disabled")
 	if _, err := f.svc.SetUserDisabled(ctx, f.admin, f.b.User.ID, false); err != nil {
 		t.Fatal(err)
 	}
@@ -66,6 +77,7 @@ func TestDisableUsersAndTeams(t *testing.T) {
 	if tErr, kErr := authenticates(); !errors.Is(tErr, core.ErrUnauthenticated) || !errors.Is(kErr, core.ErrUnauthenticated) {
 		t.Fatalf("disabled team: token %v, key %v; want both unauthenticated", tErr, kErr)
 	}
+	keyRefusedSaying("team team-b was disabled")
 	if _, _, err := f.svc.Purchase(ctx, contract.PurchaseRequest{Team: "team-b", OfferingID: offer(), ClientToken: "for-b"}); !errors.Is(err, core.ErrInvalidState) {
 		t.Fatalf("an admin buying for a disabled team: %v; want invalid state", err)
 	}
