@@ -24,6 +24,7 @@ import (
 	"capblock/internal/clock"
 	"capblock/internal/fleet"
 	"capblock/internal/humantime"
+	"capblock/internal/privatefile"
 	"capblock/internal/seal"
 	"capblock/internal/service"
 	"capblock/internal/store"
@@ -167,10 +168,9 @@ func serve(ctx context.Context, f serveFlags) error {
 		return err
 	}
 	syscall.Umask(0o077)
-	if !isPostgresURL(f.db) {
-		if err := prepareDataFiles(f.db); err != nil {
-			return err
-		}
+	tokenPath := adminTokenPath(f)
+	if err := prepareDataFiles(f.db, tokenPath, log); err != nil {
+		return err
 	}
 	st, err := openStore(ctx, f.db)
 	if err != nil {
@@ -229,12 +229,6 @@ func serve(ctx context.Context, f serveFlags) error {
 	}
 	defer stopAdmission()
 	// 5. The first administrator, on the first start of a database.
-	tokenPath := f.tokenFile
-	if tokenPath == "" && isPostgresURL(f.db) {
-		tokenPath = "admin.token"
-	} else if tokenPath == "" {
-		tokenPath = filepath.Join(filepath.Dir(f.db), "admin.token")
-	}
 	made, err := svc.Bootstrap(ctx, tokenPath)
 	if err != nil {
 		return err
@@ -361,24 +355,48 @@ func simClock(ctx context.Context, st store.Store, start time.Time) (*clock.Sim,
 	return clock.NewSim(saved), nil
 }
 
+// adminTokenPath is where the first start writes the first
+// administrator's token: --admin-token-file, by default admin.token beside
+// the SQLite file, or in the working directory for PostgreSQL.
+func adminTokenPath(f serveFlags) string {
+	switch {
+	case f.tokenFile != "":
+		return f.tokenFile
+	case isPostgresURL(f.db):
+		return "admin.token"
+	default:
+		return filepath.Join(filepath.Dir(f.db), "admin.token")
+	}
+}
+
 // prepareDataFiles makes the SQLite file's directory if it is missing,
 // readable only by the server's user, and takes away from everyone else
 // what an earlier start (or an older version) left readable: the
-// database, its journal and shared-memory files.
-func prepareDataFiles(db string) error {
-	dir := filepath.Dir(db)
-	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
-		if err := os.MkdirAll(dir, 0o700); err != nil {
-			return fmt.Errorf("creating the data directory %s: %w", dir, err)
+// database, its journal and shared-memory files, and the administrator's
+// token file, saying so in the log. A file that cannot be made private
+// stops the start. The secrets key file is not among them: one that
+// others may read is refused when it is loaded (seal.LoadOrCreate), as
+// ssh refuses such a private key, for its key may be known.
+func prepareDataFiles(db, tokenPath string, log *slog.Logger) error {
+	var files []string
+	if !isPostgresURL(db) {
+		dir := filepath.Dir(db)
+		if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
+			if err := os.MkdirAll(dir, 0o700); err != nil {
+				return fmt.Errorf("creating the data directory %s: %w", dir, err)
+			}
+		}
+		for _, suffix := range []string{"", "-wal", "-shm", "-journal"} {
+			files = append(files, db+suffix)
 		}
 	}
-	for _, suffix := range []string{"", "-wal", "-shm", "-journal"} {
-		fi, err := os.Lstat(db + suffix)
-		if err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm()&0o077 == 0 {
-			continue
+	for _, path := range append(files, tokenPath) {
+		changed, err := privatefile.Tighten(path)
+		if err != nil {
+			return err
 		}
-		if err := os.Chmod(db+suffix, fi.Mode().Perm()&0o700); err != nil {
-			return fmt.Errorf("making %s readable by its owner only: %w", db+suffix, err)
+		if changed {
+			log.Warn("others could read or write this file; it is now readable by the server's user alone", "file", path)
 		}
 	}
 	return nil

@@ -1,9 +1,13 @@
 package main
 
 import (
+	"context"
+	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestServeBadFlags: a bad flag of serve is one line saying what is wrong,
@@ -32,5 +36,64 @@ func TestServeBadFlags(t *testing.T) {
 				t.Errorf("serve %v created %s before refusing its flags", tc.args, db)
 			}
 		})
+	}
+}
+
+// TestServeTightensLooseFiles: an admin.token (or database) left readable
+// by others, by an older version or a copy, is the server's alone once it
+// starts again.
+func TestServeTightensLooseFiles(t *testing.T) {
+	dir := t.TempDir()
+	db, token := filepath.Join(dir, "capblock.db"), filepath.Join(dir, "admin.token")
+	serveAWhile(t, dir, func() bool { _, err := os.Stat(token); return err == nil })
+	for _, path := range []string{db, token} {
+		if err := os.Chmod(path, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	serveAWhile(t, dir, func() bool { return true })
+	for _, path := range []string{db, token, filepath.Join(dir, "secrets.key")} {
+		info, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if perm := info.Mode().Perm(); perm != 0o600 {
+			t.Errorf("%s after the start: mode %04o, want 0600", filepath.Base(path), perm)
+		}
+	}
+}
+
+// serveAWhile runs serve on the database capblock.db in dir until it
+// answers /healthz and ready() holds, then stops it.
+func serveAWhile(t *testing.T, dir string, ready func() bool) {
+	t.Helper()
+	addr := freeAddr(t)
+	ctx, stop := context.WithCancel(t.Context())
+	defer stop()
+	done := make(chan result, 1)
+	go func() {
+		done <- runApp(ctx, nil, "serve", "--db", filepath.Join(dir, "capblock.db"), "--listen", addr,
+			"--jobs-dir", filepath.Join(dir, "jobs"), "--log-level", "error")
+	}()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if r, err := http.Get("http://" + addr + "/healthz"); err == nil {
+			r.Body.Close()
+			if ready() {
+				break
+			}
+		}
+		select {
+		case r := <-done:
+			t.Fatalf("serve stopped: exit %d, %s", r.code, r.stderr)
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("serve was not ready within 30 s")
+		}
+	}
+	stop()
+	if r := <-done; r.code != 0 {
+		t.Fatalf("serve: exit %d, %s", r.code, r.stderr)
 	}
 }

@@ -23,8 +23,14 @@ type Webhook struct {
 	// wildcard ("block.*") or "*" for every type.
 	Events []string
 	// Secret is the HMAC key of the signatures, as shown to its owner
-	// once. It is stored as is, because signing needs it, and never logged.
+	// once, and never logged. Signing needs the secret itself, so it
+	// cannot be hashed: it is stored as Sealed, bound to the webhook's id,
+	// and Secret is empty in what the store returns. A webhook stored by
+	// an older version, or by a server without a secrets key, has its
+	// Secret in clear and no Sealed secret until a server with a key
+	// seals it (Service.sealWebhookSecrets).
 	Secret    string
+	Sealed    SealedSecret
 	CreatedAt time.Time
 }
 

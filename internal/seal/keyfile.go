@@ -7,8 +7,9 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"strings"
+
+	"capblock/internal/privatefile"
 )
 
 // LoadOrCreate reads the key in the file at path, or, when there is no
@@ -26,7 +27,7 @@ func LoadOrCreate(path string) (*Key, bool, error) {
 		return k, false, err
 	}
 	k, text := generate()
-	if err := writeNewFile(path, []byte(text)); errors.Is(err, fs.ErrExist) {
+	if err := privatefile.WriteNew(path, []byte(text)); errors.Is(err, fs.ErrExist) {
 		k, err := load(path) // another server wrote it first
 		return k, false, err
 	} else if err != nil {
@@ -68,32 +69,4 @@ func load(path string) (*Key, error) {
 		return nil, fmt.Errorf("the secrets key file %s does not hold a key: want %d hex digits on one line", path, 2*keyLen)
 	}
 	return New(raw)
-}
-
-// writeNewFile writes data to a new file at path, readable only by its
-// owner, all at once: it is written under a temporary name and linked to
-// path, which fails with fs.ErrExist rather than replace a file (or follow
-// a link) already there.
-func writeNewFile(path string, data []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if err := tmp.Chmod(0o600); err != nil {
-		tmp.Close()
-		return err
-	}
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Link(tmp.Name(), path)
 }

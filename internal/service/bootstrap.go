@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"time"
 
 	"capblock/internal/auth"
 	"capblock/internal/core"
+	"capblock/internal/privatefile"
 	"capblock/internal/store"
 )
 
@@ -40,7 +40,7 @@ func (s *Service) Bootstrap(ctx context.Context, tokenPath string) (bool, error)
 	}
 	// 2. The token file, new or nothing.
 	token, hash := auth.New()
-	if err := writeNewFile(tokenPath, []byte(token+"\n")); err != nil {
+	if err := privatefile.WriteNew(tokenPath, []byte(token+"\n")); err != nil {
 		if errors.Is(err, fs.ErrExist) {
 			if s.awaitUsers(ctx, tokenFileGrace) {
 				return false, nil // another replica made the administrator meanwhile
@@ -100,32 +100,4 @@ func (s *Service) awaitUsers(ctx context.Context, limit time.Duration) bool {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-}
-
-// writeNewFile writes data to a new file at path, readable only by its
-// owner, all at once: it is written under a temporary name and linked to
-// path, which fails with fs.ErrExist rather than replace a file (or follow
-// a link) already there.
-func writeNewFile(path string, data []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if err := tmp.Chmod(0o600); err != nil {
-		tmp.Close()
-		return err
-	}
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Link(tmp.Name(), path)
 }

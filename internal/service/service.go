@@ -76,9 +76,10 @@ type Config struct {
 	// EnginePoll is how often the leader reads the backend's nodes and
 	// their health (enginewatch.go); 0 is every 10 s.
 	EnginePoll time.Duration
-	// SecretsKey seals the secrets of access keys. It is kept outside the
-	// database (seal.LoadOrCreate), and replicas share it. Without one,
-	// the server makes no access keys and accepts none.
+	// SecretsKey seals the secrets of access keys and webhooks. It is kept
+	// outside the database (seal.LoadOrCreate), and replicas share it.
+	// Without one, the server makes no access keys and accepts none, and
+	// stores webhooks' secrets in clear (webhooksecrets.go).
 	SecretsKey *seal.Key
 }
 
@@ -194,6 +195,9 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 		return nil, err
 	}
 	if err := s.checkSealedKeys(ctx); err != nil {
+		return nil, err
+	}
+	if err := s.sealWebhookSecrets(ctx); err != nil {
 		return nil, err
 	}
 	return s, nil

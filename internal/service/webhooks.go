@@ -31,7 +31,7 @@ const (
 
 // CreateWebhook subscribes url to the events of team whose type matches
 // one of patterns. The webhook returned carries its signing secret, which
-// no later call shows again.
+// no later call shows again; it is stored sealed (webhooksecrets.go).
 func (s *Service) CreateWebhook(ctx context.Context, team, rawURL string, patterns []string) (core.Webhook, error) {
 	// 1. Check the request.
 	if err := checkWebhookURL(rawURL, s.allowPrivateWebhooks); err != nil {
@@ -50,7 +50,7 @@ func (s *Service) CreateWebhook(ctx context.Context, team, rawURL string, patter
 	}
 	// 2. Store it with a fresh secret.
 	w := core.Webhook{ID: newID("wh"), Team: team, URL: rawURL, Events: patterns, Secret: newWebhookSecret(), CreatedAt: s.clock.Now()}
-	if err := s.store.CreateWebhook(ctx, w); err != nil {
+	if err := s.store.CreateWebhook(ctx, s.sealWebhookSecret(w)); err != nil {
 		if errors.Is(err, store.ErrNotFound) {
 			return core.Webhook{}, core.Invalidf("team %q does not exist (GET /v1/teams lists them)", team)
 		}

@@ -443,7 +443,11 @@ func (w *webhookWorker) post(ctx context.Context, hook core.Webhook, eventType s
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", "capblock-webhooks/1")
 	req.Header.Set("Capblock-Event", eventType)
-	req.Header.Set(core.SignatureHeader, core.SignPayload([]byte(hook.Secret), at, body))
+	secret, err := w.svc.webhookSecret(hook)
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set(core.SignatureHeader, core.SignPayload(secret, at, body))
 	resp, err := w.opts.Client.Do(req)
 	if err != nil {
 		var uerr *url.Error

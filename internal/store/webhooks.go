@@ -2,8 +2,10 @@ package store
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"capblock/internal/core"
@@ -12,9 +14,15 @@ import (
 // Webhooks persists the teams' webhooks, their delivery log and the
 // delivery worker's cursor. Every method is safe for concurrent use.
 type Webhooks interface {
-	// CreateWebhook stores a new webhook, its secret as given; a duplicate
-	// id is ErrConflict, an unknown team ErrNotFound.
+	// CreateWebhook stores a new webhook: its Sealed secret when it has
+	// one, else its Secret in clear; a duplicate id is ErrConflict, an
+	// unknown team ErrNotFound.
 	CreateWebhook(ctx context.Context, w core.Webhook) error
+	// SealWebhookSecret replaces the clear secret of webhook id, if it is
+	// still clear, as before, with sealed. A webhook that is gone, or whose
+	// secret is no longer clear (another replica sealed it), is
+	// ErrConflict.
+	SealWebhookSecret(ctx context.Context, id, clear string, sealed core.SealedSecret) error
 	// Webhook returns one webhook, or ErrNotFound.
 	Webhook(ctx context.Context, id string) (core.Webhook, error)
 	// ListWebhooks lists the webhooks of a team ("" for all), ordered by
@@ -56,6 +64,47 @@ func EncodeEventPatterns(patterns []string) string {
 	}
 	b, _ := json.Marshal(patterns) // strings always marshal
 	return string(b)
+}
+
+// sealedPrefix starts the stored form of a sealed webhook secret. A clear
+// secret never starts so: the server makes them "whsec_" and base64.
+const sealedPrefix = "sealed:"
+
+// EncodeWebhookSecret is the stored form of a webhook's secret, the same
+// in every driver, kept in the column that held the clear secret before
+// secrets were sealed: "sealed:" and the id of the key that sealed it,
+// the nonce and the ciphertext (both base64) separated by colons; or the
+// clear secret for a webhook without a sealed one.
+func EncodeWebhookSecret(w core.Webhook) string {
+	if w.Sealed.KeyID == "" {
+		return w.Secret
+	}
+	return sealedPrefix + w.Sealed.KeyID + ":" + base64.RawStdEncoding.EncodeToString(w.Sealed.Nonce) +
+		":" + base64.RawStdEncoding.EncodeToString(w.Sealed.Ciphertext)
+}
+
+// DecodeWebhookSecret reads what EncodeWebhookSecret stored into w: its
+// Sealed secret, or its Secret when it was stored in clear.
+func DecodeWebhookSecret(text string, w *core.Webhook) error {
+	rest, sealed := strings.CutPrefix(text, sealedPrefix)
+	if !sealed {
+		w.Secret, w.Sealed = text, core.SealedSecret{}
+		return nil
+	}
+	parts := strings.Split(rest, ":")
+	if len(parts) != 3 || parts[0] == "" {
+		return fmt.Errorf("decoding the sealed secret of webhook %s: want key id, nonce and ciphertext", w.ID)
+	}
+	nonce, err := base64.RawStdEncoding.DecodeString(parts[1])
+	if err != nil {
+		return fmt.Errorf("decoding the sealed secret of webhook %s: its nonce: %w", w.ID, err)
+	}
+	ciphertext, err := base64.RawStdEncoding.DecodeString(parts[2])
+	if err != nil {
+		return fmt.Errorf("decoding the sealed secret of webhook %s: its ciphertext: %w", w.ID, err)
+	}
+	w.Secret, w.Sealed = "", core.SealedSecret{KeyID: parts[0], Nonce: nonce, Ciphertext: ciphertext}
+	return nil
 }
 
 // DecodeEventPatterns reads what EncodeEventPatterns stored.

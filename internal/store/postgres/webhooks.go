@@ -23,7 +23,7 @@ var _ store.Webhooks = (*Store)(nil)
 func (s *Store) CreateWebhook(ctx context.Context, w core.Webhook) error {
 	_, err := s.pool.Exec(ctx, `INSERT INTO webhooks (id, team, url, events, secret, created_at)
 		VALUES ($1, $2, $3, $4, $5, $6)`,
-		w.ID, w.Team, w.URL, store.EncodeEventPatterns(w.Events), w.Secret, seconds(w.CreatedAt))
+		w.ID, w.Team, w.URL, store.EncodeEventPatterns(w.Events), store.EncodeWebhookSecret(w), seconds(w.CreatedAt))
 	return createError("creating webhook "+w.ID, "its id is taken", fmt.Sprintf("team %s does not exist", w.Team), err)
 }
 
@@ -64,16 +64,34 @@ func scanWebhook(r rowScanner) (core.Webhook, error) {
 	var (
 		w      core.Webhook
 		events string
+		secret string
 	)
-	if err := r.Scan(&w.ID, &w.Team, &w.URL, &events, &w.Secret, &w.CreatedAt); err != nil {
+	if err := r.Scan(&w.ID, &w.Team, &w.URL, &events, &secret, &w.CreatedAt); err != nil {
 		return core.Webhook{}, err
 	}
 	var err error
 	if w.Events, err = store.DecodeEventPatterns(events); err != nil {
 		return core.Webhook{}, fmt.Errorf("webhook %s: %w", w.ID, err)
 	}
+	if err := store.DecodeWebhookSecret(secret, &w); err != nil {
+		return core.Webhook{}, err
+	}
 	w.CreatedAt = w.CreatedAt.UTC()
 	return w, nil
+}
+
+// SealWebhookSecret replaces a clear secret with its sealed form, only if
+// the stored secret is still that clear one.
+func (s *Store) SealWebhookSecret(ctx context.Context, id, clear string, sealed core.SealedSecret) error {
+	tag, err := s.pool.Exec(ctx, `UPDATE webhooks SET secret = $1 WHERE id = $2 AND secret = $3`,
+		store.EncodeWebhookSecret(core.Webhook{Sealed: sealed}), id, clear)
+	if err != nil {
+		return fmt.Errorf("sealing the secret of webhook %s: %w", id, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("sealing the secret of webhook %s: it is gone or no longer clear: %w", id, store.ErrConflict)
+	}
+	return nil
 }
 
 // DeleteWebhook removes a webhook; its delivery log goes with it (ON

@@ -23,7 +23,7 @@ var _ store.Webhooks = (*Store)(nil)
 func (s *Store) CreateWebhook(ctx context.Context, w core.Webhook) error {
 	_, err := s.w.ExecContext(ctx, `INSERT INTO webhooks (id, team, url, events, secret, created_at)
 		VALUES (?, ?, ?, ?, ?, ?)`,
-		w.ID, w.Team, w.URL, store.EncodeEventPatterns(w.Events), w.Secret, unixSeconds(w.CreatedAt))
+		w.ID, w.Team, w.URL, store.EncodeEventPatterns(w.Events), store.EncodeWebhookSecret(w), unixSeconds(w.CreatedAt))
 	switch {
 	case isForeignKey(err):
 		return fmt.Errorf("creating webhook %s: team %s does not exist: %w", w.ID, w.Team, store.ErrNotFound)
@@ -72,17 +72,39 @@ func scanWebhook(r rowScanner) (core.Webhook, error) {
 	var (
 		w       core.Webhook
 		events  string
+		secret  string
 		created int64
 	)
-	if err := r.Scan(&w.ID, &w.Team, &w.URL, &events, &w.Secret, &created); err != nil {
+	if err := r.Scan(&w.ID, &w.Team, &w.URL, &events, &secret, &created); err != nil {
 		return core.Webhook{}, err
 	}
 	var err error
 	if w.Events, err = store.DecodeEventPatterns(events); err != nil {
 		return core.Webhook{}, fmt.Errorf("webhook %s: %w", w.ID, err)
 	}
+	if err := store.DecodeWebhookSecret(secret, &w); err != nil {
+		return core.Webhook{}, err
+	}
 	w.CreatedAt = fromUnix(created)
 	return w, nil
+}
+
+// SealWebhookSecret replaces a clear secret with its sealed form, only if
+// the stored secret is still that clear one.
+func (s *Store) SealWebhookSecret(ctx context.Context, id, clear string, sealed core.SealedSecret) error {
+	res, err := s.w.ExecContext(ctx, `UPDATE webhooks SET secret = ? WHERE id = ? AND secret = ?`,
+		store.EncodeWebhookSecret(core.Webhook{Sealed: sealed}), id, clear)
+	if err != nil {
+		return fmt.Errorf("sealing the secret of webhook %s: %w", id, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return fmt.Errorf("sealing the secret of webhook %s: %w", id, err)
+	}
+	if n == 0 {
+		return fmt.Errorf("sealing the secret of webhook %s: it is gone or no longer clear: %w", id, store.ErrConflict)
+	}
+	return nil
 }
 
 // DeleteWebhook removes a webhook; its delivery log goes with it (ON

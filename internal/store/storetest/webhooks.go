@@ -18,6 +18,7 @@ var webhooksTests = []struct {
 }{
 	{"Webhooks", testWebhooks},
 	{"WebhookErrors", testWebhookErrors},
+	{"SealWebhookSecret", testSealWebhookSecret},
 	{"Deliveries", testDeliveries},
 	{"PendingDeliveries", testPendingDeliveries},
 	{"PruneDeliveries", testPruneDeliveries},
@@ -149,6 +150,34 @@ func testWebhookErrors(t *testing.T, h Harness) {
 
 	mustDo(t, "DeleteWebhook", s.DeleteWebhook(t.Context(), "wh-1"))
 	wantErr(t, "DeleteWebhook twice", s.DeleteWebhook(t.Context(), "wh-1"), store.ErrNotFound)
+}
+
+// testSealWebhookSecret: a webhook stored sealed reads back sealed, its
+// clear secret not kept; a clear one is sealed once, only while it is
+// still the clear secret given.
+func testSealWebhookSecret(t *testing.T, h Harness) {
+	s := withTeams(t, h)
+	sealed := makeWebhook("wh-sealed", "t1", hour(0), "*")
+	sealed.Secret = ""
+	sealed.Sealed = core.SealedSecret{KeyID: "sk-0123456789abcdef", Nonce: []byte{0, 1, 2, 255}, Ciphertext: []byte("ciphertext\x00:with a colon")}
+	clear := makeWebhook("wh-clear", "t1", hour(1), "*")
+	for _, w := range []core.Webhook{sealed, clear} {
+		mustDo(t, "CreateWebhook("+w.ID+")", s.CreateWebhook(t.Context(), w))
+	}
+	wantWebhooks(t, s, "t1", []core.Webhook{sealed, clear})
+
+	other := core.SealedSecret{KeyID: "sk-fedcba9876543210", Nonce: []byte{9}, Ciphertext: []byte{8, 7}}
+	wantErr(t, "SealWebhookSecret of a sealed secret",
+		s.SealWebhookSecret(t.Context(), "wh-sealed", "", other), store.ErrConflict)
+	wantErr(t, "SealWebhookSecret with another clear secret",
+		s.SealWebhookSecret(t.Context(), "wh-clear", "whsec_other", other), store.ErrConflict)
+	wantErr(t, "SealWebhookSecret of an unknown webhook",
+		s.SealWebhookSecret(t.Context(), "wh-9", "whsec_wh-9", other), store.ErrConflict)
+	mustDo(t, "SealWebhookSecret", s.SealWebhookSecret(t.Context(), "wh-clear", clear.Secret, other))
+	wantErr(t, "SealWebhookSecret twice",
+		s.SealWebhookSecret(t.Context(), "wh-clear", clear.Secret, sealed.Sealed), store.ErrConflict)
+	clear.Secret, clear.Sealed = "", other
+	wantWebhooks(t, s, "t1", []core.Webhook{sealed, clear})
 }
 
 func testDeliveries(t *testing.T, h Harness) {
