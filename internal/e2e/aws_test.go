@@ -28,34 +28,9 @@ func TestAWSThroughServe(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the server binary")
 	}
-	bin, dir := buildBinary(t), t.TempDir()
-	srv := startProcess(t, bin, filepath.Join(dir, "capblock.db"), ts(t0))
-	token, err := os.ReadFile(filepath.Join(dir, "admin.token"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cli := func(args ...string) string {
-		t.Helper()
-		out, errOut, code := runCLI(t, bin, srv.url, string(token), append([]string{"-o", "json"}, args...)...)
-		if code != 0 {
-			t.Fatalf("capblock %v: exit %d: %s", args, code, errOut)
-		}
-		return out
-	}
-	var team struct{ ID string }
-	must(t, json.Unmarshal([]byte(cli("teams", "create", "research")), &team))
-	var member struct{ ID string }
-	must(t, json.Unmarshal([]byte(cli("users", "create", "ada", "--team", team.ID, "--role", "member")), &member))
-	var key struct {
-		ID, AccessKeyID, SecretAccessKey string
-	}
-	must(t, json.Unmarshal([]byte(cli("access-keys", "create", "--user", "ada")), &key))
-	if key.AccessKeyID == "" || key.SecretAccessKey == "" {
-		t.Fatalf("access key: %+v", key)
-	}
-	creds := credentials.NewStaticCredentialsProvider(key.AccessKeyID, key.SecretAccessKey, "")
-	ec2c := ec2.New(ec2.Options{Region: "eu-west-1", BaseEndpoint: aws.String(srv.url + "/aws"), Credentials: creds})
-	smc := sm.New(sm.Options{Region: "eu-west-1", BaseEndpoint: aws.String(srv.url + "/aws"), Credentials: creds})
+	a := startAWS(t)
+	srv, cli, team, key, ec2c, smc := a.srv, a.cli, a.team, a.key, a.ec2, a.sm
+	var err error
 	ctx := t.Context()
 
 	offers, err := ec2c.DescribeCapacityBlockOfferings(ctx, &ec2.DescribeCapacityBlockOfferingsInput{
@@ -172,4 +147,44 @@ func must(t *testing.T, err error) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// awsEnv is `capblock serve` with team research, its member ada, an
+// access key of ada's and the SDK's EC2 and SageMaker clients signing
+// with it.
+type awsEnv struct {
+	srv  *process
+	cli  func(args ...string) string // the CLI as the admin, -o json
+	team struct{ ID string }
+	key  struct{ ID, AccessKeyID, SecretAccessKey string }
+	ec2  *ec2.Client
+	sm   *sm.Client
+}
+
+func startAWS(t *testing.T) awsEnv {
+	t.Helper()
+	bin, dir := buildBinary(t), t.TempDir()
+	a := awsEnv{srv: startProcess(t, bin, filepath.Join(dir, "capblock.db"), ts(t0))}
+	token, err := os.ReadFile(filepath.Join(dir, "admin.token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.cli = func(args ...string) string {
+		t.Helper()
+		out, errOut, code := runCLI(t, bin, a.srv.url, string(token), append([]string{"-o", "json"}, args...)...)
+		if code != 0 {
+			t.Fatalf("capblock %v: exit %d: %s", args, code, errOut)
+		}
+		return out
+	}
+	must(t, json.Unmarshal([]byte(a.cli("teams", "create", "research")), &a.team))
+	a.cli("users", "create", "ada", "--team", a.team.ID, "--role", "member")
+	must(t, json.Unmarshal([]byte(a.cli("access-keys", "create", "--user", "ada")), &a.key))
+	if a.key.AccessKeyID == "" || a.key.SecretAccessKey == "" {
+		t.Fatalf("access key: %+v", a.key)
+	}
+	creds := credentials.NewStaticCredentialsProvider(a.key.AccessKeyID, a.key.SecretAccessKey, "")
+	a.ec2 = ec2.New(ec2.Options{Region: "eu-west-1", BaseEndpoint: aws.String(a.srv.url + "/aws"), Credentials: creds})
+	a.sm = sm.New(sm.Options{Region: "eu-west-1", BaseEndpoint: aws.String(a.srv.url + "/aws"), Credentials: creds})
+	return a
 }

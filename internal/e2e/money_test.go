@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 
 	"capblock/internal/core"
@@ -445,26 +444,8 @@ func TestMoneyAWSExtensionRetry(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the server binary")
 	}
-	bin, dir := buildBinary(t), t.TempDir()
-	srv := startProcess(t, bin, filepath.Join(dir, "capblock.db"), ts(t0))
-	token, err := os.ReadFile(filepath.Join(dir, "admin.token"))
-	must(t, err)
-	cli := func(args ...string) string {
-		t.Helper()
-		out, errOut, code := runCLI(t, bin, srv.url, string(token), append([]string{"-o", "json"}, args...)...)
-		if code != 0 {
-			t.Fatalf("capblock %v: exit %d: %s", args, code, errOut)
-		}
-		return out
-	}
-	var team struct{ ID string }
-	must(t, json.Unmarshal([]byte(cli("teams", "create", "research")), &team))
-	cli("users", "create", "ada", "--team", team.ID, "--role", "member")
-	var key struct{ AccessKeyID, SecretAccessKey string }
-	must(t, json.Unmarshal([]byte(cli("access-keys", "create", "--user", "ada")), &key))
-	creds := credentials.NewStaticCredentialsProvider(key.AccessKeyID, key.SecretAccessKey, "")
-	ec2c := ec2.New(ec2.Options{Region: "eu-west-1", BaseEndpoint: aws.String(srv.url + "/aws"), Credentials: creds})
-	ctx := t.Context()
+	a := startAWS(t)
+	ec2c, ctx := a.ec2, t.Context()
 
 	offers, err := ec2c.DescribeCapacityBlockOfferings(ctx, &ec2.DescribeCapacityBlockOfferingsInput{
 		InstanceType: aws.String("g6.xlarge"), InstanceCount: aws.Int32(1), CapacityDurationHours: aws.Int32(4),
@@ -496,14 +477,14 @@ func TestMoneyAWSExtensionRetry(t *testing.T) {
 	if err != nil {
 		t.Fatalf("PurchaseCapacityBlockExtension retried with the same offering: %v; want the extension bought first", err)
 	}
-	a, b := first.CapacityBlockExtensions, again.CapacityBlockExtensions
-	if len(a) != 1 || len(b) != 1 || aws.ToString(a[0].CapacityBlockExtensionOfferingId) != aws.ToString(b[0].CapacityBlockExtensionOfferingId) ||
-		!aws.ToTime(a[0].CapacityBlockExtensionEndDate).Equal(aws.ToTime(b[0].CapacityBlockExtensionEndDate)) ||
-		aws.ToString(a[0].UpfrontFee) != aws.ToString(b[0].UpfrontFee) {
-		t.Fatalf("the retry answered %+v; want the first answer %+v", b, a)
+	x, y := first.CapacityBlockExtensions, again.CapacityBlockExtensions
+	if len(x) != 1 || len(y) != 1 || aws.ToString(x[0].CapacityBlockExtensionOfferingId) != aws.ToString(y[0].CapacityBlockExtensionOfferingId) ||
+		!aws.ToTime(x[0].CapacityBlockExtensionEndDate).Equal(aws.ToTime(y[0].CapacityBlockExtensionEndDate)) ||
+		aws.ToString(x[0].UpfrontFee) != aws.ToString(y[0].UpfrontFee) {
+		t.Fatalf("the retry answered %+v; want the first answer %+v", y, x)
 	}
 	var l moneyLedger
-	must(t, json.Unmarshal([]byte(cli("teams", "ledger", team.ID)), &l))
+	must(t, json.Unmarshal([]byte(a.cli("teams", "ledger", a.team.ID)), &l))
 	if got := l.lines(); len(got) != 2 {
 		t.Fatalf("ledger after an extension and its retry: %v; want the purchase and one extension charge", got)
 	}
