@@ -196,8 +196,9 @@ func (e *moneyEnv) opSpotJob() {
 	typ, count := e.pickType()
 	e.op = fmt.Sprintf("preemptible job of team %s: %d×%s", e.names[team], count, typ.Name)
 	j, err := e.svc.CreateJob(e.ctx, team, contract.JobRequest{Preemptible: true, InstanceType: typ.Name, InstanceCount: count, Command: []string{"sweep"}})
-	if err != nil {
-		e.fail("creating a preemptible job: %v", err)
+	// Spot work is under the team's budget and quota like any purchase.
+	if e.refused(err, core.ErrBudgetExceeded, core.ErrQuotaExceeded) {
+		return
 	}
 	e.led.jobTeams[j.ID] = j.Team
 	e.jobs = append(e.jobs, j)
