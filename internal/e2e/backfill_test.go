@@ -4,6 +4,7 @@ import (
 	"maps"
 	"os"
 	"strconv"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -121,6 +122,20 @@ while :; do sleep 0.05; done
 	// Just before the start, what ignored SIGTERM is killed.
 	e.advance(10*time.Minute - 5*time.Second)
 	waitGone(t, "the stubborn job", stubbornPID)
+	// Its run is charged once its exit is reported, at the simulated
+	// moment of the kill: wait for it before the clock moves on.
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		entries, err := e.store.Ledger(t.Context(), e.team)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if slices.ContainsFunc(entries, func(le core.LedgerEntry) bool { return le.Subject == b.ID }) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the stubborn job's run was never charged")
+		}
+	}
 
 	// The start: the block is active, on time.
 	e.advance(5 * time.Second)

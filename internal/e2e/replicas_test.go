@@ -171,7 +171,7 @@ func TestReplicasNoDoubleBooking(t *testing.T) {
 	if err := conn.QueryRow(ctx, `SELECT count(*), count(DISTINCT id), coalesce(sum(fee_minor), 0) FROM blocks WHERE id = ANY($1)`, acked).Scan(&stored, &distinct, &fees); err != nil {
 		t.Fatal(err)
 	}
-	if err := conn.QueryRow(ctx, `SELECT coalesce(sum(amount_minor), 0) FROM ledger WHERE kind = 'charge'`).Scan(&charges); err != nil {
+	if err := conn.QueryRow(ctx, `SELECT -coalesce(sum(amount_minor), 0) FROM postings WHERE kind = 'charge'`).Scan(&charges); err != nil {
 		t.Fatal(err)
 	}
 	var all int
