@@ -3,8 +3,8 @@ package e2e
 import (
 	"maps"
 	"os"
-	"strconv"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
