@@ -58,7 +58,7 @@ func realServer(t *testing.T, now time.Time) (*service.Service, string, string) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(api.New(svc, api.Options{Logger: log}))
+	srv := httptest.NewServer(api.New(svc.Guarded(), api.Options{Logger: log}))
 	t.Cleanup(srv.Close)
 	return svc, srv.URL, strings.TrimSpace(string(token))
 }

@@ -22,7 +22,10 @@ import (
 	"capblock/internal/awsapi"
 	"capblock/internal/awsapi/sagemaker"
 	"capblock/internal/clock"
+	"capblock/internal/contract"
+	"capblock/internal/core"
 	"capblock/internal/fleet"
+	"capblock/internal/httpx"
 	"capblock/internal/humantime"
 	"capblock/internal/privatefile"
 	"capblock/internal/seal"
@@ -236,10 +239,18 @@ func serve(ctx context.Context, f serveFlags) error {
 	if made {
 		log.Info("created the first administrator; its API token is in the file (readable only by you)", "file", tokenPath)
 	}
-	// 6. Serve until interrupted.
+	// 6. Serve until interrupted. Every front end is given the guarded
+	// service, which checks each call against the access table, and the
+	// REST API and the AWS endpoint take from one rate limiter.
+	front := svc.Guarded()
+	burst := f.burst
+	if burst <= 0 {
+		burst = max(1, int(2*f.rate))
+	}
+	limiter := httpx.NewLimiter(f.rate, burst)
 	srv := &http.Server{
-		Handler: api.New(svc, api.Options{Logger: log, RateLimit: f.rate, RateBurst: f.burst, Registry: metrics(st, svc),
-			AWS: awsEndpoint(svc, log, f.rate, f.burst)}),
+		Handler: api.New(front, api.Options{Logger: log, Limiter: limiter, Registry: metrics(st, svc),
+			AWS: awsEndpoint(front, svc.Fleet(), log, limiter)}),
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      90 * time.Second, // long polls wait up to 60s
@@ -429,14 +440,14 @@ func loginHint(url, tokenPath string, made bool) string {
 }
 
 // awsEndpoint is the handler of AWS's protocols (EC2 Query, SageMaker JSON
-// 1.1) at /aws, signed with the users' access keys, each client address
-// held to the API's rate (--rate-limit, --rate-burst).
-func awsEndpoint(svc *service.Service, log *slog.Logger, rps float64, burst int) http.Handler {
-	fleet := svc.Fleet()
-	sm := sagemaker.New(svc, sagemaker.Options{
+// 1.1) at /aws, signed with the users' access keys, each user and client
+// address held to the API's rate (--rate-limit, --rate-burst) in the
+// API's limiter. fleet names the types on the wire.
+func awsEndpoint(front contract.Front, fleet core.Fleet, log *slog.Logger, limiter *httpx.Limiter) http.Handler {
+	sm := sagemaker.New(front, front.Now, sagemaker.Options{
 		InstanceType: func(name string) (string, bool) { return awsapi.CapblockType(fleet, name) },
 		AWSName:      func(name string) string { return awsapi.AWSName(fleet, name, "ml.") },
 		Log:          log,
 	})
-	return awsapi.New(svc, svc, awsapi.Options{SageMaker: sm, Logger: log, RateLimit: rps, RateBurst: burst})
+	return awsapi.New(front, front, awsapi.Options{SageMaker: sm, Logger: log, Limiter: limiter})
 }

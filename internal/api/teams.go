@@ -257,7 +257,10 @@ type whoamiJSON struct {
 }
 
 func (s *server) whoami(ctx context.Context, _ *struct{}) (*out[whoamiJSON], error) {
-	p := principalOf(ctx)
+	p, err := s.svc.WhoAmI(ctx)
+	if err != nil {
+		return nil, serviceProblem(ctx, err)
+	}
 	return reply(whoamiJSON{User: toUser(p.User), TokenID: p.TokenID})
 }
 
@@ -294,7 +297,7 @@ func (s *server) createToken(ctx context.Context, in *createTokenInput) (*out[ne
 		}
 		expiresIn = d
 	}
-	t, secret, err := s.svc.CreateToken(ctx, principalOf(ctx), in.ID, expiresIn)
+	t, secret, err := s.svc.CreateToken(ctx, in.ID, expiresIn)
 	if err != nil {
 		return nil, serviceProblem(ctx, err)
 	}
@@ -306,7 +309,7 @@ type tokensJSON struct {
 }
 
 func (s *server) listTokens(ctx context.Context, _ *struct{}) (*out[tokensJSON], error) {
-	ts, err := s.svc.Tokens(ctx, principalOf(ctx))
+	ts, err := s.svc.Tokens(ctx)
 	if err != nil {
 		return nil, serviceProblem(ctx, err)
 	}
@@ -322,7 +325,7 @@ type tokenIDInput struct {
 }
 
 func (s *server) revokeToken(ctx context.Context, in *tokenIDInput) (*out[tokenJSON], error) {
-	t, err := s.svc.RevokeToken(ctx, principalOf(ctx), in.ID)
+	t, err := s.svc.RevokeToken(ctx, in.ID)
 	if err != nil {
 		return nil, serviceProblem(ctx, err)
 	}

@@ -147,7 +147,7 @@ func newEnvWith(t *testing.T, opts awsapi.Options, sageMaker func(*service.Servi
 	if sageMaker != nil {
 		opts.SageMaker = sageMaker(svc)
 	}
-	h := awsapi.New(svc, e.keys, opts)
+	h := awsapi.New(svc.Guarded(), e.keys, opts)
 	mux := http.NewServeMux()
 	mux.Handle("/aws", h)
 	mux.Handle("/aws/", h)
@@ -175,4 +175,11 @@ func (e *env) ec2(id string, secret ...string) *ec2.Client {
 		BaseEndpoint: aws.String(e.url + "/aws"),
 		Credentials:  credentials.NewStaticCredentialsProvider(id, s, ""),
 	})
+}
+
+// principal is who an access key acts as.
+func (e *env) principal(key string) core.Principal {
+	e.keys.mu.Lock()
+	defer e.keys.mu.Unlock()
+	return e.keys.keys[key].p
 }

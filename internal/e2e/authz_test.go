@@ -9,18 +9,24 @@ import (
 	"time"
 
 	"capblock/internal/api"
+	"capblock/internal/contract"
 	"capblock/internal/core"
 )
 
 // TestAuthorizationMatrix asks every operation of the router (read from
 // the server's own OpenAPI document, so a new route cannot be forgotten)
-// as each role, on a resource of the caller's own team and of another
-// team, and asserts the exact status of each cell:
+// as each principal, on a resource of the caller's own team and of
+// another team, and asserts the exact status of each cell, which it
+// derives from contract's access table (the rule of the use case the
+// operation calls):
 //
-//	no token                         → 401 (public routes: success)
-//	role below the route's need      → 403
-//	another team's resource, not admin → 404 (403 to buy for another team)
-//	otherwise                        → the route's success status
+//	no token, a disabled user's, a revoked one → 401 (public routes: success)
+//	role below the use case's need             → 403
+//	another team's resource, not admin         → 404 (403 to buy for another team)
+//	otherwise                                  → the route's success status
+//
+// Each request also says the role it expects, written here apart from
+// the table: the two must agree, so that a rule loosened by mistake fails.
 func TestAuthorizationMatrix(t *testing.T) {
 	e := start(t)
 	f := newAuthzFixture(e)
@@ -43,7 +49,7 @@ func TestAuthorizationMatrix(t *testing.T) {
 	if len(ops) < 25 {
 		t.Fatalf("only %d operations in the OpenAPI document", len(ops))
 	}
-	roles := []core.Role{"", core.RoleViewer, core.RoleMember, core.RoleAdmin}
+	roles := []core.Role{"", core.RoleViewer, core.RoleMember, core.RoleAdmin, roleDisabled, roleRevoked}
 	cells := 0
 	for _, op := range ops {
 		mk, ok := authzRequests[op]
@@ -51,9 +57,9 @@ func TestAuthorizationMatrix(t *testing.T) {
 			t.Errorf("operation %s has no request in the authorization matrix: add one", op)
 			continue
 		}
-		need := mk(f, "", false).need
-		if rule, ok := api.AccessRule(op); !ok || rule != need {
-			t.Errorf("operation %s: the server requires role %q, the matrix says %q", op, rule, need)
+		need := tableRole(t, op)
+		if written := mk(f, "", false).need; written != need {
+			t.Errorf("operation %s: the access table requires role %q, the matrix says %q", op, need, written)
 		}
 		for _, role := range roles {
 			for _, other := range []bool{false, true} {
@@ -61,7 +67,7 @@ func TestAuthorizationMatrix(t *testing.T) {
 				want := r.success
 				switch {
 				case need == "":
-				case role == "":
+				case role == "" || role == roleDisabled || role == roleRevoked:
 					want = http.StatusUnauthorized
 				case !role.Allows(need):
 					want = http.StatusForbidden
@@ -78,7 +84,32 @@ func TestAuthorizationMatrix(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("%d operations × %d roles × own/other team: %d cells", len(ops), len(roles), cells)
+	t.Logf("%d operations × %d principals × own/other team: %d cells", len(ops), len(roles), cells)
+}
+
+// roleDisabled and roleRevoked stand, in the matrix, for a member whose
+// user is disabled and for a member's revoked token.
+const (
+	roleDisabled core.Role = "disabled user"
+	roleRevoked  core.Role = "revoked token"
+)
+
+// tableRole is the role that contract's access table gives the use case
+// an operation calls; "" for a public operation.
+func tableRole(t *testing.T, op string) core.Role {
+	t.Helper()
+	uc, ok := api.UseCaseOf(op)
+	if !ok {
+		t.Fatalf("operation %s has no use case", op)
+	}
+	if uc == "" {
+		return ""
+	}
+	rule, ok := contract.RuleOf(uc)
+	if !ok {
+		t.Fatalf("operation %s calls use case %s, which has no rule", op, uc)
+	}
+	return rule.Role
 }
 
 // authzRequest is one concrete request of an operation.
@@ -117,6 +148,21 @@ func newAuthzFixture(e *env) *authzFixture {
 		u := f.user(f.alpha, string(role)+"-a", role)
 		f.tokens[role] = f.newToken(u)
 		f.self[role] = u
+	}
+	disabled := f.user(f.alpha, "disabled-a", core.RoleMember)
+	f.tokens[roleDisabled] = f.newToken(disabled)
+	f.self[roleDisabled] = disabled
+	if code := call(e.t, e.url, "POST", "/v1/users/"+disabled+"/disable", nil, nil); code != 200 {
+		e.t.Fatalf("disabling a user: %d", code)
+	}
+	var revoked struct{ ID, Token string }
+	f.self[roleRevoked] = f.user(f.alpha, "revoked-a", core.RoleMember)
+	if code := call(e.t, e.url, "POST", "/v1/users/"+f.self[roleRevoked]+"/tokens", map[string]any{}, &revoked); code != 201 {
+		e.t.Fatalf("creating a token: %d", code)
+	}
+	f.tokens[roleRevoked] = revoked.Token
+	if code := call(e.t, e.url, "DELETE", "/v1/tokens/"+revoked.ID, nil, nil); code != 200 {
+		e.t.Fatalf("revoking a token: %d", code)
 	}
 	f.users[f.alpha] = f.user(f.alpha, "spare-a", core.RoleViewer)
 	f.users[f.beta] = f.user(f.beta, "spare-b", core.RoleViewer)

@@ -104,7 +104,7 @@ func startWith(t *testing.T, fleetYAML string, cfg service.Config, opts api.Opti
 		t.Fatal(err)
 	}
 	opts.Logger = discard()
-	h := api.New(svc, opts)
+	h := api.New(svc.Guarded(), opts)
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	useToken(t, srv.URL, tokenPath)

@@ -270,8 +270,6 @@ func (s *Service) Now() time.Time { return s.clock.Now() }
 // Ready reports whether the database answers.
 func (s *Service) Ready(ctx context.Context) error { return s.store.Ping(ctx) }
 
-var _ contract.Service = (*Service)(nil)
-
 // SimClock returns the simulated clock, or nil on the wall clock.
 func (s *Service) SimClock() contract.SimClock {
 	sim, ok := s.clock.(*clock.Sim)
@@ -408,3 +406,6 @@ func contains(xs []string, x string) bool {
 	}
 	return false
 }
+
+// Simulated reports whether the service runs on a simulated clock.
+func (s *Service) Simulated() bool { return s.SimClock() != nil }
