@@ -346,4 +346,3 @@ func (a *anonymousAudits) first(addr string, now time.Time) bool {
 	a.last[addr] = now
 	return true
 }
-

@@ -125,4 +125,3 @@ func TestLimiterAddressBound(t *testing.T) {
 		t.Error("a user past the addresses' bound was refused")
 	}
 }
-

@@ -15,8 +15,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sagemaker/types"
 	"github.com/google/go-cmp/cmp"
 
-	"capblock/internal/contract"
 	"capblock/internal/awsapi/sagemaker"
+	"capblock/internal/contract"
 	"capblock/internal/core"
 )
 
