@@ -346,3 +346,23 @@ func (a *anonymousAudits) first(addr string, now time.Time) bool {
 	a.last[addr] = now
 	return true
 }
+
+// alsoCalls are the further use cases an operation calls, past its own
+// (useCases), which needs no more than they do.
+var alsoCalls = map[string][]contract.UseCase{
+	"getBlock": {"BlockDetail"},
+}
+
+// Operations returns the use cases each operation calls, by operation id
+// (none for a public one).
+func Operations() map[string][]contract.UseCase {
+	out := make(map[string][]contract.UseCase, len(useCases))
+	for op, uc := range useCases {
+		if uc != public {
+			out[op] = append([]contract.UseCase{uc}, alsoCalls[op]...)
+		} else {
+			out[op] = nil
+		}
+	}
+	return out
+}
