@@ -1,7 +1,9 @@
 package e2e
 
 import (
+	"bytes"
 	"fmt"
+	"io"
 	"net/http"
 	"sort"
 	"sync/atomic"
@@ -615,6 +617,50 @@ func TestTokensAreOwnersOnly(t *testing.T) {
 		}
 		if code := call(t, e.url, "DELETE", "/v1/tokens/"+tok.ID, nil, &p, f.token(role)); code != 200 {
 			t.Errorf("%s revoking its own token: %d %s", role, code, p.Code)
+		}
+	}
+}
+
+// TestConsoleRoutes: the console's routes (its files, and the pages a
+// browser loads by path) are public and hold no data: each principal,
+// none included, gets the same bytes, with no team's id in them.
+// Its data comes from /v1, whose operations the matrix above covers.
+func TestConsoleRoutes(t *testing.T) {
+	e := start(t)
+	f := newAuthzFixture(e)
+	roles := []core.Role{"", core.RoleViewer, core.RoleMember, core.RoleAdmin, roleDisabled, roleRevoked}
+	for _, path := range []string{"/", "/index.html", "/app.js", "/api.js", "/dom.js", "/heatmap.js", "/style.css",
+		"/pages/blocks.js", "/pages/calendar.js", "/pages/find.js", "/blocks", "/calendar"} {
+		var first []byte
+		for _, role := range roles {
+			req, err := http.NewRequest("GET", e.url+path, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set("Accept", "text/html,*/*")
+			if tok := f.token(role); tok != "-" {
+				req.Header.Set("Authorization", "Bearer "+tok)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				t.Errorf("GET %s as %q: %d", path, role, resp.StatusCode)
+				continue
+			}
+			if first == nil {
+				first = body
+			} else if !bytes.Equal(body, first) {
+				t.Errorf("GET %s as %q answered other bytes than with no token", path, role)
+			}
+			for _, secret := range []string{f.alpha, f.beta} {
+				if bytes.Contains(body, []byte(secret)) {
+					t.Errorf("GET %s as %q holds %q", path, role, secret)
+				}
+			}
 		}
 	}
 }
