@@ -65,6 +65,9 @@ func (Checked) checksAccess() {}
 // error it returns wraps one of core's sentinel errors (or is internal),
 // which each front end maps to its own error codes.
 //
+// It is made of role-sized parts, one per area; the access table gives
+// each method its role.
+//
 // A team or scope argument names the team whose things the call is on:
 // Scope of the caller when it names none ("" for an admin, who sees every
 // team, the caller's own team otherwise); another team's things are then
@@ -72,21 +75,54 @@ func (Checked) checksAccess() {}
 type Service interface {
 	checksAccess()
 
+	Catalog
+	Blocks
+	Plans
+	Notifications
+	Jobs
+	Accounts
+	Operations
+}
+
+// Catalog is the fleet and the search for capacity: what can be bought,
+// where and when, at what price.
+type Catalog interface {
 	// Fleet returns the fleet as it is now (nodes with health, types).
 	Fleet(ctx context.Context) (core.Fleet, error)
+	// Nodes returns the fleet's nodes with their health now and its
+	// stored record, which every replica shares.
+	Nodes(ctx context.Context) ([]NodeView, error)
 	// Availability returns the free instances of a type per hour in
 	// [from, to), for one zone or, when zone is empty, all zones summed.
 	Availability(ctx context.Context, instanceType, zone string, from, to time.Time) ([]core.Slot, error)
 	// Offerings searches priced, signed offerings.
 	Offerings(ctx context.Context, req core.SearchRequest) ([]core.Offering, error)
+	// PriceCalendar prices every hourly start of one type, count and
+	// exact duration in a window, with whether it is free (core.Index.
+	// PriceCalendar); req.Team's quota bounds it as it bounds a search.
+	PriceCalendar(ctx context.Context, req core.SearchRequest) ([]core.PriceStart, error)
+	// FleetCalendar returns per GPU model and zone the free GPUs per hour
+	// over [from, from+hours), the blocks of scope's team in full and
+	// other teams' as GPU counts only (scope "": an admin holds them all).
+	FleetCalendar(ctx context.Context, scope string, from time.Time, hours int) ([]core.PoolCalendar, error)
+	// Clock is the simulated clock's time; SetClock moves it (an admin):
+	// to req.Set when given, else forward by req.Advance. Both wrap
+	// core.ErrNotFound on the wall clock.
+	Clock(ctx context.Context) (time.Time, error)
+}
+
+// Blocks are capacity blocks: bought, read, extended, handed on,
+// cancelled.
+type Blocks interface {
 	// Purchase buys an offering. created is false when the client token
 	// was seen before and the earlier block is returned.
 	Purchase(ctx context.Context, req PurchaseRequest) (b core.Block, created bool, err error)
 	ListBlocks(ctx context.Context, team string, state core.BlockState) ([]core.Block, error)
 	GetBlock(ctx context.Context, team, id string) (core.Block, error)
 	CancelBlock(ctx context.Context, team, id string) (core.Block, error)
-	// ApproveBlock approves a block waiting for approval (admin).
-	ApproveBlock(ctx context.Context, id string) (core.Block, error)
+	// CancelQuote is the refund that cancelling a block now would give,
+	// without cancelling it.
+	CancelQuote(ctx context.Context, team, id string) (core.Money, error)
 	ExtensionOfferings(ctx context.Context, team, id string, duration time.Duration) ([]core.Offering, error)
 	// Extend buys an extension offering of a block. The same offering
 	// bought again for the same block answers the extension it bought,
@@ -111,6 +147,10 @@ type Service interface {
 	// A team other than scope's is not found; team "" means every team
 	// in scope.
 	Utilisation(ctx context.Context, scope, team string, from, to time.Time) (UtilisationReport, error)
+}
+
+// Plans are training plans, recurring blocks (series) and standing orders.
+type Plans interface {
 	// Training plans. PlanOfferings searches priced, signed plan
 	// offerings; PurchasePlan buys one (created is false when the client
 	// token was seen before and the earlier plan is returned). A team of
@@ -138,6 +178,10 @@ type Service interface {
 	ListOrders(ctx context.Context, team string) ([]core.Order, error)
 	GetOrder(ctx context.Context, team, id string) (core.Order, error)
 	CancelOrder(ctx context.Context, team, id string) (core.Order, error)
+}
+
+// Notifications are a team's events and the webhooks that deliver them.
+type Notifications interface {
 	// Events returns events after the cursor ("" = from the start), waiting
 	// up to wait for at least one; next is the cursor to pass next time.
 	Events(ctx context.Context, team, after string, wait time.Duration) (events []core.Event, next string, err error)
@@ -148,26 +192,25 @@ type Service interface {
 	ListWebhooks(ctx context.Context, scope string) ([]core.Webhook, error)
 	DeleteWebhook(ctx context.Context, scope, id string) (core.Webhook, error)
 	Deliveries(ctx context.Context, scope, id string) ([]core.Delivery, error)
-	// Clock is the simulated clock's time; SetClock moves it (an admin):
-	// to req.Set when given, else forward by req.Advance. Both wrap
-	// core.ErrNotFound on the wall clock.
-	Clock(ctx context.Context) (time.Time, error)
-	SetClock(ctx context.Context, req ClockRequest) (time.Time, error)
-	Audit(ctx context.Context, after int64, limit int) ([]core.AuditRecord, error)
+}
 
-	// Teams, users, tokens and access keys. A scope is the team a caller may see, ""
-	// for an admin (every team).
-	CreateTeam(ctx context.Context, name string) (core.Team, error)
+// Jobs are commands run on a block's GPUs.
+type Jobs interface {
+	// Jobs: commands run on a block's GPUs. A scope is the team a caller
+	// may see, "" for an admin.
+	CreateJob(ctx context.Context, scope string, req JobRequest) (core.Job, error)
+	ListJobs(ctx context.Context, scope string) ([]core.Job, error)
+	GetJob(ctx context.Context, scope, id string) (core.Job, error)
+	StopJob(ctx context.Context, scope, id string) (core.Job, error)
+	JobLogs(ctx context.Context, scope, id string, instance int, offset int64, limit int) ([]byte, int64, error)
+}
+
+// Accounts are teams, users, and their tokens and access keys, and what
+// the team may spend.
+type Accounts interface {
 	Teams(ctx context.Context, scope string) ([]core.Team, error)
 	Team(ctx context.Context, scope, id string) (core.Team, error)
-	CreateUser(ctx context.Context, name, team string, role core.Role) (core.User, error)
 	Users(ctx context.Context, scope string) ([]core.User, error)
-	// SetUserDisabled and SetTeamDisabled disable (or enable again) a
-	// user or a team, as an administrator p: a disabled user's or team's
-	// tokens and access keys stop authenticating, and a disabled team buys
-	// nothing. p cannot disable themself or their own team.
-	SetUserDisabled(ctx context.Context, id string, disabled bool) (core.User, error)
-	SetTeamDisabled(ctx context.Context, id string, disabled bool) (core.Team, error)
 	// WhoAmI is the caller.
 	WhoAmI(ctx context.Context) (core.Principal, error)
 	// Tokens and access keys are the caller's own; an admin's, anyone's.
@@ -181,38 +224,36 @@ type Service interface {
 	CreateAccessKey(ctx context.Context, userID string) (core.AccessKey, string, error) // the key and its secret
 	AccessKeys(ctx context.Context) ([]core.AccessKey, error)
 	RevokeAccessKey(ctx context.Context, id string) (core.AccessKey, error)
-
-	// Quotas, budgets and the ledger.
-	PutQuota(ctx context.Context, q core.Quota) (core.Quota, error)
 	Quotas(ctx context.Context, scope, team string) ([]core.Quota, error)
-	PutBudget(ctx context.Context, b core.Budget) (core.Budget, error)
 	Ledger(ctx context.Context, scope, team string) (LedgerView, error)
-	// Jobs: commands run on a block's GPUs. A scope is the team a caller
-	// may see, "" for an admin.
-	CreateJob(ctx context.Context, scope string, req JobRequest) (core.Job, error)
-	ListJobs(ctx context.Context, scope string) ([]core.Job, error)
-	GetJob(ctx context.Context, scope, id string) (core.Job, error)
-	StopJob(ctx context.Context, scope, id string) (core.Job, error)
-	JobLogs(ctx context.Context, scope, id string, instance int, offset int64, limit int) ([]byte, int64, error)
-	// Nodes returns the fleet's nodes with their health now and its
-	// stored record, which every replica shares.
-	Nodes(ctx context.Context) ([]NodeView, error)
+	// Spend sums the ledger by team, instance type and month in [from, to).
+	Spend(ctx context.Context, scope, team string, from, to time.Time) (SpendReport, error)
+}
+
+// Operations are the operator's acts (an admin's): approvals, nodes, the
+// clock, teams and users made and disabled, quotas and budgets set, the
+// audit log.
+type Operations interface {
+	// ApproveBlock approves a block waiting for approval (admin).
+	ApproveBlock(ctx context.Context, id string) (core.Block, error)
 	// FailNode and RecoverNode are an admin's word on a node's health:
 	// stored with the changes to the blocks on it, in one commit. reason
 	// (optional) says why the node is failed.
 	FailNode(ctx context.Context, name, reason string) (NodeReport, error)
 	RecoverNode(ctx context.Context, name string) (NodeReport, error)
-	// Spend sums the ledger by team, instance type and month in [from, to).
-	Spend(ctx context.Context, scope, team string, from, to time.Time) (SpendReport, error)
-	// PriceCalendar prices every hourly start of one type, count and
-	// exact duration in a window, with whether it is free (core.Index.
-	// PriceCalendar); req.Team's quota bounds it as it bounds a search.
-	PriceCalendar(ctx context.Context, req core.SearchRequest) ([]core.PriceStart, error)
-	// FleetCalendar returns per GPU model and zone the free GPUs per hour
-	// over [from, from+hours), the blocks of scope's team in full and
-	// other teams' as GPU counts only (scope "": an admin holds them all).
-	FleetCalendar(ctx context.Context, scope string, from time.Time, hours int) ([]core.PoolCalendar, error)
-	// CancelQuote is the refund that cancelling a block now would give,
-	// without cancelling it.
-	CancelQuote(ctx context.Context, team, id string) (core.Money, error)
+	SetClock(ctx context.Context, req ClockRequest) (time.Time, error)
+	// Teams, users, tokens and access keys. A scope is the team a caller may see, ""
+	// for an admin (every team).
+	CreateTeam(ctx context.Context, name string) (core.Team, error)
+	CreateUser(ctx context.Context, name, team string, role core.Role) (core.User, error)
+	// SetUserDisabled and SetTeamDisabled disable (or enable again) a
+	// user or a team, as an administrator p: a disabled user's or team's
+	// tokens and access keys stop authenticating, and a disabled team buys
+	// nothing. p cannot disable themself or their own team.
+	SetUserDisabled(ctx context.Context, id string, disabled bool) (core.User, error)
+	SetTeamDisabled(ctx context.Context, id string, disabled bool) (core.Team, error)
+	// Quotas, budgets and the ledger.
+	PutQuota(ctx context.Context, q core.Quota) (core.Quota, error)
+	PutBudget(ctx context.Context, b core.Budget) (core.Budget, error)
+	Audit(ctx context.Context, after int64, limit int) ([]core.AuditRecord, error)
 }
