@@ -19,7 +19,7 @@ import (
 	"time"
 
 	"capblock/internal/api"
-	"capblock/internal/backend"
+	"capblock/internal/backend/local"
 	"capblock/internal/clock"
 	"capblock/internal/fleet"
 	"capblock/internal/seal"
@@ -88,7 +88,7 @@ func startWith(t *testing.T, fleetYAML string, cfg service.Config, opts api.Opti
 	}
 	t.Cleanup(func() { st.Close() })
 	sim := clock.NewSim(t0)
-	cfg.Fleet, cfg.Store, cfg.Backend, cfg.Clock, cfg.Log = f, st, backend.NewSim(discard(), f.Nodes), sim, discard()
+	cfg.Fleet, cfg.Store, cfg.Backend, cfg.Clock, cfg.Log = f, st, local.NewSim(discard(), f.Nodes), sim, discard()
 	if cfg.JobsDir != "" {
 		cfg.JobsDir = filepath.Join(filepath.Dir(db), cfg.JobsDir)
 	}

@@ -48,7 +48,7 @@ type Config struct {
 	Log     *slog.Logger
 	// Workloads runs the jobs' instances and reads their logs; nil runs
 	// them as processes of this machine in JobsDir
-	// (backend.NewLocalWorkloads).
+	// (local.NewWorkloads).
 	Workloads backend.Workloads
 	// JobsDir holds the local jobs' logs, working and checkpoint
 	// directories and the executor's state; empty, with no Workloads,
