@@ -54,6 +54,7 @@ type env struct {
 	store *sqlite.Store
 	svc   *service.Service
 	sim   *clock.Sim
+	key   *seal.Key // the server's secrets key
 }
 
 // start runs the real stack on a fresh SQLite file with a simulated clock
@@ -108,7 +109,7 @@ func startWith(t *testing.T, fleetYAML string, cfg service.Config, opts api.Opti
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	useToken(t, srv.URL, tokenPath)
-	e := &env{t: t, url: srv.URL, db: db, store: st, svc: svc, sim: sim}
+	e := &env{t: t, url: srv.URL, db: db, store: st, svc: svc, sim: sim, key: cfg.SecretsKey}
 	e.team = e.whoami().Team
 	return e, h
 }
