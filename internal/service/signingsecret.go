@@ -93,12 +93,12 @@ func initSigningSecret(ctx context.Context, st store.Store, key *seal.Key) (stor
 func openSigningSecret(stored store.SigningSecret, key *seal.Key) ([]byte, error) {
 	under := stored.Sealed.KeyID
 	if key == nil {
-		return nil, fmt.Errorf("%w: the database's secrets are sealed under secrets key %s, and this server holds no secrets key: give it that key's file (serve --secrets-key-file)",
-			seal.ErrWrongKey, under)
+		return nil, fmt.Errorf("the database's secrets are sealed under secrets key %s, and this server holds no secrets key (%w): give it that key's file (serve --secrets-key-file)",
+			under, seal.ErrWrongKey)
 	}
 	if under != key.ID() {
-		return nil, fmt.Errorf("%w: the database's secrets are sealed under secrets key %s, and this server's secrets key is %s: give it the key file that holds %s (every replica shares one file), not a new one, which opens none of them",
-			seal.ErrWrongKey, under, key.ID(), under)
+		return nil, fmt.Errorf("the database's secrets are sealed under secrets key %s, and this server's secrets key is %s (%w): give it the key file that holds %s (serve --secrets-key-file; every replica shares one file), not a new one, which opens none of them",
+			under, key.ID(), seal.ErrWrongKey, under)
 	}
 	secret, err := key.Open(stored.Sealed, signingSecretAD)
 	if err != nil {
