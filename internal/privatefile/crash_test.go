@@ -75,7 +75,10 @@ func TestNewSecretsKeyAndACrash(t *testing.T) {
 				}
 				return orig
 			})
-			if !crashes(t, func() { _, err := startServer(t.Context(), st, path); t.Errorf("the start returned %v through the crash", err) }) {
+			if !crashes(t, func() {
+				_, err := startServer(t.Context(), st, path)
+				t.Errorf("the start returned %v through the crash", err)
+			}) {
 				t.Fatal("the start did not reach the folder's sync")
 			}
 			if len(strings.TrimSpace(string(linked))) != 64 {
