@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -46,7 +48,7 @@ type serveFlags struct {
 	rate      float64
 	burst     int
 	tokenFile string
-	// secretsKeyFile holds the key that seals access keys' secrets.
+	// secretsKeyFile holds the key that seals the secrets in the database.
 	secretsKeyFile string
 	jobsDir        string
 	// privateWebhooks lets webhooks deliver to private addresses.
@@ -102,7 +104,7 @@ POST /v1/admin/clock (or "capblock admin clock --advance 6h").`,
 	fl.Int64Var(&f.jobPIDs, "job-pids-limit", 4096, "processes and threads one job instance may have at once (0: no limit)")
 	fl.StringVar(&f.jobLog, "job-log-limit", "100MiB", "disk space of one job instance's log; the newest output is kept")
 	fl.StringVar(&f.tokenFile, "admin-token-file", "", "where the first start writes the first administrator's token (default: admin.token beside the SQLite file, or in the working directory)")
-	fl.StringVar(&f.secretsKeyFile, "secrets-key-file", "", "the key that encrypts access keys' secrets in the database, made at first start if missing; replicas must share one (default: secrets.key beside the SQLite file, or in the working directory)")
+	fl.StringVar(&f.secretsKeyFile, "secrets-key-file", "", "the key that encrypts the secrets in the database (access keys', webhooks', the offerings' signing secret), made at the first start; replicas must share one (default: secrets.key beside the SQLite file, or in the working directory)")
 	fl.StringVar(&f.fleet, "fleet", "", "fleet YAML file (default: the built-in demo fleet; see docs/fleet.md)")
 	fl.StringVar(&f.listen, "listen", "127.0.0.1:8080", "address to listen on")
 	fl.BoolVar(&f.simClock, "sim-clock", false, "run on a simulated clock moved by POST /v1/admin/clock")
@@ -198,7 +200,7 @@ func serve(ctx context.Context, f serveFlags) error {
 	if err != nil {
 		return err
 	}
-	secretsKey, err := loadSecretsKey(f, log)
+	secretsKey, err := loadSecretsKey(ctx, f, st, log)
 	if err != nil {
 		return err
 	}
@@ -297,22 +299,31 @@ func serve(ctx context.Context, f serveFlags) error {
 	return nil
 }
 
-// loadSecretsKey reads the key that seals access keys' secrets from
+// loadSecretsKey reads the key that seals the secrets in the database
+// (access keys', webhooks', the offering signing secret) from
 // --secrets-key-file (by default secrets.key beside the SQLite file, or in
-// the working directory for PostgreSQL), making it on the first start.
-func loadSecretsKey(f serveFlags, log *slog.Logger) (*seal.Key, error) {
+// the working directory for PostgreSQL), making it on the first start: on
+// a database that holds no sealed secret. A database whose secrets were
+// sealed under a key whose file is missing does not get a new key: the
+// start is refused, naming the key to restore (a key file of another key
+// is refused by the service, which opens the signing secret).
+func loadSecretsKey(ctx context.Context, f serveFlags, st store.Full, log *slog.Logger) (*seal.Key, error) {
 	path := f.secretsKeyFile
 	if path == "" && isPostgresURL(f.db) {
 		path = "secrets.key"
 	} else if path == "" {
 		path = filepath.Join(filepath.Dir(f.db), "secrets.key")
 	}
-	key, made, err := seal.LoadOrCreate(path)
+	sealed, err := store.SealedKeyIDs(ctx, st)
+	if err != nil {
+		return nil, fmt.Errorf("reading which secrets keys sealed the database's secrets: %w", err)
+	}
+	key, made, err := seal.LoadOrCreate(path, slices.Sorted(maps.Keys(sealed)))
 	if err != nil {
 		return nil, fmt.Errorf("%w (choose the file with --secrets-key-file)", err)
 	}
 	if made {
-		log.Info("created the secrets key that encrypts access keys' secrets; back it up apart from the database, and give every replica this same file",
+		log.Info("created the secrets key that encrypts the secrets in the database; back it up apart from the database, and give every replica this same file",
 			"file", path, "key", key.ID())
 	}
 	return key, nil

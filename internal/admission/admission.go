@@ -18,9 +18,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 
-	"capblock/internal/backend/kubernetes"
 	"capblock/internal/contract"
 	"capblock/internal/core"
+	"capblock/internal/kubenames"
 )
 
 // Service is what admission asks capblock: the principal of a team's
@@ -94,13 +94,13 @@ func New(cfg Config) (*Handler, error) {
 		cfg.Exempt = DefaultExempt
 	}
 	if cfg.Taint.Key == "" {
-		cfg.Taint = kubernetes.DefaultTaint
+		cfg.Taint = kubenames.DefaultTaint
 	}
 	if cfg.BlockLabelDomain == "" {
-		cfg.BlockLabelDomain = kubernetes.DefaultBlockLabelDomain
+		cfg.BlockLabelDomain = kubenames.DefaultBlockLabelDomain
 	}
 	if cfg.PodBlockLabel == "" {
-		cfg.PodBlockLabel = kubernetes.DefaultPodBlockLabel
+		cfg.PodBlockLabel = kubenames.DefaultPodBlockLabel
 	}
 	for _, ns := range cfg.Exempt {
 		if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {

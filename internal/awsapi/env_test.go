@@ -16,7 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 
 	"capblock/internal/awsapi"
-	"capblock/internal/backend"
+	"capblock/internal/backend/local"
 	"capblock/internal/clock"
 	"capblock/internal/core"
 	"capblock/internal/fleet"
@@ -116,7 +116,7 @@ func newEnvWith(t *testing.T, opts awsapi.Options, sageMaker func(*service.Servi
 	}
 	t.Cleanup(func() { st.Close() })
 	sim := clock.NewSim(t0)
-	svc, err := service.New(ctx, service.Config{Fleet: f, Store: st, Backend: backend.NewSim(discard(), f.Nodes), Clock: sim,
+	svc, err := service.New(ctx, service.Config{Fleet: f, Store: st, Backend: local.NewSim(discard(), f.Nodes), Clock: sim,
 		JobsDir: t.TempDir(), Log: discard()})
 	if err != nil {
 		t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"capblock/internal/backend"
+	"capblock/internal/backend/local"
 	"capblock/internal/contract"
 	"capblock/internal/core"
 	"capblock/internal/store"
@@ -53,11 +54,11 @@ func newJobs(cfg Config) (*jobRuntime, error) {
 		if cfg.JobsDir == "" {
 			return nil, nil
 		}
-		local, err := backend.NewLocalWorkloads(cfg.JobsDir, !cfg.JobUIDs.IsZero())
+		lw, err := local.NewWorkloads(cfg.JobsDir, !cfg.JobUIDs.IsZero())
 		if err != nil {
 			return nil, err
 		}
-		w = local
+		w = lw
 	}
 	return &jobRuntime{workloads: w, grace: jobGrace, kick: make(chan struct{}, 1), uids: cfg.JobUIDs, limits: cfg.JobLimits,
 		seen: map[string]bool{}, started: map[instanceKey]bool{}, live: map[string]map[int]bool{}, holds: map[string]core.Job{},
