@@ -24,6 +24,7 @@ import (
 	"capblock/internal/awsapi"
 	"capblock/internal/awsapi/sagemaker"
 	"capblock/internal/clock"
+	"capblock/internal/console"
 	"capblock/internal/contract"
 	"capblock/internal/core"
 	"capblock/internal/fleet"
@@ -251,7 +252,7 @@ func serve(ctx context.Context, f serveFlags) error {
 	}
 	limiter := httpx.NewLimiter(f.rate, burst)
 	srv := &http.Server{
-		Handler: api.New(front, api.Options{Logger: log, Limiter: limiter, Registry: metrics(st, svc),
+		Handler: api.New(front, api.Options{Logger: log, Limiter: limiter, Registry: metrics(st, svc), Console: console.Handler(),
 			AWS: awsEndpoint(front, svc.Fleet(), log, limiter)}),
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,

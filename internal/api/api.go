@@ -19,7 +19,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"capblock/internal/console"
 	"capblock/internal/contract"
 	"capblock/internal/httpx"
 )
@@ -44,6 +43,10 @@ type Options struct {
 	// AWS, when set, answers AWS's protocols at /aws and /aws/
 	// (awsapi.New), under the same request log and metrics.
 	AWS http.Handler
+	// Console, when set, answers the GET and HEAD requests outside the
+	// API's paths that no route takes (console.Handler): the web console,
+	// mounted beside the API by the binary.
+	Console http.Handler
 }
 
 // DefaultMaxBodyBytes is the request body limit when Options leave it unset.
@@ -116,7 +119,7 @@ func New(svc contract.Front, opts Options) http.Handler {
 	mux.Handle("GET /metrics", promhttp.HandlerFor(opts.Registry, promhttp.HandlerOpts{Registry: opts.Registry}))
 
 	return &middleware{
-		next:    withConsole(mux, console.Handler()),
+		next:    withConsole(mux, opts.Console),
 		log:     opts.Logger,
 		metrics: newHTTPMetrics(opts.Registry),
 		now:     svc.Now,

@@ -8,7 +8,7 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 
 	"capblock/internal/contract"
-	"capblock/internal/fleet"
+	"capblock/internal/core"
 )
 
 // registerHandOn declares handing a block's hours on (transfer, release
@@ -114,7 +114,7 @@ func (s *server) transferBlock(ctx context.Context, in *transferInput) (*out[han
 		if err != nil {
 			return nil, serviceProblem(ctx, err)
 		}
-		price, err := fleet.ParseMoney(in.Body.Price, f.Currency)
+		price, err := core.ParseMoney(in.Body.Price, f.Currency)
 		if err != nil {
 			return nil, invalid("body.price: %v", err)
 		}

@@ -9,7 +9,6 @@ import (
 
 	"capblock/internal/contract"
 	"capblock/internal/core"
-	"capblock/internal/fleet"
 )
 
 // registerSeries declares "Recurring blocks": search, purchase, reads and
@@ -279,7 +278,7 @@ func (s *server) createOrder(ctx context.Context, in *createOrderInput) (*out[or
 	}
 	if b.MaxFee != nil {
 		var err error
-		if req.MaxFee, err = fleet.ParseMoney(b.MaxFee.Amount, b.MaxFee.Currency); err != nil {
+		if req.MaxFee, err = core.ParseMoney(b.MaxFee.Amount, b.MaxFee.Currency); err != nil {
 			return nil, serviceProblem(ctx, core.Invalidf("maxFee: %v", err))
 		}
 	}

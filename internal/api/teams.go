@@ -10,7 +10,6 @@ import (
 
 	"capblock/internal/contract"
 	"capblock/internal/core"
-	"capblock/internal/fleet"
 )
 
 // registerTeams declares "Teams and access": teams, users, tokens, quotas,
@@ -150,7 +149,7 @@ type putBudgetInput struct {
 }
 
 func (s *server) putBudget(ctx context.Context, in *putBudgetInput) (*out[budgetJSON], error) {
-	amount, err := fleet.ParseMoney(in.Body.Amount.Amount, in.Body.Amount.Currency)
+	amount, err := core.ParseMoney(in.Body.Amount.Amount, in.Body.Amount.Currency)
 	if err != nil {
 		return nil, invalid("amount: %v", err)
 	}

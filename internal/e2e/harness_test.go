@@ -21,6 +21,7 @@ import (
 	"capblock/internal/api"
 	"capblock/internal/backend/local"
 	"capblock/internal/clock"
+	"capblock/internal/console"
 	"capblock/internal/fleet"
 	"capblock/internal/seal"
 	"capblock/internal/service"
@@ -105,6 +106,9 @@ func startWith(t *testing.T, fleetYAML string, cfg service.Config, opts api.Opti
 		t.Fatal(err)
 	}
 	opts.Logger = discard()
+	if opts.Console == nil {
+		opts.Console = console.Handler()
+	}
 	h := api.New(svc.Guarded(), opts)
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
