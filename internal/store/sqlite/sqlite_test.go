@@ -25,6 +25,9 @@ func harness() storetest.Harness {
 			}
 			return openTemp(t, path)
 		},
+		Replica: func(t *testing.T, s store.Full) store.Full {
+			return openTemp(t, s.(*Store).Path())
+		},
 	}
 }
 
