@@ -82,6 +82,7 @@ func Exercise(t *testing.T, h Harness) {
 	tests = append(tests, sharedTests...)
 	tests = append(tests, outboxTests...)
 	tests = append(tests, leaseTests...)
+	tests = append(tests, fencingTests...)
 	tests = append(tests, healthTests...)
 	tests = append(tests, handoverTests...)
 	for _, tc := range tests {
