@@ -24,7 +24,13 @@ func (s *Service) Run(ctx context.Context) error {
 	co, shared := s.store.(store.Coordinator)
 	if !shared {
 		s.leading.Store(true) // a store of its own: this process always leads
-		s.lead(ctx, nil)
+		for ctx.Err() == nil {
+			s.lead(ctx, nil) // returns early only when the outbox's lease was lost: lead again
+			select {
+			case <-ctx.Done():
+			case <-time.After(leadRetry):
+			}
+		}
 		return nil
 	}
 	followed := make(chan struct{})
@@ -79,9 +85,13 @@ func (s *Service) Leading() bool { return s.leading.Load() }
 // needs no repair here: the step is an action stored by the commit, which
 // the new leader's outbox worker finds pending and applies.
 func (s *Service) lead(ctx context.Context, lost <-chan struct{}) {
+	// First cut of the lease (lease.go): the outbox worker holds the
+	// leader's lease, and losing it ends the lead.
+	ctx, leaseLost := context.WithCancel(ctx)
+	defer leaseLost()
 	stopWebhooks := s.startWebhooks(ctx) // only the leader delivers to webhooks
 	defer stopWebhooks()
-	stopOutbox := s.startOutbox(ctx) // and applies the engine actions
+	stopOutbox := s.startOutbox(ctx, leaseLost) // and applies the engine actions
 	defer stopOutbox()
 	stopWatch := s.startEngineWatch(ctx) // and reads the engine's nodes
 	defer stopWatch()

@@ -100,6 +100,7 @@ type Full interface {
 	Plans
 	SeriesOrders
 	Outbox
+	Leases
 	Health
 	Handovers
 }
