@@ -13,8 +13,8 @@ import (
 // runJobs drives jobs while this replica leads: it opens the engine's
 // workloads (adopting the instances an earlier run of the server left
 // running), then moves jobs on whenever blocks change, a job is created
-// or an instance ends, until ctx ends or lost is closed.
-func (s *Service) runJobs(ctx context.Context, lost <-chan struct{}) {
+// or an instance ends, until ctx ends (the lead ends).
+func (s *Service) runJobs(ctx context.Context) {
 	if s.jobs == nil {
 		return
 	}
@@ -59,8 +59,6 @@ func (s *Service) runJobs(ctx context.Context, lost <-chan struct{}) {
 		s.reconcileJobs(ctx)
 		select {
 		case <-ctx.Done():
-			return
-		case <-lost:
 			return
 		case x := <-ins.Exits():
 			s.onExit(ctx, x)

@@ -3,53 +3,66 @@ package service
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	"capblock/internal/store"
 )
 
-// The leader's lease, first cut. The reconciler's lead is still decided
-// as before (always on a store of its own, Coordinator.TryLead on a
-// shared one); within it, the outbox worker holds the store's lease
-// (store.Leases) and claims and records actions under its epoch, so that
-// a deposed leader's worker (a process paused while its connection
-// stayed open) can record nothing once another term began. When the
-// lease is lost, the lead ends. Moving the whole lead onto the lease is
-// to come.
+// The leader's lease. A replica leads (reconciles, applies the engine
+// actions, runs the jobs, serves the standing orders) only while it holds
+// the store's lease (store.Leases), whose epoch grows with each term: the
+// outbox claims and records actions under it, so that whatever a deposed
+// leader tries to record once a later term began is refused.
+//
+// The lease lasts leaseTTL from the store's clock at each renewal. Its
+// holder renews it every leaseRenew and counts it valid only until
+// leaseTTL less leaseMargin after it sent the last renewal that
+// succeeded, by its own clock: past that it stops leading, before the
+// store can grant the lease to another replica. A leader that dies
+// without releasing the lease is replaced within about leaseTTL.
 
-// leaseTTL is how long the lease lasts without a renewal; leaseRenew is
-// how often its holder renews it, well within leaseTTL, so that a few
-// slow or failed renewals in a row do not lose it.
 const (
-	leaseTTL   = 10 * time.Second
-	leaseRenew = 2 * time.Second
+	leaseTTL    = 6 * time.Second
+	leaseRenew  = time.Second
+	leaseMargin = 2 * time.Second
 )
 
 // releaseTimeout bounds the release of the lease once its holder stops.
 const releaseTimeout = 5 * time.Second
 
-// holdLease acquires the leader's lease for this process, trying again
-// every leadRetry while another replica holds it (until its lease
-// expires, or it releases it), then renews it every leaseRenew until ctx
-// ends or stop is called; stop waits for the renewals to end and
+// leaseHolder is who this replica is to the lease: a random id per
+// process on a store that several replicas share; on a store of its own,
+// one fixed name, so that a server restarted after a crash takes its
+// lease back at once instead of waiting for it to expire.
+func (s *Service) leaseHolder() string {
+	if _, shared := s.store.(store.Coordinator); shared {
+		return s.outbox.holder
+	}
+	return "the-only-server"
+}
+
+// holdLease acquires the leader's lease, trying again every leadRetry
+// while another replica holds it, then renews it every leaseRenew until
+// ctx ends or stop is called; stop waits for the renewals to end and
 // releases the lease, so that another replica may lead at once. ok is
-// false when ctx ended before the lease was acquired. When a renewal
-// fails, the epoch may no longer be current: lost is called, and the
-// renewals end.
-func (s *Service) holdLease(ctx context.Context, lost func()) (epoch int64, stop func(), ok bool) {
-	holder := s.outbox.holder
-	for {
+// false when ctx ended before the lease was acquired. When the lease may
+// no longer be this replica's (a renewal refused, or none succeeded for
+// leaseTTL less leaseMargin), lose is called and the renewals end.
+func (s *Service) holdLease(ctx context.Context, lose func()) (epoch int64, stop func(), ok bool) {
+	holder := s.leaseHolder()
+	var sent time.Time
+	for epoch == 0 {
+		sent = time.Now()
 		l, ok, err := s.store.AcquireLease(ctx, holder, leaseTTL)
 		switch {
 		case err != nil && ctx.Err() == nil:
 			s.log.Error("acquiring the leader's lease", "err", err)
 		case ok:
 			epoch = l.Epoch
+			continue
 		case err == nil:
 			s.log.Debug("another replica holds the leader's lease", "holder", l.Holder, "epoch", l.Epoch, "expires", l.Expires)
-		}
-		if epoch != 0 {
-			break
 		}
 		select {
 		case <-ctx.Done():
@@ -57,8 +70,13 @@ func (s *Service) holdLease(ctx context.Context, lost func()) (epoch int64, stop
 		case <-time.After(leadRetry):
 		}
 	}
-	s.log.Info("this replica holds the leader's lease", "epoch", epoch)
-
+	// The watchdog ends the lead when the lease may have passed on, even
+	// while a renewal hangs.
+	var mu sync.Mutex
+	watchdog := time.AfterFunc(time.Until(sent.Add(leaseTTL-leaseMargin)), func() {
+		s.log.Warn("the leader's lease was not renewed in time; the lead ends", "epoch", epoch)
+		lose()
+	})
 	renewCtx, cancel := context.WithCancel(ctx)
 	renewed := make(chan struct{})
 	go func() {
@@ -71,23 +89,32 @@ func (s *Service) holdLease(ctx context.Context, lost func()) (epoch int64, stop
 				return
 			case <-t.C:
 			}
-			if _, err := s.store.RenewLease(renewCtx, holder, epoch, leaseTTL); err != nil {
-				if renewCtx.Err() != nil {
-					return
-				}
-				if errors.Is(err, store.ErrLeaseLost) {
-					s.log.Warn("the leader's lease was lost", "epoch", epoch, "err", err)
-				} else {
-					s.log.Error("renewing the leader's lease; giving up the lead", "epoch", epoch, "err", err)
-				}
-				lost()
+			sent := time.Now()
+			callCtx, callCancel := context.WithTimeout(renewCtx, leaseRenew)
+			_, err := s.store.RenewLease(callCtx, holder, epoch, leaseTTL)
+			callCancel()
+			switch {
+			case renewCtx.Err() != nil:
 				return
+			case errors.Is(err, store.ErrLeaseLost):
+				s.log.Warn("the leader's lease was lost", "epoch", epoch, "err", err)
+				lose()
+				return
+			case err != nil:
+				s.log.Warn("renewing the leader's lease; trying again", "epoch", epoch, "err", err)
+			default:
+				mu.Lock()
+				watchdog.Reset(time.Until(sent.Add(leaseTTL - leaseMargin)))
+				mu.Unlock()
 			}
 		}
 	}()
 	return epoch, func() {
 		cancel()
 		<-renewed
+		mu.Lock()
+		watchdog.Stop()
+		mu.Unlock()
 		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 		defer rcancel()
 		if err := s.store.ReleaseLease(rctx, holder, epoch); err != nil {

@@ -183,10 +183,10 @@ func (s *Service) kickOutbox() {
 // runner there is nothing to apply them through: the actions wait for a
 // server that has them.
 //
-// The worker claims and records actions under the epoch of the leader's
-// lease, which it holds while it runs (holdLease); when the lease is
-// lost, leaseLost is called, which ends the lead.
-func (s *Service) startOutbox(ctx context.Context, leaseLost func()) (stop func()) {
+// The worker claims and records actions under epoch, the epoch of the
+// leader's lease that Run holds while this replica leads; when the store
+// says the lease is lost, lose is called, which ends the lead.
+func (s *Service) startOutbox(ctx context.Context, epoch int64, lose func()) (stop func()) {
 	if s.backend == nil && s.jobs == nil {
 		return func() {}
 	}
@@ -194,14 +194,9 @@ func (s *Service) startOutbox(ctx context.Context, leaseLost func()) (stop func(
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		epoch, release, ok := s.holdLease(ctx, leaseLost)
-		if !ok {
-			return
-		}
-		defer release()
 		if err := s.runOutbox(ctx, epoch); errors.Is(err, store.ErrLeaseLost) {
-			s.log.Warn("the outbox worker lost the leader's lease; it stops", "epoch", epoch, "err", err)
-			leaseLost()
+			s.log.Warn("the outbox worker lost the leader's lease; the lead ends", "epoch", epoch, "err", err)
+			lose()
 		}
 	}()
 	return func() {
