@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	mathrand "math/rand/v2"
-	"slices"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -205,92 +203,114 @@ func (s *Service) startOutbox(ctx context.Context, epoch int64, lose func()) (st
 	}
 }
 
-// runOutbox applies the due actions whenever a commit of this process
+// runOutbox applies the due actions as they fall due, until ctx ends or
+// the lease of epoch is lost, which it returns. It looks for them
+// whenever an action it applied is recorded, a commit of this process
 // stores some (a kick), another replica's does (the notice that follow
-// passes on as a kick), or every Poll, until ctx ends, or until the
-// lease of epoch is lost, which it returns. It prunes the done actions
-// hourly.
+// passes on as a kick), or every Poll; it prunes the done actions hourly.
 func (s *Service) runOutbox(ctx context.Context, epoch int64) error {
 	w := &outboxWorker{svc: s, opts: s.outbox.opts, epoch: epoch}
-	var pruned time.Time
-	for {
-		err := w.pass(ctx)
-		if errors.Is(err, store.ErrLeaseLost) {
-			return err
-		}
-		if err != nil && ctx.Err() == nil {
-			s.log.Error("applying engine actions", "err", err)
-		}
-		pruned = w.prune(ctx, pruned)
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-s.outbox.kick:
-		case <-time.After(w.opts.Poll):
-		}
-	}
+	return w.loop(ctx, s.outbox.kick)
 }
 
 // outboxWorker claims and records actions under epoch, the epoch of the
 // leader's lease that this replica holds: once a later term began, the
 // store refuses its claims and records (store.ErrLeaseLost).
 type outboxWorker struct {
-	svc   *Service
-	opts  OutboxOptions
-	epoch int64
+	svc    *Service
+	opts   OutboxOptions
+	epoch  int64
+	pruned time.Time // when it last pruned the done actions
 }
 
-// pass claims and applies the actions due now, a page at a time, until
-// none is due: an action done lets the next one of its block fall due,
-// which the next page takes. An action that waits (errWaiting) stays
-// due, but is tried once a pass. It stops at the first error of the
-// store, leaving the rest to the next pass.
-func (w *outboxWorker) pass(ctx context.Context) error {
-	tried := map[string]bool{}
-	for {
-		due, err := w.svc.store.ClaimActions(ctx, w.epoch, w.opts.Clock.Now(), outboxPage)
-		if err != nil {
-			return err
-		}
-		due = slices.DeleteFunc(due, func(a core.Action) bool { return tried[a.ID] })
-		if len(due) == 0 {
-			return nil
-		}
-		for _, a := range due {
-			tried[a.ID] = true
-		}
-		if err := w.applyAll(ctx, due); err != nil {
-			return err
-		}
-	}
+// pass claims and applies the actions due now until none is due and none
+// is in flight: an action done lets the next one of its block fall due,
+// which is taken next. An action that waits (errWaiting) stays due, but
+// is tried once a pass. It returns the first error of the store.
+func (w *outboxWorker) pass(ctx context.Context) error { return w.loop(ctx, nil) }
+
+// actionDone is the outcome of one action applied.
+type actionDone struct {
+	a   core.Action
+	err error
 }
 
-// applyAll applies actions of different subjects, Parallel at a time,
-// and returns the first error of recording their outcome.
-func (w *outboxWorker) applyAll(ctx context.Context, due []core.Action) error {
+// loop keeps up to Parallel actions in flight, of different subjects:
+// the actions of one subject run in order, one at a time, and a call
+// that hangs (until CallTimeout) holds up its subject only. Each time an
+// action is recorded, it claims again. With kick nil it returns once
+// nothing is due and nothing is in flight (a pass); otherwise it then
+// waits for a kick or Poll, and returns only when ctx ends or the lease
+// is lost. An action is tried once until the next kick or Poll, so that
+// one that waits is not tried again at once.
+func (w *outboxWorker) loop(ctx context.Context, kick <-chan struct{}) error {
 	var (
-		wg    sync.WaitGroup
-		mu    sync.Mutex
-		first error
+		tried    = map[string]bool{} // actions tried since the last wake
+		inflight = map[string]bool{} // subjects with an action in flight
+		results  = make(chan actionDone)
+		first    error // of the store, since the last wake
+		claim    = true
 	)
-	slots := make(chan struct{}, w.opts.Parallel)
-	for _, a := range due {
-		slots <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer func() { <-slots; wg.Done() }()
-			if err := w.apply(ctx, a); err != nil {
-				mu.Lock()
+	for {
+		lost := errors.Is(first, store.ErrLeaseLost)
+		if lost || ctx.Err() != nil {
+			claim = false // the actions in flight end, and nothing more starts
+		}
+		if claim && len(inflight) < w.opts.Parallel {
+			claim = false
+			due, err := w.svc.store.ClaimActions(ctx, w.epoch, w.opts.Clock.Now(), outboxPage)
+			if err != nil {
 				first = cmp.Or(first, err)
-				mu.Unlock()
 			}
-		}()
+			for _, a := range due {
+				if len(inflight) >= w.opts.Parallel {
+					break
+				}
+				if tried[a.ID] || inflight[a.Subject] {
+					continue
+				}
+				tried[a.ID], inflight[a.Subject] = true, true
+				go func() { results <- actionDone{a, w.apply(ctx, a)} }()
+			}
+		}
+		if len(inflight) == 0 && !claim {
+			// Idle: nothing in flight, nothing more to claim now.
+			if kick == nil || lost {
+				return cmp.Or(first, ctx.Err())
+			}
+			if first != nil && ctx.Err() == nil {
+				w.svc.log.Error("applying engine actions", "err", first)
+			}
+			first = nil
+			w.pruned = w.prune(ctx, w.pruned)
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-kick:
+			case <-time.After(w.opts.Poll):
+			}
+			clear(tried)
+			claim = true
+			continue
+		}
+		var poll <-chan time.Time // a pass waits for its actions only
+		if kick != nil {
+			poll = time.After(w.opts.Poll)
+		}
+		select {
+		case r := <-results:
+			delete(inflight, r.a.Subject)
+			if r.err != nil {
+				first = cmp.Or(first, r.err)
+			}
+			claim = true
+		case <-kick: // nil in a pass: never ready
+			claim = true
+		case <-poll: // retries fall due while a call hangs
+			clear(tried)
+			claim = true
+		}
 	}
-	wg.Wait()
-	if first == nil {
-		first = ctx.Err()
-	}
-	return first
 }
 
 // apply takes one action through the backend and records the outcome:

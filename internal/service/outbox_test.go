@@ -475,3 +475,74 @@ func TestOutboxStoppedAfterEngineTookIt(t *testing.T) {
 	}
 	e.wantStatus("stopped", "cb-a", shownAction{Kind: core.ActionActivate, State: core.ActionDone, Next: -1, Done: 0})
 }
+
+// hangsFor is a backend whose calls for one block hang until their
+// context ends, and whose others go to next.
+type hangsFor struct {
+	backend.Backend
+	block   string
+	entered chan string
+}
+
+func (h hangsFor) Activate(ctx context.Context, b core.Block) error {
+	if b.ID == h.block {
+		return stuck{h.entered}.Activate(ctx, b)
+	}
+	return h.Backend.Activate(ctx, b)
+}
+
+// TestOutboxSlowSubjectHoldsUpOnlyItself: while one block's activation
+// hangs, the other blocks' actions are applied and recorded without
+// waiting for it: each of cb-b's steps falls due once the one before is
+// done, and is taken then, not once every action in flight is done.
+func TestOutboxSlowSubjectHoldsUpOnlyItself(t *testing.T) {
+	e := newOutboxEnv(t, OutboxOptions{Parallel: 2, CallTimeout: time.Minute},
+		wholeNode("cb-a", "n0", 2, 10), wholeNode("cb-b", "n1", 2, 3), wholeNode("cb-c", "n2", 2, 10))
+	e.reconcileAt(4) // cb-b has begun and ended: its activation, termination and release
+	h := hangsFor{Backend: e.be, block: "cb-a", entered: make(chan string, 1)}
+	e.svc.backend = h
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- e.w.pass(ctx) }()
+	<-h.entered
+	// With two at a time, cb-b's three steps and cb-c's activation are
+	// recorded while cb-a's hangs in one of the two.
+	waitFor(t, 10*time.Second, "cb-b's and cb-c's actions recorded", func() bool {
+		return e.allDone("cb-b") == 3 && e.allDone("cb-c") == 1
+	})
+	if got := e.actionState("cb-a"); got != core.ActionPending {
+		t.Errorf("cb-a's activation is %s while its call hangs", got)
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Errorf("the pass ended with %v, want it cut off", err)
+	}
+}
+
+// actionState is the state of a block's first action.
+func (e *outboxEnv) actionState(id string) core.ActionState {
+	as, err := e.st.ActionsFor(e.t.Context(), id)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if len(as) == 0 {
+		return ""
+	}
+	return as[0].State
+}
+
+// allDone is how many of a block's actions are done, or -1 when one is
+// not.
+func (e *outboxEnv) allDone(id string) int {
+	as, err := e.st.ActionsFor(e.t.Context(), id)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	for _, a := range as {
+		if a.State != core.ActionDone {
+			return -1
+		}
+	}
+	return len(as)
+}
