@@ -56,9 +56,20 @@ echo "dd exit $?"
 rm /tmp/%[1]s.fill
 dd if=/dev/zero of=/dev/shm/%[1]s.fill bs=1048576 count=32 2>&1
 echo "shm dd exit $?"
+echo kept > "$PWD/kept" && echo "wrote the working directory"
+ls "$(dirname "$PWD")" >/dev/null 2>&1 || echo "cannot list above it"
 `, stamp)
+	// The working directory is under /tmp, as a test's or a demo's jobs
+	// directory may be: it stays the host's.
+	dir := filepath.Join(t.TempDir(), "work")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(dir, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
 	s := spec(t, "tmp", "/bin/sh", "-c", script)
-	s.Dir = "/"
+	s.Dir = dir
 	s.Credential = &Credential{UID: 65534, GID: 65534}
 	s.Limits = Limits{TmpBytes: 8 << 20}
 	start(t, e, s)
@@ -66,7 +77,8 @@ echo "shm dd exit $?"
 		t.Fatalf("exit = %+v, want 0\n%s", x, readWholeLog(t, s.LogPath))
 	}
 	log := readWholeLog(t, s.LogPath)
-	for _, want := range []string{"wrote /tmp\n", "tmpdir /tmp\n", "No space left on device", "dd exit 1\n", "shm dd exit 1\n"} {
+	for _, want := range []string{"wrote /tmp\n", "tmpdir /tmp\n", "No space left on device", "dd exit 1\n", "shm dd exit 1\n",
+		"wrote the working directory\n", "cannot list above it\n"} {
 		if !strings.Contains(log, want) {
 			t.Errorf("the job's output lacks %q:\n%s", want, log)
 		}
@@ -75,6 +87,9 @@ echo "shm dd exit $?"
 		if fileExists(filepath.Join(d, stamp)) || fileExists(filepath.Join(d, stamp+".fill")) {
 			t.Errorf("the job's file reached the host's %s", d)
 		}
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "kept")); err != nil || string(b) != "kept\n" {
+		t.Errorf("the job's working directory under /tmp holds %q, %v; want what the job wrote", b, err)
 	}
 	t.Logf("the job's output:\n%s", log)
 }

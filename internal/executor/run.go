@@ -46,6 +46,10 @@ func (e *Executor) launch(spec Spec, env []string, program string, p *proc) (Ins
 	if !e.isolation.PrivateTmp {
 		tmp = 0 // not applied, as Isolation says (Start refused it where it must be)
 	}
+	var keep []string
+	if tmp > 0 {
+		keep = keptDirs(dir, spec.Env)
+	}
 	deadlineFile := e.deadlinePath(p.runID)
 	if err := writeDeadline(deadlineFile, spec.Limits.Deadline); err != nil {
 		if len(cgroups.Dirs) > 0 {
@@ -63,7 +67,7 @@ func (e *Executor) launch(spec Spec, env []string, program string, p *proc) (Ins
 		StateDir: e.stateDir,
 		Command: stageConfig{
 			Program: program, Args: slices.Clone(spec.Command), Env: env, Dir: dir,
-			Credential: spec.Credential, TmpBytes: tmp,
+			Credential: spec.Credential, TmpBytes: tmp, Keep: keep,
 		},
 		LogBytes:     spec.Limits.LogBytes,
 		DiskBytes:    spec.Limits.DiskBytes,

@@ -79,8 +79,10 @@ type stageConfig struct {
 	Procs []string
 	// TmpBytes, when not 0, is the size of the command's private /tmp
 	// (Limits.TmpBytes); the stage then runs in a mount namespace of its
-	// own.
+	// own. Keep are the directories of the server's for the job that
+	// stay visible under it (see privatetmp.go).
 	TmpBytes int64
+	Keep     []string
 }
 
 // drainLimit bounds how long the shim reads output after the command and
@@ -448,7 +450,7 @@ func runStage() int {
 		}
 	}
 	if cfg.TmpBytes > 0 {
-		if err := mountPrivateTmp(cfg.TmpBytes); err != nil {
+		if err := mountPrivateTmp(cfg.TmpBytes, cfg.Keep); err != nil {
 			return fail(fmt.Errorf("giving the job a /tmp of its own: %w", err))
 		}
 	}
