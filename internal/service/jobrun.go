@@ -36,6 +36,7 @@ func (s *Service) runJobs(ctx context.Context, lost <-chan struct{}) {
 	s.jobs.started = map[instanceKey]bool{}
 	s.jobs.live = map[string]map[int]bool{}
 	s.jobs.holds = map[string]core.Job{}
+	s.jobs.deadlines = map[instanceKey]time.Time{}
 	for _, in := range adopted {
 		s.jobs.seen[in.Run] = true
 		s.jobs.started[instanceKey{in.Run, in.Instance}] = true
@@ -43,7 +44,8 @@ func (s *Service) runJobs(ctx context.Context, lost <-chan struct{}) {
 	}
 	s.jobs.mu.Unlock()
 	s.holdAdopted(ctx, ins, adopted)
-	s.kickOutbox() // the instances' actions that waited for the runner
+	s.renewDeadlines(ctx) // the adopted instances' leases may be about to run out
+	s.kickOutbox()        // the instances' actions that waited for the runner
 	// The ends of instances that ended while no server watched come on
 	// Exits shortly after Adopt; a run that neither runs nor ends by then
 	// was lost (recorded, never started) and starts again.
@@ -55,6 +57,8 @@ func (s *Service) runJobs(ctx context.Context, lost <-chan struct{}) {
 	}()
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
+	renew := time.NewTicker(s.jobs.renewEvery())
+	defer renew.Stop()
 	for {
 		s.reconcileJobs(ctx)
 		select {
@@ -66,6 +70,8 @@ func (s *Service) runJobs(ctx context.Context, lost <-chan struct{}) {
 			s.onExit(ctx, x)
 		case <-lostCheck:
 			s.restartLostJobs(ctx)
+		case <-renew.C:
+			s.renewDeadlines(ctx)
 		case <-s.jobs.kick:
 		case <-tick.C:
 		}
@@ -251,6 +257,7 @@ func (s *Service) onExit(ctx context.Context, x backend.InstanceExit) {
 	s.jobs.seen[x.JobID] = true
 	s.jobs.started[instanceKey{x.JobID, x.Instance}] = true
 	delete(s.jobs.live[x.JobID], x.Instance) // an end reported twice counts once
+	delete(s.jobs.deadlines, instanceKey{x.JobID, x.Instance})
 	ended := len(s.jobs.live[x.JobID]) == 0
 	if ended {
 		delete(s.jobs.live, x.JobID)
@@ -273,7 +280,11 @@ func (s *Service) onExit(ctx context.Context, x backend.InstanceExit) {
 		//    after the exit is recorded (which may stop the run).
 		defer s.chargeUnbilled(ctx, id, run)
 	}
-	s.log.Info("job instance exited", "job", id, "run", run, "instance", x.Instance, "code", x.Code, "signal", x.Signal)
+	if x.Reason != "" {
+		s.log.Warn("job instance ended by its supervisor", "job", id, "run", run, "instance", x.Instance, "code", x.Code, "reason", x.Reason)
+	} else {
+		s.log.Info("job instance exited", "job", id, "run", run, "instance", x.Instance, "code", x.Code, "signal", x.Signal)
+	}
 	var j, next core.Job
 	var step core.JobStep
 	for attempt := 1; ; attempt++ {
