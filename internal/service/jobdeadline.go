@@ -63,6 +63,24 @@ func (s *Service) runEnd(ctx context.Context, j core.Job) (time.Time, error) {
 	return b.End, nil
 }
 
+// renewDeadlinesUntil renews the deadlines at once (an adopted
+// instance's lease may be about to run out), then every renewEvery, until
+// ctx ends or lost is closed.
+func (s *Service) renewDeadlinesUntil(ctx context.Context, lost <-chan struct{}) {
+	tick := time.NewTicker(s.jobs.renewEvery())
+	defer tick.Stop()
+	for {
+		s.renewDeadlines(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-lost:
+			return
+		case <-tick.C:
+		}
+	}
+}
+
 // renewDeadlines moves the deadline of every instance of a running job
 // that this runner watches to what it is now (wallDeadline of runEnd),
 // where the engine keeps deadlines and the deadline changed.
@@ -110,7 +128,9 @@ func (s *Service) renewDeadlines(ctx context.Context) {
 				continue
 			}
 			s.jobs.mu.Lock()
-			s.jobs.deadlines[k] = at
+			if s.jobs.live[key][rank] { // not ended meanwhile (onExit)
+				s.jobs.deadlines[k] = at
+			}
 			s.jobs.mu.Unlock()
 		}
 	}

@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"encoding/json"
+	"sync"
 	"time"
 
 	"capblock/internal/backend"
@@ -44,8 +45,13 @@ func (s *Service) runJobs(ctx context.Context, lost <-chan struct{}) {
 	}
 	s.jobs.mu.Unlock()
 	s.holdAdopted(ctx, ins, adopted)
-	s.renewDeadlines(ctx) // the adopted instances' leases may be about to run out
-	s.kickOutbox()        // the instances' actions that waited for the runner
+	// The instances' deadlines move on beside the loop, which they must
+	// not hold up; they stop before the instances are let go.
+	renewCtx, stopRenewing := context.WithCancel(ctx)
+	var renewing sync.WaitGroup
+	renewing.Go(func() { s.renewDeadlinesUntil(renewCtx, lost) })
+	defer func() { stopRenewing(); renewing.Wait() }()
+	s.kickOutbox() // the instances' actions that waited for the runner
 	// The ends of instances that ended while no server watched come on
 	// Exits shortly after Adopt; a run that neither runs nor ends by then
 	// was lost (recorded, never started) and starts again.
@@ -57,8 +63,6 @@ func (s *Service) runJobs(ctx context.Context, lost <-chan struct{}) {
 	}()
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
-	renew := time.NewTicker(s.jobs.renewEvery())
-	defer renew.Stop()
 	for {
 		s.reconcileJobs(ctx)
 		select {
@@ -70,8 +74,6 @@ func (s *Service) runJobs(ctx context.Context, lost <-chan struct{}) {
 			s.onExit(ctx, x)
 		case <-lostCheck:
 			s.restartLostJobs(ctx)
-		case <-renew.C:
-			s.renewDeadlines(ctx)
 		case <-s.jobs.kick:
 		case <-tick.C:
 		}
