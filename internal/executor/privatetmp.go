@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -163,8 +164,8 @@ func runProbe() int {
 const probeLimit = 30 * time.Second
 
 // findPrivateTmp reports whether this process can give instances a
-// private /tmp (Limits.TmpBytes), and why not: it tries, in a process of
-// its own that leaves nothing behind.
+// private /tmp (Limits.TmpBytes), and why not: it tries once, in a
+// process of its own that leaves nothing behind (probePrivateTmp).
 func findPrivateTmp(o options) (bool, string) {
 	switch {
 	case o.noPrivateTmp:
@@ -172,6 +173,15 @@ func findPrivateTmp(o options) (bool, string) {
 	case os.Geteuid() != 0:
 		return false, "the server does not run as root, and only root can mount a /tmp of a job's own"
 	}
+	return probePrivateTmpOnce()
+}
+
+// probePrivateTmpOnce is probePrivateTmp, run once per process: what the
+// machine allows does not change while a server runs.
+var probePrivateTmpOnce = sync.OnceValues(probePrivateTmp)
+
+// probePrivateTmp tries to set up a private /tmp in a process of its own.
+func probePrivateTmp() (bool, string) {
 	ctx, cancel := context.WithTimeout(context.Background(), probeLimit)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "/proc/self/exe")
