@@ -245,8 +245,10 @@ func TestJobsShareNoGPU(t *testing.T) {
 	script := writeScript(t, `echo "start $(date +%s%N)" >> "`+marks+`.$1"; sleep 2; echo "end $(date +%s%N)" >> "`+marks+`.$1"`)
 	var first, second job
 	call(t, e.url, "POST", "/v1/jobs", map[string]any{"name": "a", "blockId": b.ID, "command": []string{script, "a"}}, &first)
+	// The second comes once the first runs: two jobs created before the
+	// runner's first pass start in the order of their ids.
+	waitJob(t, e, first.ID, func(j job) bool { return j.State == "running" })
 	call(t, e.url, "POST", "/v1/jobs", map[string]any{"name": "b", "blockId": b.ID, "command": []string{script, "b"}}, &second)
-	waitJob(t, e, first.ID, func(j job) bool { return j.State == "running" || j.State == "succeeded" })
 	// The first holds the GPU for 2 s: the second waits, saying why.
 	waitJob(t, e, second.ID, func(j job) bool {
 		return j.State == "pending" && strings.HasPrefix(j.Reason, "waiting_for_gpus: it needs 1 instances of block "+b.ID+" and 0 are free")
