@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"capblock/internal/api"
-	"capblock/internal/backend"
+	"capblock/internal/backend/local"
 	"capblock/internal/clock"
 	"capblock/internal/fleet"
 	"capblock/internal/service"
@@ -46,7 +46,7 @@ func realServer(t *testing.T, now time.Time) (*service.Service, string, string) 
 	}
 	t.Cleanup(func() { st.Close() })
 	log := slog.New(slog.DiscardHandler)
-	svc, err := service.New(ctx, service.Config{Fleet: f, Store: st, Backend: backend.NewSim(log, f.Nodes), Clock: clock.NewSim(now), Log: log})
+	svc, err := service.New(ctx, service.Config{Fleet: f, Store: st, Backend: local.NewSim(log, f.Nodes), Clock: clock.NewSim(now), Log: log})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +58,7 @@ func realServer(t *testing.T, now time.Time) (*service.Service, string, string) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(api.New(svc, api.Options{Logger: log}))
+	srv := httptest.NewServer(api.New(svc.Guarded(), api.Options{Logger: log}))
 	t.Cleanup(srv.Close)
 	return svc, srv.URL, strings.TrimSpace(string(token))
 }

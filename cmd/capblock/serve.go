@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -22,7 +24,11 @@ import (
 	"capblock/internal/awsapi"
 	"capblock/internal/awsapi/sagemaker"
 	"capblock/internal/clock"
+	"capblock/internal/console"
+	"capblock/internal/contract"
+	"capblock/internal/core"
 	"capblock/internal/fleet"
+	"capblock/internal/httpx"
 	"capblock/internal/humantime"
 	"capblock/internal/privatefile"
 	"capblock/internal/seal"
@@ -43,7 +49,7 @@ type serveFlags struct {
 	rate      float64
 	burst     int
 	tokenFile string
-	// secretsKeyFile holds the key that seals access keys' secrets.
+	// secretsKeyFile holds the key that seals the secrets in the database.
 	secretsKeyFile string
 	jobsDir        string
 	// privateWebhooks lets webhooks deliver to private addresses.
@@ -101,7 +107,7 @@ POST /v1/admin/clock (or "capblock admin clock --advance 6h").`,
 	fl.Int64Var(&f.jobPIDs, "job-pids-limit", 4096, "processes and threads one job instance may have at once (0: no limit)")
 	fl.StringVar(&f.jobLog, "job-log-limit", "100MiB", "disk space of one job instance's log; the newest output is kept")
 	fl.StringVar(&f.tokenFile, "admin-token-file", "", "where the first start writes the first administrator's token (default: admin.token beside the SQLite file, or in the working directory)")
-	fl.StringVar(&f.secretsKeyFile, "secrets-key-file", "", "the key that encrypts access keys' secrets in the database, made at first start if missing; replicas must share one (default: secrets.key beside the SQLite file, or in the working directory)")
+	fl.StringVar(&f.secretsKeyFile, "secrets-key-file", "", "the key that encrypts the secrets in the database (access keys', webhooks', the offerings' signing secret), made at the first start; replicas must share one (default: secrets.key beside the SQLite file, or in the working directory)")
 	fl.StringVar(&f.fleet, "fleet", "", "fleet YAML file (default: the built-in demo fleet; see docs/fleet.md)")
 	fl.StringVar(&f.listen, "listen", "127.0.0.1:8080", "address to listen on")
 	fl.BoolVar(&f.simClock, "sim-clock", false, "run on a simulated clock moved by POST /v1/admin/clock")
@@ -198,7 +204,7 @@ func serve(ctx context.Context, f serveFlags) error {
 	if err != nil {
 		return err
 	}
-	secretsKey, err := loadSecretsKey(f, log)
+	secretsKey, err := loadSecretsKey(ctx, f, st, log)
 	if err != nil {
 		return err
 	}
@@ -239,10 +245,18 @@ func serve(ctx context.Context, f serveFlags) error {
 	if made {
 		log.Info("created the first administrator; its API token is in the file (readable only by you)", "file", tokenPath)
 	}
-	// 6. Serve until interrupted.
+	// 6. Serve until interrupted. Every front end is given the guarded
+	// service, which checks each call against the access table, and the
+	// REST API and the AWS endpoint take from one rate limiter.
+	front := svc.Guarded()
+	burst := f.burst
+	if burst <= 0 {
+		burst = max(1, int(2*f.rate))
+	}
+	limiter := httpx.NewLimiter(f.rate, burst)
 	srv := &http.Server{
-		Handler: api.New(svc, api.Options{Logger: log, RateLimit: f.rate, RateBurst: f.burst, Registry: metrics(st, svc),
-			AWS: awsEndpoint(svc, log, f.rate, f.burst)}),
+		Handler: api.New(front, api.Options{Logger: log, Limiter: limiter, Registry: metrics(st, svc), Console: console.Handler(),
+			AWS: awsEndpoint(front, svc.Fleet(), log, limiter)}),
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      90 * time.Second, // long polls wait up to 60s
@@ -289,22 +303,31 @@ func serve(ctx context.Context, f serveFlags) error {
 	return nil
 }
 
-// loadSecretsKey reads the key that seals access keys' secrets from
+// loadSecretsKey reads the key that seals the secrets in the database
+// (access keys', webhooks', the offering signing secret) from
 // --secrets-key-file (by default secrets.key beside the SQLite file, or in
-// the working directory for PostgreSQL), making it on the first start.
-func loadSecretsKey(f serveFlags, log *slog.Logger) (*seal.Key, error) {
+// the working directory for PostgreSQL), making it on the first start: on
+// a database that holds no sealed secret. A database whose secrets were
+// sealed under a key whose file is missing does not get a new key: the
+// start is refused, naming the key to restore (a key file of another key
+// is refused by the service, which opens the signing secret).
+func loadSecretsKey(ctx context.Context, f serveFlags, st store.Full, log *slog.Logger) (*seal.Key, error) {
 	path := f.secretsKeyFile
 	if path == "" && isPostgresURL(f.db) {
 		path = "secrets.key"
 	} else if path == "" {
 		path = filepath.Join(filepath.Dir(f.db), "secrets.key")
 	}
-	key, made, err := seal.LoadOrCreate(path)
+	sealed, err := store.SealedKeyIDs(ctx, st)
+	if err != nil {
+		return nil, fmt.Errorf("reading which secrets keys sealed the database's secrets: %w", err)
+	}
+	key, made, err := seal.LoadOrCreate(path, slices.Sorted(maps.Keys(sealed)))
 	if err != nil {
 		return nil, fmt.Errorf("%w (choose the file with --secrets-key-file)", err)
 	}
 	if made {
-		log.Info("created the secrets key that encrypts access keys' secrets; back it up apart from the database, and give every replica this same file",
+		log.Info("created the secrets key that encrypts the secrets in the database; back it up apart from the database, and give every replica this same file",
 			"file", path, "key", key.ID())
 	}
 	return key, nil
@@ -432,14 +455,14 @@ func loginHint(url, tokenPath string, made bool) string {
 }
 
 // awsEndpoint is the handler of AWS's protocols (EC2 Query, SageMaker JSON
-// 1.1) at /aws, signed with the users' access keys, each client address
-// held to the API's rate (--rate-limit, --rate-burst).
-func awsEndpoint(svc *service.Service, log *slog.Logger, rps float64, burst int) http.Handler {
-	fleet := svc.Fleet()
-	sm := sagemaker.New(svc, sagemaker.Options{
+// 1.1) at /aws, signed with the users' access keys, each user and client
+// address held to the API's rate (--rate-limit, --rate-burst) in the
+// API's limiter. fleet names the types on the wire.
+func awsEndpoint(front contract.Front, fleet core.Fleet, log *slog.Logger, limiter *httpx.Limiter) http.Handler {
+	sm := sagemaker.New(front, front.Now, sagemaker.Options{
 		InstanceType: func(name string) (string, bool) { return awsapi.CapblockType(fleet, name) },
 		AWSName:      func(name string) string { return awsapi.AWSName(fleet, name, "ml.") },
 		Log:          log,
 	})
-	return awsapi.New(svc, svc, awsapi.Options{SageMaker: sm, Logger: log, RateLimit: rps, RateBurst: burst})
+	return awsapi.New(front, front, awsapi.Options{SageMaker: sm, Logger: log, Limiter: limiter})
 }

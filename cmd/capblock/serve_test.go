@@ -2,12 +2,16 @@ package main
 
 import (
 	"context"
+	"errors"
+	"io/fs"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"capblock/internal/seal"
 )
 
 // TestServeBadFlags: a bad flag of serve is one line saying what is wrong,
@@ -61,6 +65,61 @@ func TestServeTightensLooseFiles(t *testing.T) {
 			t.Errorf("%s after the start: mode %04o, want 0600", filepath.Base(path), perm)
 		}
 	}
+}
+
+// TestServeKeepsItsSecretsKey: a database whose secrets are sealed under
+// a key does not start without that key's file. A missing file is not
+// made anew (a new key would open none of the secrets): the start is
+// refused, naming the key to restore. A file of another key is refused,
+// naming both. The file put back starts it again.
+func TestServeKeepsItsSecretsKey(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "secrets.key")
+	serveAWhile(t, dir, func() bool { return true })
+	key, err := seal.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	saved, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := func(what string, want ...string) {
+		t.Helper()
+		r := runApp(t.Context(), nil, "serve", "--db", filepath.Join(dir, "capblock.db"), "--listen", freeAddr(t),
+			"--jobs-dir", filepath.Join(dir, "jobs"), "--log-level", "error")
+		if r.code == 0 {
+			t.Fatalf("serve started on %s", what)
+		}
+		for _, w := range append(want, key.ID()) {
+			if !strings.Contains(r.stderr, w) {
+				t.Errorf("the refusal to start on %s does not say %q: %s", what, w, r.stderr)
+			}
+		}
+	}
+
+	// 1. The key file lost.
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	refused("a lost key file", path, "restore")
+	if _, err := os.Stat(path); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("a new key file was made: %v", err)
+	}
+	// 2. Another key's file.
+	other, _, err := seal.LoadOrCreate(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused("another key's file", other.ID())
+	// 3. The file put back.
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, saved, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	serveAWhile(t, dir, func() bool { return true })
 }
 
 // serveAWhile runs serve on the database capblock.db in dir until it

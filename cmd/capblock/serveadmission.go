@@ -79,7 +79,7 @@ func serveAdmission(ctx context.Context, f serveFlags, svc *service.Service, log
 		return nil, fmt.Errorf("starting admission: %w", err)
 	}
 	// 2. The handler and its TLS server.
-	h, err := admission.New(admission.Config{Service: svc, Namespaces: namespaces, Exempt: a.exempt, Log: log})
+	h, err := admission.New(admission.Config{Service: svc.Guarded(), Namespaces: namespaces, Exempt: a.exempt, Log: log})
 	if err != nil {
 		namespaces.Close()
 		return nil, usageError(err)

@@ -152,8 +152,8 @@ func TestServeAdmission(t *testing.T) {
 			time.Sleep(100 * time.Millisecond)
 		}
 	}
-	if resp.Allowed || resp.Result == nil || resp.Result.Message != "block cb-nope is not held by team team-a, the team of namespace ml-a" {
-		t.Errorf("answer %+v; want block cb-nope not held by team-a", resp.Result)
+	if want := "the pod names block cb-nope, but namespace ml-a's team cannot hold blocks: team team-a does not exist"; resp.Allowed || resp.Result == nil || resp.Result.Message != want {
+		t.Errorf("answer %+v; want %q", resp.Result, want)
 	}
 	// Stopped once serving the API too, it exits cleanly.
 	for {

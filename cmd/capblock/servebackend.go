@@ -13,6 +13,7 @@ import (
 
 	"capblock/internal/backend"
 	"capblock/internal/backend/kubernetes"
+	"capblock/internal/backend/local"
 	"capblock/internal/backend/slurm"
 	"capblock/internal/core"
 	"capblock/internal/fleet"
@@ -199,7 +200,7 @@ func newEngine(ctx context.Context, f serveFlags, fl core.Fleet, st store.Full, 
 		}
 		return be, be.Close, nil
 	case "sim":
-		return backend.NewSim(log, fl.Nodes), func() {}, nil
+		return local.NewSim(log, fl.Nodes), func() {}, nil
 	default:
 		return nil, nil, checkBackend(f)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"capblock/internal/backend"
 	"capblock/internal/backend/kubernetes"
+	"capblock/internal/backend/local"
 )
 
 // TestServeBadKubeJobFlags: a bad flag of jobs on Kubernetes is one line
@@ -67,7 +68,7 @@ func TestKubeJobsConfig(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("jobs' configuration (-want +got):\n%s", diff)
 	}
-	w, err := engineWorkloads(serveFlags{backend: "sim", kubeJobs: kubeJobFlags{image: "trainer:1"}}, backend.NewSim(nil, nil))
+	w, err := engineWorkloads(serveFlags{backend: "sim", kubeJobs: kubeJobFlags{image: "trainer:1"}}, local.NewSim(nil, nil))
 	if err != nil || w != nil {
 		t.Errorf("the sim backend's workloads: %v, %v; want none, so that jobs run in the jobs directory", w, err)
 	}

@@ -10,6 +10,7 @@ import (
 	"mime"
 	"net/http"
 	"slices"
+	"strings"
 	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
@@ -17,16 +18,20 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 
-	"capblock/internal/backend/kubernetes"
+	"capblock/internal/contract"
 	"capblock/internal/core"
+	"capblock/internal/kubenames"
 )
 
-// Service is what admission asks capblock: a block as a team sees it
-// (another team's is core.ErrNotFound), and the fleet's nodes.
-// *service.Service satisfies it.
+// Service is what admission asks capblock: the principal of a team's
+// workloads (contract.Gate's Workloads), a block as that principal sees
+// it (another team's is core.ErrNotFound), and whether a node is one the
+// fleet sells. contract.Front satisfies it; the service decides what the
+// principal may read.
 type Service interface {
+	Workloads(ctx context.Context, team string) (core.Principal, error)
 	GetBlock(ctx context.Context, team, id string) (core.Block, error)
-	Fleet() core.Fleet
+	Sells(node string) bool
 }
 
 // Namespaces reads a namespace's labels; a namespace that does not exist
@@ -89,13 +94,13 @@ func New(cfg Config) (*Handler, error) {
 		cfg.Exempt = DefaultExempt
 	}
 	if cfg.Taint.Key == "" {
-		cfg.Taint = kubernetes.DefaultTaint
+		cfg.Taint = kubenames.DefaultTaint
 	}
 	if cfg.BlockLabelDomain == "" {
-		cfg.BlockLabelDomain = kubernetes.DefaultBlockLabelDomain
+		cfg.BlockLabelDomain = kubenames.DefaultBlockLabelDomain
 	}
 	if cfg.PodBlockLabel == "" {
-		cfg.PodBlockLabel = kubernetes.DefaultPodBlockLabel
+		cfg.PodBlockLabel = kubenames.DefaultPodBlockLabel
 	}
 	for _, ns := range cfg.Exempt {
 		if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
@@ -206,7 +211,16 @@ func (h *Handler) review(ctx context.Context, req *admissionv1.AdmissionRequest,
 	if resp != nil {
 		return resp
 	}
-	blk, err := h.cfg.Service.GetBlock(ctx, team, f.block)
+	p, err := h.cfg.Service.Workloads(ctx, team)
+	switch {
+	case errors.Is(err, core.ErrUnauthenticated):
+		why := strings.TrimPrefix(err.Error(), core.ErrUnauthenticated.Error()+": ")
+		return h.refused(req, f.block, http.StatusForbidden, "the pod names block %s, but namespace %s's team cannot hold blocks: %s", f.block, req.Namespace, why)
+	case err != nil:
+		h.log.Error("finding a namespace's team for admission", "namespace", req.Namespace, "team", team, "err", err)
+		return refuse(http.StatusInternalServerError, "capblock could not read team %s; try again", team)
+	}
+	blk, err := h.cfg.Service.GetBlock(contract.WithPrincipal(ctx, p), team, f.block)
 	switch {
 	case errors.Is(err, core.ErrNotFound):
 		return h.refused(req, f.block, http.StatusForbidden, "block %s is not held by team %s, the team of namespace %s", f.block, team, req.Namespace)
@@ -280,14 +294,7 @@ func (h *Handler) reachesSoldNodes(f podFacts) string {
 }
 
 // sold reports whether node is one of the fleet's.
-func (h *Handler) sold(node string) bool {
-	for _, n := range h.cfg.Service.Fleet().Nodes {
-		if n.Name == node {
-			return true
-		}
-	}
-	return false
-}
+func (h *Handler) sold(node string) bool { return h.cfg.Service.Sells(node) }
 
 // refused logs a refusal and returns it.
 func (h *Handler) refused(req *admissionv1.AdmissionRequest, block string, code int32, format string, args ...any) *admissionv1.AdmissionResponse {

@@ -35,6 +35,7 @@ var testNamespaces = fakeNamespaces{
 	"ml-b":       {TeamLabel: "team-b"},
 	"no-team":    {"owner": "research"},
 	"empty-team": {TeamLabel: ""},
+	"off-team":   {TeamLabel: "disabled"},
 	"broken":     nil,
 }
 
@@ -96,6 +97,7 @@ func TestValidate(t *testing.T) {
 		"another team's block":                       {req: create(complete("ml-b", "cb-a").Obj()), want: forbidden, msg: "block cb-a is not held by team team-b, the team of namespace ml-b"},
 		"another team's block, no toleration":        {req: create(makePod("p", "ml-b").Block("cb-a").Obj()), want: forbidden, msg: "not held by team team-b"},
 		"a block that does not exist":                {req: create(complete("ml-a", "cb-zz").Obj()), want: forbidden, msg: "block cb-zz is not held by team team-a"},
+		"a disabled team's namespace":                {req: create(complete("off-team", "cb-a").Obj()), want: forbidden, msg: "namespace off-team's team cannot hold blocks: team disabled was disabled"},
 		"the toleration copied by hand":              {req: create(makePod("p", "ml-b").Tolerate(soldTaint).Obj()), want: forbidden, msg: "tolerates capblock's taint capblock.io/sold=true:NoSchedule, but names no block"},
 		"the toleration by value":                    {req: create(makePod("p", "ml-b").Tolerate(soldEqual).Obj()), want: forbidden, msg: "names no block"},
 		"the toleration by a comparison":             {req: create(makePod("p", "ml-b").Tolerate(soldGt).Obj()), want: forbidden, msg: "names no block"},

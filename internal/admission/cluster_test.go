@@ -83,6 +83,9 @@ func startCapblock(t *testing.T, t0 time.Time, blocks func(nodes []string) []cor
 	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "capblock.db"))
 	must(t, err)
 	t.Cleanup(func() { st.Close() })
+	for _, team := range []string{"team-a", "team-b"} {
+		must(t, st.CreateTeam(ctx, core.Team{ID: team, Name: team, CreatedAt: t0}))
+	}
 	must(t, st.Commit(ctx, store.Change{Insert: blocks(e.nodes)}))
 	e.sim = clock.NewSim(t0)
 	e.svc, err = service.New(ctx, service.Config{Fleet: fleet.Demo(), Store: st, Backend: e.be, Clock: e.sim, Log: log, EnginePoll: 100 * time.Millisecond})

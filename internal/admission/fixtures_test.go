@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"testing"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
+	"capblock/internal/contract"
 	"capblock/internal/core"
 )
 
@@ -28,9 +30,23 @@ type fakeService struct {
 	err    error
 }
 
-func (s *fakeService) GetBlock(_ context.Context, team, id string) (core.Block, error) {
+// Workloads is a viewer of team, as the service's; a team named
+// "disabled" is refused as a disabled one.
+func (s *fakeService) Workloads(_ context.Context, team string) (core.Principal, error) {
+	if team == "disabled" {
+		return core.Principal{}, fmt.Errorf("%w: team disabled was disabled", core.ErrUnauthenticated)
+	}
+	return core.Principal{User: core.User{ID: "workloads:" + team, Team: team, Role: core.RoleViewer}}, nil
+}
+
+// GetBlock answers as the service does for the context's principal, which
+// must be the team's workloads.
+func (s *fakeService) GetBlock(ctx context.Context, team, id string) (core.Block, error) {
 	if s.err != nil {
 		return core.Block{}, s.err
+	}
+	if p, ok := contract.PrincipalOf(ctx); !ok || p.User.Team != team {
+		return core.Block{}, fmt.Errorf("%w: GetBlock of team %s called as %+v", core.ErrForbidden, team, p)
 	}
 	b, ok := s.blocks[id]
 	if !ok || (team != "" && b.Team != team) {
@@ -39,13 +55,7 @@ func (s *fakeService) GetBlock(_ context.Context, team, id string) (core.Block, 
 	return b, nil
 }
 
-func (s *fakeService) Fleet() core.Fleet {
-	var f core.Fleet
-	for _, n := range s.nodes {
-		f.Nodes = append(f.Nodes, core.Node{Name: n})
-	}
-	return f
-}
+func (s *fakeService) Sells(node string) bool { return slices.Contains(s.nodes, node) }
 
 // fakeNamespaces are namespaces' labels by name.
 type fakeNamespaces map[string]map[string]string

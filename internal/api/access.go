@@ -5,132 +5,115 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"net"
 	"net/http"
-	"net/netip"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
-	"golang.org/x/time/rate"
 
 	"capblock/internal/auth"
 	"capblock/internal/contract"
 	"capblock/internal/core"
+	"capblock/internal/httpx"
 )
 
 // public marks an operation that needs no token.
-const public core.Role = ""
+const public contract.UseCase = ""
 
-// access is the role each operation needs, which the guard checks with
-// contract.Authorize. Every registered operation must be listed: New
-// panics on one that is not, so a new route cannot be forgotten, and the
-// authorization matrix test walks this table against the router. Team
-// scoping (another team's resource answers not_found) is applied on top:
-// the handlers pass contract.Scope of the caller to the service.
-var access = map[string]core.Role{
-	"healthz": public,
-	"readyz":  public,
-
-	"listInstanceTypes": core.RoleViewer,
-	"listNodes":         core.RoleViewer,
-	"getAvailability":   core.RoleViewer,
-	"getPolicy":         core.RoleViewer,
-	"getFleetCalendar":  core.RoleViewer,
-
-	"searchOfferings":        core.RoleViewer,
-	"purchaseBlock":          core.RoleMember,
-	"listBlocks":             core.RoleViewer,
-	"getBlock":               core.RoleViewer,
-	"cancelBlock":            core.RoleMember,
-	"approveBlock":           core.RoleAdmin,
-	"listExtensionOfferings": core.RoleViewer,
-	"extendBlock":            core.RoleMember,
-	"getBlockStatus":         core.RoleViewer,
-	"getPriceCalendar":       core.RoleViewer,
-	"getCancelQuote":         core.RoleViewer,
-	"transferBlock":          core.RoleMember, // and the fleet's policy (limits.transfers)
-	"releaseBlock":           core.RoleMember,
-	"setBlockLending":        core.RoleMember,
-
-	"searchPlanOfferings": core.RoleViewer,
-	"purchasePlan":        core.RoleMember,
-	"listPlans":           core.RoleViewer,
-	"getPlan":             core.RoleViewer,
-	"cancelPlan":          core.RoleMember,
-
-	"searchSeriesOfferings": core.RoleViewer, // a search: it stores nothing
-	"purchaseSeries":        core.RoleMember,
-	"listSeries":            core.RoleViewer,
-	"getSeries":             core.RoleViewer,
-	"cancelSeries":          core.RoleMember,
-
-	"createOrder": core.RoleMember,
-	"listOrders":  core.RoleViewer,
-	"getOrder":    core.RoleViewer,
-	"cancelOrder": core.RoleMember,
-
-	"listEvents": core.RoleViewer,
-
-	"createWebhook":         core.RoleMember,
-	"listWebhooks":          core.RoleViewer,
-	"deleteWebhook":         core.RoleMember,
-	"listWebhookDeliveries": core.RoleViewer,
-
-	"getClock": core.RoleViewer,
-	"setClock": core.RoleAdmin,
-
-	"createJob":  core.RoleMember,
-	"listJobs":   core.RoleViewer,
-	"getJob":     core.RoleViewer,
-	"getJobLogs": core.RoleViewer,
-	"stopJob":    core.RoleMember,
-
-	"failNode":    core.RoleAdmin,
-	"recoverNode": core.RoleAdmin,
-
-	"createTeam":  core.RoleAdmin,
-	"listTeams":   core.RoleViewer,
-	"getTeam":     core.RoleViewer,
-	"putQuotas":   core.RoleAdmin,
-	"getQuotas":   core.RoleViewer,
-	"putBudget":   core.RoleAdmin,
-	"getLedger":   core.RoleViewer,
-	"getSpend":    core.RoleViewer,
-	"createUser":  core.RoleAdmin,
-	"disableUser": core.RoleAdmin,
-	"enableUser":  core.RoleAdmin,
-	"disableTeam": core.RoleAdmin,
-	"enableTeam":  core.RoleAdmin,
-	"listUsers":   core.RoleViewer,
-	"whoami":      core.RoleViewer,
-	"createToken": core.RoleViewer, // one's own; an admin anyone's
-	"listTokens":  core.RoleViewer,
-	"revokeToken": core.RoleViewer, // one's own; an admin anyone's
-	// Access keys follow the rules of tokens.
-	"createAccessKey": core.RoleViewer, // one's own; an admin anyone's
-	"listAccessKeys":  core.RoleViewer,
-	"revokeAccessKey": core.RoleViewer, // one's own; an admin anyone's
-	"listAudit":       core.RoleAdmin,
-
-	"getUtilisation": core.RoleViewer,
+// useCases is the use case of contract.Service that each operation calls,
+// whose rule in contract's access table decides who may: the service
+// checks it on every call, and the guard asks it before reading a
+// request, so that a caller refused for its role hears that first. Every
+// registered operation must be listed: New panics on one that is not, so
+// a new route cannot be forgotten, and the authorization matrix and the
+// README's access table are made from this and contract's table.
+var useCases = map[string]contract.UseCase{
+	"healthz":                public,
+	"readyz":                 public,
+	"listInstanceTypes":      "Fleet",
+	"listNodes":              "Nodes",
+	"getAvailability":        "Availability",
+	"getPolicy":              "Fleet",
+	"getFleetCalendar":       "FleetCalendar",
+	"searchOfferings":        "Offerings",
+	"purchaseBlock":          "Purchase",
+	"listBlocks":             "ListBlocks",
+	"getBlock":               "GetBlock",
+	"cancelBlock":            "CancelBlock",
+	"approveBlock":           "ApproveBlock",
+	"listExtensionOfferings": "ExtensionOfferings",
+	"extendBlock":            "Extend",
+	"getBlockStatus":         "BlockStatus",
+	"getPriceCalendar":       "PriceCalendar",
+	"getCancelQuote":         "CancelQuote",
+	"transferBlock":          "TransferBlock",
+	"releaseBlock":           "ReleaseBlock",
+	"setBlockLending":        "SetLending",
+	"searchPlanOfferings":    "PlanOfferings",
+	"purchasePlan":           "PurchasePlan",
+	"listPlans":              "ListPlans",
+	"getPlan":                "GetPlan",
+	"cancelPlan":             "CancelPlan",
+	"searchSeriesOfferings":  "SeriesOfferings",
+	"purchaseSeries":         "PurchaseSeries",
+	"listSeries":             "ListSeries",
+	"getSeries":              "GetSeries",
+	"cancelSeries":           "CancelSeries",
+	"createOrder":            "CreateOrder",
+	"listOrders":             "ListOrders",
+	"getOrder":               "GetOrder",
+	"cancelOrder":            "CancelOrder",
+	"listEvents":             "Events",
+	"createWebhook":          "CreateWebhook",
+	"listWebhooks":           "ListWebhooks",
+	"deleteWebhook":          "DeleteWebhook",
+	"listWebhookDeliveries":  "Deliveries",
+	"getClock":               "Clock",
+	"setClock":               "SetClock",
+	"createJob":              "CreateJob",
+	"listJobs":               "ListJobs",
+	"getJob":                 "GetJob",
+	"getJobLogs":             "JobLogs",
+	"stopJob":                "StopJob",
+	"failNode":               "FailNode",
+	"recoverNode":            "RecoverNode",
+	"createTeam":             "CreateTeam",
+	"listTeams":              "Teams",
+	"getTeam":                "Team",
+	"putQuotas":              "PutQuota",
+	"getQuotas":              "Quotas",
+	"putBudget":              "PutBudget",
+	"getLedger":              "Ledger",
+	"getSpend":               "Spend",
+	"createUser":             "CreateUser",
+	"disableUser":            "SetUserDisabled",
+	"enableUser":             "SetUserDisabled",
+	"disableTeam":            "SetTeamDisabled",
+	"enableTeam":             "SetTeamDisabled",
+	"listUsers":              "Users",
+	"whoami":                 "WhoAmI",
+	"createToken":            "CreateToken",
+	"listTokens":             "Tokens",
+	"revokeToken":            "RevokeToken",
+	"createAccessKey":        "CreateAccessKey",
+	"listAccessKeys":         "AccessKeys",
+	"revokeAccessKey":        "RevokeAccessKey",
+	"listAudit":              "Audit",
+	"getUtilisation":         "Utilisation",
 }
 
-// AccessRule returns the role an operation needs ("" for public) and
-// whether the operation is known.
-func AccessRule(operationID string) (core.Role, bool) {
-	r, ok := access[operationID]
-	return r, ok
+// UseCaseOf returns the use case an operation calls ("" for a public
+// one) and whether the operation is known.
+func UseCaseOf(operationID string) (contract.UseCase, bool) {
+	uc, ok := useCases[operationID]
+	return uc, ok
 }
-
-type principalKey struct{}
 
 // principalOf is who the request acts as; the zero Principal on public
 // routes.
 func principalOf(ctx context.Context) core.Principal {
-	p, _ := ctx.Value(principalKey{}).(core.Principal)
+	p, _ := contract.PrincipalOf(ctx)
 	return p
 }
 
@@ -139,21 +122,44 @@ func scopeOf(ctx context.Context) string {
 	return contract.Scope(principalOf(ctx))
 }
 
-// teamFor is the team a purchase or a webhook is made for (contract.TeamFor).
-func (s *server) teamFor(ctx context.Context, named string) (string, error) {
-	return contract.TeamFor(ctx, s.svc, principalOf(ctx), named)
+// teamFor is the team a purchase or a webhook is made for
+// (contract.TeamOf); whether the caller may act for it, the service
+// decides.
+func (s *server) teamFor(ctx context.Context, named string) string {
+	return contract.TeamOf(principalOf(ctx), named)
 }
 
-// mustHaveAccessRules panics when a registered operation has no entry in
-// the access table: a route without a rule is a bug, caught at start.
+// accessNote says who may call an operation of use case uc, from
+// contract's access table, for the OpenAPI document.
+func accessNote(uc contract.UseCase) string {
+	r, ok := contract.RuleOf(uc)
+	if !ok {
+		return "No one: this operation has no access rule."
+	}
+	switch r.Reach {
+	case contract.ReachTeam:
+		return fmt.Sprintf("Needs the %s role, on the caller's own team's things (an admin's: every team's). Use case %s.", r.Role, uc)
+	case contract.ReachOwn:
+		return fmt.Sprintf("Needs the %s role, on the caller's own credentials (an admin's: anyone's). Use case %s.", r.Role, uc)
+	}
+	return fmt.Sprintf("Needs the %s role. Use case %s.", r.Role, uc)
+}
+
+// mustHaveAccessRules panics when a registered operation has no use case,
+// or one that contract's access table lacks: a route without a rule is a
+// bug, caught at start.
 func mustHaveAccessRules(api huma.API) {
 	for path, item := range api.OpenAPI().Paths {
 		for _, op := range []*huma.Operation{item.Get, item.Put, item.Post, item.Delete, item.Patch, item.Head, item.Options} {
 			if op == nil {
 				continue
 			}
-			if _, ok := access[op.OperationID]; !ok {
-				panic(fmt.Sprintf("api: operation %s (%s %s) has no access rule", op.OperationID, op.Method, path))
+			uc, ok := useCases[op.OperationID]
+			if !ok {
+				panic(fmt.Sprintf("api: operation %s (%s %s) has no use case", op.OperationID, op.Method, path))
+			}
+			if _, ok := contract.RuleOf(uc); uc != public && !ok {
+				panic(fmt.Sprintf("api: operation %s (%s %s) calls use case %s, which has no access rule", op.OperationID, op.Method, path, uc))
 			}
 		}
 	}
@@ -171,8 +177,9 @@ func mustHaveAccessRules(api huma.API) {
 // the log request by request, and the log still shows that they came.
 type guard struct {
 	api     huma.API
-	svc     contract.Service
-	limiter *limiter
+	svc     contract.Front
+	limiter *httpx.Limiter
+	now     func() time.Time
 	// anonymous picks the requests without a valid token that the audit
 	// log records.
 	anonymous anonymousAudits
@@ -180,13 +187,13 @@ type guard struct {
 
 func (g *guard) middleware(ctx huma.Context, next func(huma.Context)) {
 	op := ctx.Operation()
-	need, ok := access[op.OperationID]
+	uc, ok := useCases[op.OperationID]
 	if !ok {
 		// New refuses to start with an unlisted operation; be safe anyway.
 		_ = huma.WriteErr(g.api, ctx, http.StatusForbidden, "this operation has no access rule")
 		return
 	}
-	if need == public {
+	if uc == public {
 		next(ctx)
 		return
 	}
@@ -207,17 +214,18 @@ func (g *guard) middleware(ctx huma.Context, next func(huma.Context)) {
 		return
 	}
 	// 2. How fast? One bucket per user, whichever token it sends.
-	if wait, ok := g.limiter.allow(userKey(p.User.ID)); !ok {
+	if wait, ok := g.limiter.Allow(httpx.UserKey(p.User.ID)); !ok {
 		g.tooMany(ctx, wait, fmt.Sprintf("too many requests by user %s, whose tokens share one limit", p.User.Name))
 		return
 	}
-	// 3. May it?
-	if err := contract.Authorize(p, op.OperationID, need); err != nil {
+	// 3. May it? The service decides on every call; asking the table
+	// first refuses a role too low before the request is read.
+	ctx = huma.WithContext(ctx, contract.WithPrincipal(ctx.Context(), p))
+	if err := contract.Permitted(ctx.Context(), uc); err != nil {
 		_ = huma.WriteErr(g.api, ctx, http.StatusForbidden, err.Error())
 		g.audit(ctx, p)
 		return
 	}
-	ctx = huma.WithValue(ctx, principalKey{}, p)
 	var intent *contract.AuditIntent
 	if mutating(ctx.Method()) {
 		intent = contract.NewAuditIntent(g.success(ctx, p))
@@ -234,14 +242,14 @@ func (g *guard) middleware(ctx huma.Context, next func(huma.Context)) {
 // token is never held back by its address, which a reverse proxy or a
 // NAT may share with whoever floods it.
 func (g *guard) unauthenticated(ctx huma.Context, challenge, detail string) {
-	addr := clientAddr(ctx.RemoteAddr())
-	if wait, ok := g.limiter.allow(addrKey(addr)); !ok {
+	addr := httpx.ClientAddr(ctx.RemoteAddr())
+	if wait, ok := g.limiter.Allow(httpx.AddrKey(addr)); !ok {
 		g.tooMany(ctx, wait, fmt.Sprintf("too many requests without a valid token from %s", addr))
 		return
 	}
 	ctx.SetHeader("WWW-Authenticate", challenge)
 	_ = huma.WriteErr(g.api, ctx, http.StatusUnauthorized, detail)
-	if mutating(ctx.Method()) && g.anonymous.first(addr, g.limiter.now()) {
+	if mutating(ctx.Method()) && g.anonymous.first(addr, g.now()) {
 		g.audit(ctx, core.Principal{})
 	}
 }
@@ -250,30 +258,6 @@ func (g *guard) unauthenticated(ctx huma.Context, challenge, detail string) {
 func (g *guard) tooMany(ctx huma.Context, wait time.Duration, why string) {
 	ctx.SetHeader("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
 	_ = huma.WriteErr(g.api, ctx, http.StatusTooManyRequests, fmt.Sprintf("%s; retry in %s", why, wait.Round(time.Millisecond)))
-}
-
-// ClientAddr is clientAddr, for the other front ends' limits (the AWS
-// endpoint's).
-func ClientAddr(remote string) string { return clientAddr(remote) }
-
-// clientAddr is what requests without a valid token are counted by: the
-// IP address of the TCP peer, never a header such as X-Forwarded-For,
-// which the client writes itself; for IPv6 its /64, since one subscriber
-// is commonly given a whole /64 to pick addresses from.
-func clientAddr(remote string) string {
-	host, _, err := net.SplitHostPort(remote)
-	if err != nil {
-		host = remote
-	}
-	addr, err := netip.ParseAddr(host)
-	if err != nil {
-		return host
-	}
-	addr = addr.WithZone("").Unmap()
-	if addr.Is6() {
-		return netip.PrefixFrom(addr, 64).Masked().String()
-	}
-	return addr.String()
 }
 
 func mutating(method string) bool {
@@ -363,93 +347,22 @@ func (a *anonymousAudits) first(addr string, now time.Time) bool {
 	return true
 }
 
-// userKey and addrKey name the limiter's buckets: one per user, one per
-// client address for requests without a valid token.
-func userKey(id string) string   { return "user:" + id }
-func addrKey(addr string) string { return "addr:" + addr }
-
-// maxAddrBuckets bounds the buckets of client addresses, which a flood
-// from ever new addresses could otherwise grow without end. Past it, the
-// addresses not yet tracked share overflowBucket, until idle buckets are
-// swept. Users' buckets are not counted: users are as many as the
-// operator made.
-const maxAddrBuckets = 100_000
-
-const overflowBucket = "addr:*"
-
-// limiter is a token bucket per key (userKey, addrKey), all with one rate
-// and burst.
-type limiter struct {
-	rps   rate.Limit
-	burst int
-	now   func() time.Time
-
-	mu        sync.Mutex
-	buckets   map[string]*bucket
-	addrs     int // buckets of client addresses
-	lastSweep time.Time
+// alsoCalls are the further use cases an operation calls, past its own
+// (useCases), which needs no more than they do.
+var alsoCalls = map[string][]contract.UseCase{
+	"getBlock": {"BlockDetail"},
 }
 
-type bucket struct {
-	*rate.Limiter
-	used time.Time // the last request taken from it
-}
-
-func newLimiter(rps float64, burst int) *limiter {
-	return &limiter{rps: rate.Limit(rps), burst: burst, now: time.Now, buckets: map[string]*bucket{}}
-}
-
-// allow takes one request from key's bucket, or says how long to wait for
-// one. A limiter with no rate lets everything through.
-func (l *limiter) allow(key string) (time.Duration, bool) {
-	if l.rps <= 0 {
-		return 0, true
-	}
-	now := l.now()
-	l.mu.Lock()
-	l.sweep(now)
-	b, ok := l.buckets[key]
-	if !ok {
-		isAddr := strings.HasPrefix(key, "addr:")
-		if isAddr && l.addrs >= maxAddrBuckets {
-			key, isAddr = overflowBucket, false
-			b = l.buckets[key]
-		}
-		if b == nil {
-			b = &bucket{Limiter: rate.NewLimiter(l.rps, l.burst)}
-			l.buckets[key] = b
-			if isAddr {
-				l.addrs++
-			}
+// Operations returns the use cases each operation calls, by operation id
+// (none for a public one).
+func Operations() map[string][]contract.UseCase {
+	out := make(map[string][]contract.UseCase, len(useCases))
+	for op, uc := range useCases {
+		if uc != public {
+			out[op] = append([]contract.UseCase{uc}, alsoCalls[op]...)
+		} else {
+			out[op] = nil
 		}
 	}
-	b.used = now
-	r := b.ReserveN(now, 1)
-	l.mu.Unlock()
-	if d := r.DelayFrom(now); d > 0 {
-		r.CancelAt(now)
-		return d, false
-	}
-	return 0, true
-}
-
-// sweep drops the buckets that have been idle long enough to fill up
-// again: a full bucket is what a new one would be, so nothing is lost.
-// It runs at most once a minute, or once a second while the addresses'
-// buckets are at their bound. l.mu is held.
-func (l *limiter) sweep(now time.Time) {
-	since := now.Sub(l.lastSweep)
-	if since < time.Minute && (l.addrs < maxAddrBuckets || since < time.Second) {
-		return
-	}
-	l.lastSweep = now
-	refill := time.Duration(float64(l.burst) / float64(l.rps) * float64(time.Second))
-	for k, b := range l.buckets {
-		if now.Sub(b.used) >= refill {
-			delete(l.buckets, k)
-			if strings.HasPrefix(k, "addr:") && k != overflowBucket {
-				l.addrs--
-			}
-		}
-	}
+	return out
 }

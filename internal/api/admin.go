@@ -2,13 +2,11 @@ package api
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
 
-	"capblock/internal/clock"
 	"capblock/internal/contract"
 )
 
@@ -39,8 +37,8 @@ func (s *server) readyz(ctx context.Context, _ *struct{}) (*out[healthJSON], err
 
 // registerClock declares /v1/admin/clock, which exists only when the server
 // runs on a simulated clock.
-func (s *server) registerClock(api huma.API, clock contract.SimClock) {
-	c := clockHandlers{clock: clock}
+func (s *server) registerClock(api huma.API) {
+	c := clockHandlers{svc: s.svc}
 	huma.Register(api, s.operation("getClock", http.MethodGet, "/v1/admin/clock", "operations",
 		"The simulated clock's time"), c.get)
 	huma.Register(api, s.operation("setClock", http.MethodPost, "/v1/admin/clock", "operations",
@@ -48,7 +46,7 @@ func (s *server) registerClock(api huma.API, clock contract.SimClock) {
 }
 
 type clockHandlers struct {
-	clock contract.SimClock
+	svc contract.Service
 }
 
 type clockJSON struct {
@@ -83,24 +81,20 @@ func (in *clockInput) Resolve(huma.Context) []error {
 	return nil
 }
 
-func (c clockHandlers) get(context.Context, *struct{}) (*out[clockJSON], error) {
-	return reply(clockJSON{Now: c.clock.Now().UTC()})
+func (c clockHandlers) get(ctx context.Context, _ *struct{}) (*out[clockJSON], error) {
+	now, err := c.svc.Clock(ctx)
+	if err != nil {
+		return nil, serviceProblem(ctx, err)
+	}
+	return reply(clockJSON{Now: now.UTC()})
 }
 
 func (c clockHandlers) set(ctx context.Context, in *clockInput) (*out[clockJSON], error) {
-	var (
-		now time.Time
-		err error
-	)
+	req := contract.ClockRequest{Advance: in.advance}
 	if in.Body.Now != "" {
-		now, err = c.clock.Set(parseTime(in.Body.Now))
-	} else {
-		now, err = c.clock.Advance(in.advance)
+		req.Set = parseTime(in.Body.Now)
 	}
-	if errors.Is(err, clock.ErrOutOfRange) {
-		// The clock's message names the bound; the clock did not move.
-		return nil, invalid("%s", err)
-	}
+	now, err := c.svc.SetClock(ctx, req)
 	if err != nil {
 		return nil, serviceProblem(ctx, err)
 	}

@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"log/slog"
 	"net/http"
@@ -20,7 +21,14 @@ type simService struct {
 	sim *clock.Sim
 }
 
-func (s simService) SimClock() contract.SimClock { return s.sim }
+func (s simService) Simulated() bool { return true }
+func (s simService) Now() time.Time  { return s.sim.Now() }
+func (s simService) Clock(context.Context) (time.Time, error) {
+	return clockOf(s.sim)
+}
+func (s simService) SetClock(_ context.Context, req contract.ClockRequest) (time.Time, error) {
+	return setClockOf(s.sim, req)
+}
 
 // TestClockStaysInRange moves a real simulated clock past its bounds
 // through the API: each move is a 400 that names the bound, and the clock

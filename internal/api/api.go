@@ -19,9 +19,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"capblock/internal/clock"
-	"capblock/internal/console"
 	"capblock/internal/contract"
+	"capblock/internal/httpx"
 )
 
 // Options configure the HTTP layer. The zero value is usable.
@@ -33,13 +32,21 @@ type Options struct {
 	Registry *prometheus.Registry
 	// MaxBodyBytes bounds request bodies; 0 means 1 MiB.
 	MaxBodyBytes int64
-	// RateLimit is the sustained requests per second allowed to one API
-	// token, RateBurst the burst above it; 0 means no limit.
+	// RateLimit is the sustained requests per second allowed to one
+	// user (all its tokens together), or to one client address for
+	// requests without a valid token; RateBurst the burst above it; 0
+	// means no limit. Limiter, when set, is used instead: the one that
+	// the AWS endpoint takes from too, so that a caller has one budget.
 	RateLimit float64
 	RateBurst int
+	Limiter   *httpx.Limiter
 	// AWS, when set, answers AWS's protocols at /aws and /aws/
 	// (awsapi.New), under the same request log and metrics.
 	AWS http.Handler
+	// Console, when set, answers the GET and HEAD requests outside the
+	// API's paths that no route takes (console.Handler): the web console,
+	// mounted beside the API by the binary.
+	Console http.Handler
 }
 
 // DefaultMaxBodyBytes is the request body limit when Options leave it unset.
@@ -64,12 +71,12 @@ func (o Options) withDefaults() Options {
 
 // server holds what the handlers need.
 type server struct {
-	svc          contract.Service
+	svc          contract.Front
 	maxBodyBytes int64
 }
 
 // New returns the HTTP handler of the v1 API on svc.
-func New(svc contract.Service, opts Options) http.Handler {
+func New(svc contract.Front, opts Options) http.Handler {
 	opts = opts.withDefaults()
 	useProblemErrors()
 	useStrictBodies()
@@ -77,7 +84,11 @@ func New(svc contract.Service, opts Options) http.Handler {
 	mux := http.NewServeMux()
 	hapi := humago.New(mux, humaConfig())
 	s := &server{svc: svc, maxBodyBytes: opts.MaxBodyBytes}
-	g := &guard{api: hapi, svc: svc, limiter: newLimiter(opts.RateLimit, opts.RateBurst)}
+	limiter := opts.Limiter
+	if limiter == nil {
+		limiter = httpx.NewLimiter(opts.RateLimit, opts.RateBurst)
+	}
+	g := &guard{api: hapi, svc: svc, limiter: limiter, now: time.Now}
 	hapi.UseMiddleware(g.middleware)
 
 	s.registerFleet(hapi)
@@ -89,8 +100,8 @@ func New(svc contract.Service, opts Options) http.Handler {
 	s.registerEvents(hapi)
 	s.registerWebhooks(hapi)
 	s.registerOperations(hapi)
-	if clock := svc.SimClock(); clock != nil {
-		s.registerClock(hapi, clock)
+	if svc.Simulated() {
+		s.registerClock(hapi)
 	}
 	s.registerTeams(hapi)
 	s.registerDisable(hapi)
@@ -108,21 +119,12 @@ func New(svc contract.Service, opts Options) http.Handler {
 	mux.Handle("GET /metrics", promhttp.HandlerFor(opts.Registry, promhttp.HandlerOpts{Registry: opts.Registry}))
 
 	return &middleware{
-		next:    withConsole(mux, console.Handler()),
+		next:    withConsole(mux, opts.Console),
 		log:     opts.Logger,
 		metrics: newHTTPMetrics(opts.Registry),
-		now:     serviceClock(svc),
+		now:     svc.Now,
 		aws:     opts.AWS != nil,
 	}
-}
-
-// serviceClock is the clock the service runs on: its simulated clock, or
-// the wall clock.
-func serviceClock(svc contract.Service) func() time.Time {
-	if sim := svc.SimClock(); sim != nil {
-		return sim.Now
-	}
-	return clock.Wall{}.Now
 }
 
 // humaConfig is huma's default configuration without the docs UI, the
@@ -170,8 +172,10 @@ func schemaName(t reflect.Type, hint string) string {
 // operation fills what every operation shares: the body limit and the tag.
 func (s *server) operation(id, method, path, tag, summary string) huma.Operation {
 	var security []map[string][]string
-	if access[id] != public {
+	description := "Public: no token needed."
+	if uc := useCases[id]; uc != public {
 		security = []map[string][]string{{"bearer": {}}}
+		description = accessNote(uc)
 	}
 	return huma.Operation{
 		Security:    security,
@@ -179,6 +183,7 @@ func (s *server) operation(id, method, path, tag, summary string) huma.Operation
 		Method:      method,
 		Path:        path,
 		Summary:     summary,
+		Description: description,
 		Tags:        []string{tag},
 		// huma rejects a body that reaches the limit, so allow one byte
 		// more to accept bodies of exactly MaxBodyBytes.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -18,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"capblock/internal/auth"
+	"capblock/internal/clock"
 	"capblock/internal/contract"
 	"capblock/internal/core"
 )
@@ -29,9 +31,10 @@ var t0 = time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)
 // that can be bought, and blocks kept in a map. It records what the API
 // passed to it, and fails every call with err when err is set.
 type fakeService struct {
-	// Service makes the fake satisfy the interface; the teams, users,
-	// tokens and ledger methods it leaves out are exercised end to end.
-	contract.Service
+	// Front makes the fake satisfy the interface; the teams, users,
+	// tokens and ledger methods it leaves out are exercised end to end,
+	// and so is the service's access check, which the fake leaves out.
+	contract.Front
 
 	mu        sync.Mutex
 	fleet     core.Fleet
@@ -110,7 +113,12 @@ func (f *fakeService) fail() error {
 	return f.err
 }
 
-func (f *fakeService) Fleet() core.Fleet { return f.fleet }
+func (f *fakeService) Fleet(context.Context) (core.Fleet, error) { return f.fleet, nil }
+
+func (f *fakeService) WhoAmI(ctx context.Context) (core.Principal, error) {
+	p, _ := contract.PrincipalOf(ctx)
+	return p, nil
+}
 
 func (f *fakeService) Availability(_ context.Context, instanceType, zone string, from, to time.Time) ([]core.Slot, error) {
 	f.mu.Lock()
@@ -274,6 +282,50 @@ func (f *fakeService) SimClock() contract.SimClock {
 		return nil // a nil *fakeClock in the interface would not be nil
 	}
 	return f.clock
+}
+
+func (f *fakeService) Simulated() bool { return f.SimClock() != nil }
+func (f *fakeService) Now() time.Time  { return nowOf(f.SimClock()) }
+func (f *fakeService) Clock(context.Context) (time.Time, error) {
+	return clockOf(f.SimClock())
+}
+func (f *fakeService) SetClock(_ context.Context, req contract.ClockRequest) (time.Time, error) {
+	return setClockOf(f.SimClock(), req)
+}
+
+// nowOf, clockOf and setClockOf answer as the service does with sim, a
+// simulated clock, or nil for the wall clock.
+func nowOf(sim contract.SimClock) time.Time {
+	if sim == nil {
+		return time.Now()
+	}
+	return sim.Now()
+}
+
+func clockOf(sim contract.SimClock) (time.Time, error) {
+	if sim == nil {
+		return time.Time{}, core.ErrNotFound
+	}
+	return sim.Now(), nil
+}
+
+func setClockOf(sim contract.SimClock, req contract.ClockRequest) (time.Time, error) {
+	if sim == nil {
+		return time.Time{}, core.ErrNotFound
+	}
+	var (
+		now time.Time
+		err error
+	)
+	if !req.Set.IsZero() {
+		now, err = sim.Set(req.Set)
+	} else {
+		now, err = sim.Advance(req.Advance)
+	}
+	if errors.Is(err, clock.ErrOutOfRange) {
+		return now, core.Invalidf("%s", err)
+	}
+	return now, err
 }
 
 // fakeClock is a SimClock that refuses to go back in time.

@@ -90,10 +90,7 @@ func (in *offeringsInput) Resolve(huma.Context) []error {
 // searchOfferings searches for the caller's team, or the team an admin
 // names: offerings respect that team's quota.
 func (s *server) searchOfferings(ctx context.Context, in *offeringsInput) (*out[offeringsJSON], error) {
-	team, err := s.teamFor(ctx, in.Team)
-	if err != nil {
-		return nil, serviceProblem(ctx, err)
-	}
+	team := s.teamFor(ctx, in.Team)
 	req := core.SearchRequest{
 		Types:       in.InstanceType,
 		Count:       in.InstanceCount,
@@ -147,10 +144,7 @@ func (in *purchaseInput) Resolve(huma.Context) []error {
 }
 
 func (s *server) purchase(ctx context.Context, in *purchaseInput) (*purchaseOutput[blockJSON], error) {
-	team, err := s.teamFor(ctx, in.Body.Team)
-	if err != nil {
-		return nil, serviceProblem(ctx, err)
-	}
+	team := s.teamFor(ctx, in.Body.Team)
 	b, created, err := s.svc.Purchase(ctx, contract.PurchaseRequest{
 		Team:        team,
 		OfferingID:  in.Body.OfferingID,

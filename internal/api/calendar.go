@@ -50,10 +50,7 @@ type priceCalendarJSON struct {
 }
 
 func (s *server) priceCalendar(ctx context.Context, in *priceCalendarInput) (*out[priceCalendarJSON], error) {
-	team, err := s.teamFor(ctx, in.Team)
-	if err != nil {
-		return nil, serviceProblem(ctx, err)
-	}
+	team := s.teamFor(ctx, in.Team)
 	starts, err := s.svc.PriceCalendar(ctx, core.SearchRequest{
 		Types:      []string{in.InstanceType},
 		Count:      in.InstanceCount,
@@ -118,7 +115,7 @@ type fleetCalendarJSON struct {
 func (s *server) fleetCalendar(ctx context.Context, in *fleetCalendarInput) (*out[fleetCalendarJSON], error) {
 	from := parseTime(in.From)
 	if from.IsZero() {
-		from = serviceClock(s.svc)()
+		from = s.svc.Now()
 	}
 	from = from.UTC().Truncate(time.Hour)
 	pools, err := s.svc.FleetCalendar(ctx, scopeOf(ctx), from, in.Hours)

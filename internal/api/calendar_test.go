@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"capblock/internal/console"
 	"capblock/internal/core"
 )
 
@@ -122,7 +123,7 @@ func TestCancelQuoteRoute(t *testing.T) {
 // TestConsoleRouting: the console answers pages and its files; the API's
 // routes keep precedence and its misses stay problems.
 func TestConsoleRouting(t *testing.T) {
-	a := newTestAPI(t, newFake(), Options{})
+	a := newTestAPI(t, newFake(), Options{Console: console.Handler()})
 	get := func(method, target, accept string) *httptest.ResponseRecorder {
 		req := httptest.NewRequest(method, target, nil)
 		if accept != "" {

@@ -10,6 +10,9 @@ import (
 // the API's routes keep precedence, its 404s and 405s stay problems, and
 // every other method goes to the API's router as before.
 func withConsole(mux *http.ServeMux, console http.Handler) http.Handler {
+	if console == nil {
+		return mux
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodGet || r.Method == http.MethodHead {
 			if _, pattern := mux.Handler(r); pattern == "" && !apiPath(r.URL.Path) {

@@ -32,7 +32,7 @@ func (s *server) enableUser(ctx context.Context, in *userIDInput) (*out[userJSON
 }
 
 func (s *server) setUserDisabled(ctx context.Context, id string, disabled bool) (*out[userJSON], error) {
-	u, err := s.svc.SetUserDisabled(ctx, principalOf(ctx), id, disabled)
+	u, err := s.svc.SetUserDisabled(ctx, id, disabled)
 	if err != nil {
 		return nil, serviceProblem(ctx, err)
 	}
@@ -48,7 +48,7 @@ func (s *server) enableTeam(ctx context.Context, in *teamIDInput) (*out[teamJSON
 }
 
 func (s *server) setTeamDisabled(ctx context.Context, id string, disabled bool) (*out[teamJSON], error) {
-	t, err := s.svc.SetTeamDisabled(ctx, principalOf(ctx), id, disabled)
+	t, err := s.svc.SetTeamDisabled(ctx, id, disabled)
 	if err != nil {
 		return nil, serviceProblem(ctx, err)
 	}

@@ -18,8 +18,11 @@ func (s *server) registerFleet(api huma.API) {
 		"Free instances of a type per hour, for calendars"), s.availability)
 }
 
-func (s *server) listInstanceTypes(context.Context, *struct{}) (*out[instanceTypesJSON], error) {
-	fleet := s.svc.Fleet()
+func (s *server) listInstanceTypes(ctx context.Context, _ *struct{}) (*out[instanceTypesJSON], error) {
+	fleet, err := s.svc.Fleet(ctx)
+	if err != nil {
+		return nil, serviceProblem(ctx, err)
+	}
 	resp := instanceTypesJSON{InstanceTypes: make([]instanceTypeJSON, 0, len(fleet.Types))}
 	for _, t := range fleet.Types {
 		zones := fleet.Zones(t.GPUModel)
@@ -37,8 +40,11 @@ func (s *server) listInstanceTypes(context.Context, *struct{}) (*out[instanceTyp
 	return reply(resp)
 }
 
-func (s *server) listNodes(context.Context, *struct{}) (*out[nodesJSON], error) {
-	nodes := s.svc.Nodes()
+func (s *server) listNodes(ctx context.Context, _ *struct{}) (*out[nodesJSON], error) {
+	nodes, err := s.svc.Nodes(ctx)
+	if err != nil {
+		return nil, serviceProblem(ctx, err)
+	}
 	resp := nodesJSON{Nodes: make([]nodeJSON, 0, len(nodes))}
 	for _, v := range nodes {
 		n := v.Node

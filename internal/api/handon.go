@@ -8,7 +8,7 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 
 	"capblock/internal/contract"
-	"capblock/internal/fleet"
+	"capblock/internal/core"
 )
 
 // registerHandOn declares handing a block's hours on (transfer, release
@@ -110,7 +110,11 @@ type transferInput struct {
 func (s *server) transferBlock(ctx context.Context, in *transferInput) (*out[handOnJSON], error) {
 	req := contract.TransferRequest{Scope: scopeOf(ctx), BlockID: in.ID, ToTeam: in.Body.Team}
 	if in.Body.Price != "" {
-		price, err := fleet.ParseMoney(in.Body.Price, s.svc.Fleet().Currency)
+		f, err := s.svc.Fleet(ctx)
+		if err != nil {
+			return nil, serviceProblem(ctx, err)
+		}
+		price, err := core.ParseMoney(in.Body.Price, f.Currency)
 		if err != nil {
 			return nil, invalid("body.price: %v", err)
 		}

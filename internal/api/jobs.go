@@ -79,10 +79,7 @@ func (s *server) createJob(ctx context.Context, in *createJobInput) (*out[jobJSO
 	req := contract.JobRequest{Name: b.Name, BlockID: b.BlockID, PlanID: b.PlanID, Command: b.Command, Env: b.Env,
 		InstanceCount: b.InstanceCount, MaxRestarts: b.MaxRestarts, Preemptible: b.Preemptible, InstanceType: b.InstanceType, Zone: b.Zone}
 	if b.Preemptible {
-		team, err := s.teamFor(ctx, b.Team)
-		if err != nil {
-			return nil, serviceProblem(ctx, err)
-		}
+		team := s.teamFor(ctx, b.Team)
 		req.Team = team
 	} else if b.Team != "" {
 		return nil, serviceProblem(ctx, core.Invalidf("team is for preemptible jobs; a job on a block is its block's team's"))

@@ -11,14 +11,14 @@ import (
 	"capblock/internal/core"
 )
 
-func (f *fakeService) Nodes() []contract.NodeView {
+func (f *fakeService) Nodes(context.Context) ([]contract.NodeView, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	out := make([]contract.NodeView, len(f.fleet.Nodes))
 	for i, n := range f.fleet.Nodes {
 		out[i] = contract.NodeView{Node: n, Record: f.health[n.Name]}
 	}
-	return out
+	return out, nil
 }
 
 // FailNode records an admin's fail at t0 and reports it.

@@ -48,10 +48,7 @@ func (in *planOfferingsInput) Resolve(huma.Context) []error {
 // searchPlanOfferings searches for the caller's team, or the team an admin
 // names: each segment respects that team's quota.
 func (s *server) searchPlanOfferings(ctx context.Context, in *planOfferingsInput) (*out[planOfferingsJSON], error) {
-	team, err := s.teamFor(ctx, in.Team)
-	if err != nil {
-		return nil, serviceProblem(ctx, err)
-	}
+	team := s.teamFor(ctx, in.Team)
 	offerings, err := s.svc.PlanOfferings(ctx, core.PlanSearchRequest{
 		Team:        team,
 		Type:        in.InstanceType,
@@ -82,10 +79,7 @@ type purchasePlanInput struct {
 }
 
 func (s *server) purchasePlan(ctx context.Context, in *purchasePlanInput) (*purchaseOutput[planJSON], error) {
-	team, err := s.teamFor(ctx, in.Body.Team)
-	if err != nil {
-		return nil, serviceProblem(ctx, err)
-	}
+	team := s.teamFor(ctx, in.Body.Team)
 	p, created, err := s.svc.PurchasePlan(ctx, contract.PlanPurchaseRequest{
 		Team:        team,
 		OfferingID:  in.Body.OfferingID,

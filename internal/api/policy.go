@@ -37,8 +37,12 @@ type policyJSON struct {
 	MaxResults               int   `json:"maxResults" doc:"Offerings returned by one search, at most."`
 }
 
-func (s *server) getPolicy(context.Context, *struct{}) (*out[policyJSON], error) {
-	l := s.svc.Fleet().Limits
+func (s *server) getPolicy(ctx context.Context, _ *struct{}) (*out[policyJSON], error) {
+	f, err := s.svc.Fleet(ctx)
+	if err != nil {
+		return nil, serviceProblem(ctx, err)
+	}
+	l := f.Limits
 	secs := func(d time.Duration) int64 { return int64(d / time.Second) }
 	return reply(policyJSON{
 		MaxInstancesPerBlock:     l.MaxInstancesPerBlock,

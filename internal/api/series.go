@@ -9,7 +9,6 @@ import (
 
 	"capblock/internal/contract"
 	"capblock/internal/core"
-	"capblock/internal/fleet"
 )
 
 // registerSeries declares "Recurring blocks": search, purchase, reads and
@@ -59,7 +58,11 @@ func (s *server) searchSeriesOfferings(ctx context.Context, in *searchSeriesInpu
 	if err != nil {
 		return nil, serviceProblem(ctx, err)
 	}
-	return reply(toSeriesOfferings(offers, s.svc.Fleet().Currency))
+	f, err := s.svc.Fleet(ctx)
+	if err != nil {
+		return nil, serviceProblem(ctx, err)
+	}
+	return reply(toSeriesOfferings(offers, f.Currency))
 }
 
 type purchaseSeriesInput struct {
@@ -72,10 +75,7 @@ type purchaseSeriesInput struct {
 }
 
 func (s *server) purchaseSeries(ctx context.Context, in *purchaseSeriesInput) (*purchaseOutput[seriesJSON], error) {
-	team, err := s.teamFor(ctx, in.Body.Team)
-	if err != nil {
-		return nil, serviceProblem(ctx, err)
-	}
+	team := s.teamFor(ctx, in.Body.Team)
 	v, created, err := s.svc.PurchaseSeries(ctx, contract.SeriesPurchaseRequest{
 		Team: team, OfferingID: in.Body.OfferingID, ClientToken: in.Body.ClientToken, Name: in.Body.Name,
 	})
@@ -270,17 +270,15 @@ type createOrderInput struct {
 
 func (s *server) createOrder(ctx context.Context, in *createOrderInput) (*out[orderJSON], error) {
 	b := in.Body
-	team, err := s.teamFor(ctx, b.Team)
-	if err != nil {
-		return nil, serviceProblem(ctx, err)
-	}
+	team := s.teamFor(ctx, b.Team)
 	req := contract.OrderRequest{Team: team, Name: b.Name, Mode: core.OrderMode(b.Mode), InstanceType: b.InstanceType,
 		Count: b.InstanceCount, Zone: b.Zone, Duration: hours(b.DurationHours), StartAfter: b.StartAfter.UTC(), EndBefore: b.EndBefore.UTC()}
 	if b.Deadline != nil {
 		req.Deadline = b.Deadline.UTC()
 	}
 	if b.MaxFee != nil {
-		if req.MaxFee, err = fleet.ParseMoney(b.MaxFee.Amount, b.MaxFee.Currency); err != nil {
+		var err error
+		if req.MaxFee, err = core.ParseMoney(b.MaxFee.Amount, b.MaxFee.Currency); err != nil {
 			return nil, serviceProblem(ctx, core.Invalidf("maxFee: %v", err))
 		}
 	}

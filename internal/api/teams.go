@@ -10,7 +10,6 @@ import (
 
 	"capblock/internal/contract"
 	"capblock/internal/core"
-	"capblock/internal/fleet"
 )
 
 // registerTeams declares "Teams and access": teams, users, tokens, quotas,
@@ -150,7 +149,7 @@ type putBudgetInput struct {
 }
 
 func (s *server) putBudget(ctx context.Context, in *putBudgetInput) (*out[budgetJSON], error) {
-	amount, err := fleet.ParseMoney(in.Body.Amount.Amount, in.Body.Amount.Currency)
+	amount, err := core.ParseMoney(in.Body.Amount.Amount, in.Body.Amount.Currency)
 	if err != nil {
 		return nil, invalid("amount: %v", err)
 	}
@@ -257,7 +256,10 @@ type whoamiJSON struct {
 }
 
 func (s *server) whoami(ctx context.Context, _ *struct{}) (*out[whoamiJSON], error) {
-	p := principalOf(ctx)
+	p, err := s.svc.WhoAmI(ctx)
+	if err != nil {
+		return nil, serviceProblem(ctx, err)
+	}
 	return reply(whoamiJSON{User: toUser(p.User), TokenID: p.TokenID})
 }
 
@@ -294,7 +296,7 @@ func (s *server) createToken(ctx context.Context, in *createTokenInput) (*out[ne
 		}
 		expiresIn = d
 	}
-	t, secret, err := s.svc.CreateToken(ctx, principalOf(ctx), in.ID, expiresIn)
+	t, secret, err := s.svc.CreateToken(ctx, in.ID, expiresIn)
 	if err != nil {
 		return nil, serviceProblem(ctx, err)
 	}
@@ -306,7 +308,7 @@ type tokensJSON struct {
 }
 
 func (s *server) listTokens(ctx context.Context, _ *struct{}) (*out[tokensJSON], error) {
-	ts, err := s.svc.Tokens(ctx, principalOf(ctx))
+	ts, err := s.svc.Tokens(ctx)
 	if err != nil {
 		return nil, serviceProblem(ctx, err)
 	}
@@ -322,7 +324,7 @@ type tokenIDInput struct {
 }
 
 func (s *server) revokeToken(ctx context.Context, in *tokenIDInput) (*out[tokenJSON], error) {
-	t, err := s.svc.RevokeToken(ctx, principalOf(ctx), in.ID)
+	t, err := s.svc.RevokeToken(ctx, in.ID)
 	if err != nil {
 		return nil, serviceProblem(ctx, err)
 	}

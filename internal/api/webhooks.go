@@ -47,10 +47,7 @@ type createWebhookInput struct {
 }
 
 func (s *server) createWebhook(ctx context.Context, in *createWebhookInput) (*out[webhookJSON], error) {
-	team, err := s.teamFor(ctx, in.Body.Team)
-	if err != nil {
-		return nil, serviceProblem(ctx, err)
-	}
+	team := s.teamFor(ctx, in.Body.Team)
 	w, err := s.svc.CreateWebhook(ctx, team, in.Body.URL, in.Body.Events)
 	if err != nil {
 		return nil, serviceProblem(ctx, err)

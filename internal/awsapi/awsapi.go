@@ -3,8 +3,9 @@
 // endpoint and the keys: EC2's Query protocol for capacity blocks, and
 // SageMaker's JSON 1.1 calls, which it hands to the SageMaker front end.
 // Every request is verified with AWS Signature Version 4 against the
-// service's access keys, then adapted onto contract.Service with the
-// same roles and team scoping as the REST API.
+// service's access keys, then adapted onto contract.Service as the
+// caller, which the service checks against contract's access table as it
+// checks the REST API's calls.
 package awsapi
 
 import (
@@ -20,9 +21,9 @@ import (
 	"strings"
 	"time"
 
-	"capblock/internal/api"
 	"capblock/internal/contract"
 	"capblock/internal/core"
+	"capblock/internal/httpx"
 )
 
 // Keys finds the secret and principal of an access key (contract.Service
@@ -55,8 +56,11 @@ type Options struct {
 	Logger *slog.Logger
 	// MaxBodyBytes bounds a request's body (1 MiB when 0).
 	MaxBodyBytes int64
-	// RateLimit is the sustained requests per second allowed to one
-	// client address, RateBurst the burst above it; 0 means no limit.
+	// Limiter bounds the requests of each user, and of each client
+	// address for requests without a valid signature: the REST API's,
+	// shared, so that a caller has one budget. When nil, one of RateLimit
+	// requests a second with bursts of RateBurst is made (0: no limit).
+	Limiter   *httpx.Limiter
 	RateLimit float64
 	RateBurst int
 }
@@ -70,7 +74,7 @@ const sageMakerTarget = "SageMaker."
 // verifying signatures. It serves any path, so that it can be mounted at
 // /aws and /aws/ (an SDK given the endpoint http://host/aws posts to
 // /aws/); the path is signed as the client sent it.
-func New(svc contract.Service, keys Keys, opts Options) http.Handler {
+func New(svc contract.Front, keys Keys, opts Options) http.Handler {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
@@ -81,14 +85,16 @@ func New(svc contract.Service, keys Keys, opts Options) http.Handler {
 		opts.MaxBodyBytes = defaultMaxBodyBytes
 	}
 	mustHaveAccessRules()
-	return &handler{svc: svc, keys: keys, opts: opts, limiter: newAddrLimiter(opts.RateLimit, opts.RateBurst)}
+	if opts.Limiter == nil {
+		opts.Limiter = httpx.NewLimiter(opts.RateLimit, max(opts.RateBurst, 1))
+	}
+	return &handler{svc: svc, keys: keys, opts: opts}
 }
 
 type handler struct {
-	svc     contract.Service
-	keys    Keys
-	opts    Options
-	limiter *addrLimiter
+	svc  contract.Front
+	keys Keys
+	opts Options
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -99,9 +105,6 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if target != "" {
 		reply = jsonReplier{w: w, requestID: requestID}
 		service = "sagemaker"
-	}
-	if addr := api.ClientAddr(r.RemoteAddr); !h.allow(w, reply, target != "", addr) {
-		return
 	}
 	if r.Method != http.MethodPost && (target != "" || r.Method != http.MethodGet) {
 		reply.fail(http.StatusMethodNotAllowed, "InvalidAction", fmt.Sprintf("method %s is not supported; AWS's protocols POST", r.Method))
@@ -120,15 +123,25 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	// 2. Who signed it?
+	// Rates are counted per user, whichever key it signs with, and, for
+	// requests without a good signature, per client address, as the REST
+	// API counts them, in the same limiter.
 	p, err := verify(r.Context(), h.keys, r, body, service, h.opts.Now())
 	if err != nil {
 		var ae *authError
 		if errors.As(err, &ae) {
+			addr := httpx.ClientAddr(r.RemoteAddr)
+			if !h.allow(w, reply, target != "", httpx.AddrKey(addr), "from "+addr) {
+				return
+			}
 			reply.auth(ae)
 			return
 		}
 		h.opts.Logger.Error("aws: verifying a signature", "err", err, "requestId", requestID)
 		reply.fail(http.StatusInternalServerError, "InternalError", "an internal error occurred; try again later")
+		return
+	}
+	if !h.allow(w, reply, target != "", httpx.UserKey(p.User.ID), "by user "+p.User.Name+", whose keys and tokens share one limit") {
 		return
 	}
 	// 3. Which protocol, which call?

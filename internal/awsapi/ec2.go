@@ -11,7 +11,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"capblock/internal/api"
 	"capblock/internal/contract"
 	"capblock/internal/core"
 )
@@ -25,9 +24,9 @@ const (
 
 // ec2Op is one EC2 action capblock answers.
 type ec2Op struct {
-	// rule is the REST API's operation whose role the action needs (the
-	// access table of internal/api), so that both check the same.
-	rule string
+	// uc is the use case the action calls, whose rule in contract's
+	// access table decides who may.
+	uc contract.UseCase
 	// params are the parameters it takes besides Action, Version and
 	// DryRun, by their first part ("Filter" for Filter.1.Name).
 	params []string
@@ -37,34 +36,43 @@ type ec2Op struct {
 }
 
 var ec2Ops = map[string]ec2Op{
-	"DescribeCapacityBlockOfferings": {rule: "searchOfferings", run: (*ec2Call).describeCapacityBlockOfferings,
+	"DescribeCapacityBlockOfferings": {uc: "Offerings", run: (*ec2Call).describeCapacityBlockOfferings,
 		params: []string{"InstanceType", "InstanceCount", "StartDateRange", "EndDateRange", "CapacityDurationHours", "MaxResults", "NextToken", "AllAvailabilityZones", "UltraserverType", "UltraserverCount"}},
-	"PurchaseCapacityBlock": {rule: "purchaseBlock", mutating: true, run: (*ec2Call).purchaseCapacityBlock,
+	"PurchaseCapacityBlock": {uc: "Purchase", mutating: true, run: (*ec2Call).purchaseCapacityBlock,
 		params: []string{"CapacityBlockOfferingId", "InstancePlatform", "TagSpecification"}},
-	"DescribeCapacityReservations": {rule: "listBlocks", run: (*ec2Call).describeCapacityReservations,
+	"DescribeCapacityReservations": {uc: "ListBlocks", run: (*ec2Call).describeCapacityReservations,
 		params: []string{"CapacityReservationId", "Filter", "MaxResults", "NextToken"}},
-	"DescribeCapacityBlocks": {rule: "listBlocks", run: (*ec2Call).describeCapacityBlocks,
+	"DescribeCapacityBlocks": {uc: "ListBlocks", run: (*ec2Call).describeCapacityBlocks,
 		params: []string{"CapacityBlockId", "Filter", "MaxResults", "NextToken"}},
-	"DescribeCapacityBlockStatus": {rule: "getBlockStatus", run: (*ec2Call).describeCapacityBlockStatus,
+	"DescribeCapacityBlockStatus": {uc: "BlockStatus", run: (*ec2Call).describeCapacityBlockStatus,
 		params: []string{"CapacityBlockId", "Filter", "MaxResults", "NextToken"}},
-	"DescribeCapacityBlockExtensionOfferings": {rule: "listExtensionOfferings", run: (*ec2Call).describeCapacityBlockExtensionOfferings,
+	"DescribeCapacityBlockExtensionOfferings": {uc: "ExtensionOfferings", run: (*ec2Call).describeCapacityBlockExtensionOfferings,
 		params: []string{"CapacityReservationId", "CapacityBlockExtensionDurationHours", "MaxResults", "NextToken"}},
-	"PurchaseCapacityBlockExtension": {rule: "extendBlock", mutating: true, run: (*ec2Call).purchaseCapacityBlockExtension,
+	"PurchaseCapacityBlockExtension": {uc: "Extend", mutating: true, run: (*ec2Call).purchaseCapacityBlockExtension,
 		params: []string{"CapacityReservationId", "CapacityBlockExtensionOfferingId"}},
-	"DescribeCapacityBlockExtensionHistory": {rule: "listEvents", run: (*ec2Call).describeCapacityBlockExtensionHistory,
+	"DescribeCapacityBlockExtensionHistory": {uc: "Events", run: (*ec2Call).describeCapacityBlockExtensionHistory,
 		params: []string{"CapacityReservationId", "Filter", "MaxResults", "NextToken"}},
-	"CancelCapacityReservation": {rule: "cancelBlock", mutating: true, run: (*ec2Call).cancelCapacityReservation,
+	"CancelCapacityReservation": {uc: "CancelBlock", mutating: true, run: (*ec2Call).cancelCapacityReservation,
 		params: []string{"CapacityReservationId", "ApplyCancellationCharges", "QuoteId"}},
 }
 
-// mustHaveAccessRules panics when an action names a REST operation that
-// the access table lacks: its role would be unknown.
+// mustHaveAccessRules panics when an action names a use case that
+// contract's access table lacks: every call of it would be refused.
 func mustHaveAccessRules() {
 	for action, op := range ec2Ops {
-		if _, ok := api.AccessRule(op.rule); !ok {
-			panic(fmt.Sprintf("awsapi: EC2 action %s takes its role from %s, which has no access rule", action, op.rule))
+		if _, ok := contract.RuleOf(op.uc); !ok {
+			panic(fmt.Sprintf("awsapi: EC2 action %s calls use case %s, which has no access rule", action, op.uc))
 		}
 	}
+}
+
+// EC2UseCases returns the use case each EC2 action calls, by action.
+func EC2UseCases() map[string]contract.UseCase {
+	out := make(map[string]contract.UseCase, len(ec2Ops))
+	for action, op := range ec2Ops {
+		out[action] = op.uc
+	}
+	return out
 }
 
 // ec2Call is one EC2 action being answered.
@@ -77,11 +85,13 @@ type ec2Call struct {
 	id     string // the request id
 	// subject is the reservation the action names, for the audit log.
 	subject string
+	// fleet is the fleet as the call found it: its types and limits.
+	fleet core.Fleet
 }
 
 func (h *handler) serveEC2(w http.ResponseWriter, r *http.Request, p core.Principal, body []byte, requestID string) {
 	reply := ec2Replier{w: w, requestID: requestID}
-	c := &ec2Call{h: h, ctx: r.Context(), p: p, id: requestID}
+	c := &ec2Call{h: h, ctx: contract.WithPrincipal(r.Context(), p), p: p, id: requestID}
 	op, perr := c.parse(r, body)
 	if perr != nil {
 		reply.fail(perr.status, perr.code, perr.msg)
@@ -158,13 +168,19 @@ func ec2Actions() []string {
 	return names
 }
 
-// authorizeAndRun checks the caller's role, answers a dry run, and runs
-// the action.
+// authorizeAndRun asks contract's access table whether the caller may
+// call the action's use case (before reading its parameters, and to
+// answer a dry run), and runs the action, whose calls the service checks
+// in full.
 func (c *ec2Call) authorizeAndRun(op ec2Op) (any, error) {
-	need, _ := api.AccessRule(op.rule)
-	if err := contract.Authorize(c.p, c.action, need); err != nil {
-		return nil, ec2Errorf(http.StatusForbidden, "UnauthorizedOperation", "you are not authorized to perform this operation: %v", err)
+	if err := contract.Permitted(c.ctx, op.uc); err != nil {
+		return nil, err
 	}
+	f, err := c.h.svc.Fleet(c.ctx)
+	if err != nil {
+		return nil, err
+	}
+	c.fleet = f
 	dry, err := c.boolParam("DryRun")
 	if err != nil {
 		return nil, err

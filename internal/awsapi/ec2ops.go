@@ -60,12 +60,9 @@ func (c *ec2Call) describeCapacityBlockOfferings() (any, error) {
 		startAfter = c.serviceNow()
 	}
 	if endBefore.IsZero() {
-		endBefore = c.serviceNow().Add(c.h.svc.Fleet().Limits.MaxLeadTime + time.Duration(hours)*time.Hour)
+		endBefore = c.serviceNow().Add(c.fleet.Limits.MaxLeadTime + time.Duration(hours)*time.Hour)
 	}
-	team, err := contract.TeamFor(c.ctx, c.h.svc, c.p, "")
-	if err != nil {
-		return nil, err
-	}
+	team := contract.TeamOf(c.p, "")
 	offerings, err := c.h.svc.Offerings(c.ctx, core.SearchRequest{
 		Types: []string{typ}, Count: count, Duration: time.Duration(hours) * time.Hour,
 		StartAfter: startAfter, EndBefore: endBefore, MaxResults: maxResults, Team: team,
@@ -82,7 +79,7 @@ func (c *ec2Call) describeCapacityBlockOfferings() (any, error) {
 
 // instanceType is the capblock type an AWS request names.
 func (c *ec2Call) instanceType(name string) (string, error) {
-	f := c.h.svc.Fleet()
+	f := c.fleet
 	t, ok := CapblockType(f, name)
 	if !ok {
 		known := make([]string, 0, len(f.Types))
@@ -117,10 +114,7 @@ func (c *ec2Call) purchaseCapacityBlock() (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	team, err := contract.TeamFor(c.ctx, c.h.svc, c.p, "")
-	if err != nil {
-		return nil, err
-	}
+	team := contract.TeamOf(c.p, "")
 	b, _, err := c.h.svc.Purchase(c.ctx, contract.PurchaseRequest{
 		Team: team, OfferingID: offeringID, ClientToken: clientToken(offeringID),
 		Name: tags["Name"], Tags: tags,
@@ -198,7 +192,7 @@ func (c *ec2Call) checkFilter(f filter) error {
 // matches reports whether b passes every filter (any of a filter's
 // values matching).
 func (c *ec2Call) matches(b core.Block, filters []filter) bool {
-	f := c.h.svc.Fleet()
+	f := c.fleet
 	for _, flt := range filters {
 		ok := slices.ContainsFunc(flt.values, func(v string) bool {
 			switch {
@@ -350,12 +344,7 @@ func (c *ec2Call) purchaseCapacityBlockExtension() (any, error) {
 }
 
 // serviceNow is the service's time, which a simulated clock may set.
-func (c *ec2Call) serviceNow() time.Time {
-	if sim := c.h.svc.SimClock(); sim != nil {
-		return sim.Now()
-	}
-	return time.Now()
-}
+func (c *ec2Call) serviceNow() time.Time { return c.h.svc.Now() }
 
 // describeCapacityBlockExtensionHistory answers the extensions of the
 // caller's blocks from their block.extended events, oldest first.

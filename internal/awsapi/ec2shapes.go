@@ -165,7 +165,7 @@ type cancelResponse struct {
 // The conversions from capblock's terms.
 
 func (c *ec2Call) awsType(name string) string {
-	return AWSName(c.h.svc.Fleet(), name, "")
+	return AWSName(c.fleet, name, "")
 }
 
 func (c *ec2Call) offering(o core.Offering) offeringXML {

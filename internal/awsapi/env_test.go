@@ -16,7 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 
 	"capblock/internal/awsapi"
-	"capblock/internal/backend"
+	"capblock/internal/backend/local"
 	"capblock/internal/clock"
 	"capblock/internal/core"
 	"capblock/internal/fleet"
@@ -116,7 +116,7 @@ func newEnvWith(t *testing.T, opts awsapi.Options, sageMaker func(*service.Servi
 	}
 	t.Cleanup(func() { st.Close() })
 	sim := clock.NewSim(t0)
-	svc, err := service.New(ctx, service.Config{Fleet: f, Store: st, Backend: backend.NewSim(discard(), f.Nodes), Clock: sim,
+	svc, err := service.New(ctx, service.Config{Fleet: f, Store: st, Backend: local.NewSim(discard(), f.Nodes), Clock: sim,
 		JobsDir: t.TempDir(), Log: discard()})
 	if err != nil {
 		t.Fatal(err)
@@ -147,7 +147,7 @@ func newEnvWith(t *testing.T, opts awsapi.Options, sageMaker func(*service.Servi
 	if sageMaker != nil {
 		opts.SageMaker = sageMaker(svc)
 	}
-	h := awsapi.New(svc, e.keys, opts)
+	h := awsapi.New(svc.Guarded(), e.keys, opts)
 	mux := http.NewServeMux()
 	mux.Handle("/aws", h)
 	mux.Handle("/aws/", h)
@@ -175,4 +175,11 @@ func (e *env) ec2(id string, secret ...string) *ec2.Client {
 		BaseEndpoint: aws.String(e.url + "/aws"),
 		Credentials:  credentials.NewStaticCredentialsProvider(id, s, ""),
 	})
+}
+
+// principal is who an access key acts as.
+func (e *env) principal(key string) core.Principal {
+	e.keys.mu.Lock()
+	defer e.keys.mu.Unlock()
+	return e.keys.keys[key].p
 }

@@ -27,7 +27,7 @@ import (
 // runs on.
 func TestReplayWithAnotherTarget(t *testing.T) {
 	e := newEnvWith(t, awsapi.Options{}, func(svc *service.Service) awsapi.JSONService {
-		return sagemaker.New(svc, sagemaker.Options{
+		return sagemaker.New(svc.Guarded(), svc.Now, sagemaker.Options{
 			InstanceType: func(n string) (string, bool) { return "h100.8x", n == "ml.p5.48xlarge" },
 			AWSName:      func(string) string { return "ml.p5.48xlarge" },
 		})

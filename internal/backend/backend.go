@@ -6,7 +6,7 @@
 // repeating each until the backend takes it, across crashes and changes
 // of leader:
 //
-//	step                  sim (here), local (to come)   kubernetes (package kubernetes)      slurm
+//	step                  sim, local (package local)    kubernetes (package kubernetes)      slurm
 //	node is sold          -                             NoSchedule taint capblock.io/sold    -
 //	block becomes active  record                        label block.capblock.io/<block>=     scontrol create reservation named
 //	                                                    <team> on its nodes                   after the block: nodes, start, end
@@ -29,15 +29,16 @@
 // Workloads carry jobs' instances: the service describes each without the
 // engine (Workload), and a run's key (job id and run) names the
 // processes, pods or Slurm jobs, so that a new server finds them again.
-// LocalWorkloads runs them as processes of this machine, through a Runner.
+//
+// This package holds the interfaces and the types that the engines and
+// the service share; each engine is a package of its own: local (the sim,
+// and jobs as processes of this machine), kubernetes and slurm.
 package backend
 
 import (
 	"context"
-	"time"
 
 	"capblock/internal/core"
-	"capblock/internal/executor"
 )
 
 // Backend reports the engine's nodes and acts on blocks. Every call is
@@ -80,28 +81,4 @@ type HealthReporter interface {
 	// unhealthy one with the engine's reason ("NotReady since 12:03",
 	// "drained: XID 79"); Since and Source are not read.
 	NodeHealth(ctx context.Context) ([]core.NodeHealth, error)
-}
-
-// Runner runs the instances of jobs as processes of this machine and
-// reports how they end (package executor): LocalWorkloads, for the sim
-// and local backends, starts and stops them through it.
-type Runner interface {
-	// Start starts one instance; key names the job's run.
-	Start(spec executor.Spec) (executor.Instance, error)
-	// Stop stops an instance: SIGTERM (or its equivalent), then a kill
-	// after grace. It is idempotent.
-	Stop(key string, instance int, grace time.Duration) error
-	// Adopt finds the instances that an earlier server started and that
-	// still run; the ends of the others come on Exits.
-	Adopt() ([]executor.Instance, error)
-	// Exits reports each instance's end once.
-	Exits() <-chan executor.Exit
-	// Close lets go of the instances without stopping them.
-	Close() error
-}
-
-// NewProcessRunner runs job instances as processes of this machine, with
-// its state (to adopt them after a restart) in stateDir.
-func NewProcessRunner(stateDir string, opts ...executor.Option) (Runner, error) {
-	return executor.New(stateDir, opts...)
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"maps"
 	"testing"
 	"time"
 
@@ -12,56 +11,9 @@ import (
 
 	"capblock/internal/backend"
 	"capblock/internal/backend/backendtest"
+	"capblock/internal/backend/local"
 	"capblock/internal/core"
-	"capblock/internal/fleet"
 )
-
-func TestSim(t *testing.T) {
-	backendtest.Exercise(t, func(*testing.T) backend.Backend {
-		return backend.NewSim(slog.New(slog.DiscardHandler), fleet.Demo().Nodes)
-	})
-}
-
-// TestSimInventory: the sim reports the nodes of the fleet file it was
-// built from, healthy, and neither its builder nor a caller of
-// Inventory changes them afterwards.
-func TestSimInventory(t *testing.T) {
-	f, err := fleet.Load("../fleet/demo.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := f.Nodes
-	nodes := make([]core.Node, len(f.Nodes))
-	for i, n := range f.Nodes {
-		n.Labels = maps.Clone(n.Labels)
-		nodes[i] = n
-	}
-	sim := backend.NewSim(slog.New(slog.DiscardHandler), nodes)
-	nodes[0].Name, nodes[0].GPUs = "changed", 1
-	for i := range nodes {
-		if nodes[i].Labels != nil {
-			nodes[i].Labels["changed"] = "yes"
-			break
-		}
-	}
-	got, err := sim.Inventory(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("inventory (-fleet file +sim):\n%s", diff)
-	}
-	for i := range got {
-		got[i].GPUs = 0
-		if got[i].Labels != nil {
-			got[i].Labels["changed"] = "yes"
-		}
-	}
-	again, _ := sim.Inventory(context.Background())
-	if diff := cmp.Diff(want, again); diff != "" {
-		t.Errorf("inventory after the caller changed its copy (-fleet file +sim):\n%s", diff)
-	}
-}
 
 // TestPayloadRoundTrip: a backend sees, from an action's payload, the
 // whole block as the decision saw it, in UTC.
@@ -95,7 +47,7 @@ func TestApplyPermanent(t *testing.T) {
 	}
 	for name, a := range tests {
 		t.Run(name, func(t *testing.T) {
-			f := backendtest.NewFlaky(backend.NewSim(slog.New(slog.DiscardHandler), nil))
+			f := backendtest.NewFlaky(local.NewSim(slog.New(slog.DiscardHandler), nil))
 			if err := backend.Apply(context.Background(), f, a); !errors.Is(err, backend.ErrPermanent) {
 				t.Errorf("Apply: %v, want ErrPermanent", err)
 			}
@@ -109,7 +61,7 @@ func TestApplyPermanent(t *testing.T) {
 // TestApplyPassesErrors: a backend's failure is not permanent, and says
 // what failed.
 func TestApplyPassesErrors(t *testing.T) {
-	f := backendtest.NewFlaky(backend.NewSim(slog.New(slog.DiscardHandler), nil))
+	f := backendtest.NewFlaky(local.NewSim(slog.New(slog.DiscardHandler), nil))
 	f.FailNext(core.ActionActivate, 1, backendtest.ErrInjected)
 	a := core.Action{ID: "ac-1", Kind: core.ActionActivate, Subject: "cb-1", Payload: backend.EncodeBlock(core.Block{ID: "cb-1"})}
 	err := backend.Apply(context.Background(), f, a)

@@ -17,7 +17,7 @@ import (
 // which devices it sees (CUDA_VISIBLE_DEVICES), where its working and
 // checkpoint directories and its log live, and sets the environment
 // contract of the README (CAPBLOCK_*, RANK, WORLD_SIZE): the local engine
-// runs processes of this machine (NewLocalWorkloads); Kubernetes would run
+// runs processes of this machine (package local); Kubernetes would run
 // pods, Slurm batch jobs.
 type Workloads interface {
 	// Open starts carrying instances, on the replica that leads. One

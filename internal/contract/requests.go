@@ -52,6 +52,13 @@ type SimClock interface {
 	Set(t time.Time) (time.Time, error)
 }
 
+// ClockRequest moves the simulated clock: to Set when it is not zero,
+// else forward by Advance.
+type ClockRequest struct {
+	Set     time.Time
+	Advance time.Duration
+}
+
 // TransferRequest hands a block's hours on to another team: the whole
 // block before its start, else the rest from the next whole hour. Scope
 // is the caller's (see Service). Price, when above zero, is charged to

@@ -12,29 +12,117 @@ import (
 	"capblock/internal/core"
 )
 
-// Service is what every front end calls. The service package implements
-// it; every error it returns wraps one of core's sentinel errors (or is
-// internal), which each front end maps to its own error codes.
+// Gate is what a front end calls before it knows who calls: to find the
+// principal a credential stands for, to record what a request did, and
+// the service's health and clock. It returns no team's things.
+type Gate interface {
+	// Authenticate returns who a token belongs to, or an error wrapping
+	// core.ErrUnauthenticated.
+	Authenticate(ctx context.Context, token string) (core.Principal, error)
+	// AuthenticateAccessKey returns the secret of a live access key and who it
+	// acts as (the user's role and team, as with bearer tokens), or an error
+	// wrapping core.ErrUnauthenticated (unknown, revoked, or its user gone).
+	// A key whose user or team is disabled is refused with the secret
+	// still returned, so that the signature is checked before the reason
+	// is told.
+	AuthenticateAccessKey(ctx context.Context, accessKeyID string) (secret string, p core.Principal, err error)
+	// Workloads is the principal of a team's workloads (the pods of a
+	// namespace labelled with the team): a viewer of the team, so that
+	// admission reads the team's blocks and nothing else. An unknown or
+	// disabled team wraps core.ErrUnauthenticated.
+	Workloads(ctx context.Context, team string) (core.Principal, error)
+	// RecordAudit stores the record of one mutating request.
+	RecordAudit(ctx context.Context, r core.AuditRecord)
+	// Ready reports whether the service can serve (database reachable).
+	Ready(ctx context.Context) error
+	// Now is the service's time; Simulated reports whether its clock is
+	// simulated (then the Clock and SetClock use cases exist).
+	Now() time.Time
+	Simulated() bool
+	// Sells reports whether node is one of the fleet's nodes, which
+	// admission keeps pods without a block off.
+	Sells(node string) bool
+}
+
+// Front is what a front end is given: the Gate, and the Service it calls
+// once it knows who calls.
+type Front interface {
+	Gate
+	Service
+}
+
+// Checked is embedded by an implementation of Service that checks the
+// access table (Authorize, AuthorizeTeam) on every call; nothing else can
+// be handed to a front end as a Service.
+type Checked struct{}
+
+func (Checked) checksAccess() {}
+
+// Service is what every front end calls, with the caller's principal in
+// the context (WithPrincipal). The service package implements it and
+// checks every call against the access table: a call with no principal,
+// a role too low, or a scope that names another team is refused. Every
+// error it returns wraps one of core's sentinel errors (or is internal),
+// which each front end maps to its own error codes.
 //
-// A team or scope argument is Scope of the caller: "" for an admin, who
-// sees every team, the caller's own team otherwise; another team's things
-// are then not found. Roles are checked before a call, with Authorize.
+// It is made of role-sized parts, one per area; the access table gives
+// each method its role.
+//
+// A team or scope argument names the team whose things the call is on:
+// Scope of the caller when it names none ("" for an admin, who sees every
+// team, the caller's own team otherwise); another team's things are then
+// not found.
 type Service interface {
+	checksAccess()
+
+	Catalog
+	Blocks
+	Plans
+	Notifications
+	Jobs
+	Accounts
+	Operations
+}
+
+// Catalog is the fleet and the search for capacity: what can be bought,
+// where and when, at what price.
+type Catalog interface {
 	// Fleet returns the fleet as it is now (nodes with health, types).
-	Fleet() core.Fleet
+	Fleet(ctx context.Context) (core.Fleet, error)
+	// Nodes returns the fleet's nodes with their health now and its
+	// stored record, which every replica shares.
+	Nodes(ctx context.Context) ([]NodeView, error)
 	// Availability returns the free instances of a type per hour in
 	// [from, to), for one zone or, when zone is empty, all zones summed.
 	Availability(ctx context.Context, instanceType, zone string, from, to time.Time) ([]core.Slot, error)
 	// Offerings searches priced, signed offerings.
 	Offerings(ctx context.Context, req core.SearchRequest) ([]core.Offering, error)
+	// PriceCalendar prices every hourly start of one type, count and
+	// exact duration in a window, with whether it is free (core.Index.
+	// PriceCalendar); req.Team's quota bounds it as it bounds a search.
+	PriceCalendar(ctx context.Context, req core.SearchRequest) ([]core.PriceStart, error)
+	// FleetCalendar returns per GPU model and zone the free GPUs per hour
+	// over [from, from+hours), the blocks of scope's team in full and
+	// other teams' as GPU counts only (scope "": an admin holds them all).
+	FleetCalendar(ctx context.Context, scope string, from time.Time, hours int) ([]core.PoolCalendar, error)
+	// Clock is the simulated clock's time; SetClock moves it (an admin):
+	// to req.Set when given, else forward by req.Advance. Both wrap
+	// core.ErrNotFound on the wall clock.
+	Clock(ctx context.Context) (time.Time, error)
+}
+
+// Blocks are capacity blocks: bought, read, extended, handed on,
+// cancelled.
+type Blocks interface {
 	// Purchase buys an offering. created is false when the client token
 	// was seen before and the earlier block is returned.
 	Purchase(ctx context.Context, req PurchaseRequest) (b core.Block, created bool, err error)
 	ListBlocks(ctx context.Context, team string, state core.BlockState) ([]core.Block, error)
 	GetBlock(ctx context.Context, team, id string) (core.Block, error)
 	CancelBlock(ctx context.Context, team, id string) (core.Block, error)
-	// ApproveBlock approves a block waiting for approval (admin).
-	ApproveBlock(ctx context.Context, id string) (core.Block, error)
+	// CancelQuote is the refund that cancelling a block now would give,
+	// without cancelling it.
+	CancelQuote(ctx context.Context, team, id string) (core.Money, error)
 	ExtensionOfferings(ctx context.Context, team, id string, duration time.Duration) ([]core.Offering, error)
 	// Extend buys an extension offering of a block. The same offering
 	// bought again for the same block answers the extension it bought,
@@ -59,6 +147,10 @@ type Service interface {
 	// A team other than scope's is not found; team "" means every team
 	// in scope.
 	Utilisation(ctx context.Context, scope, team string, from, to time.Time) (UtilisationReport, error)
+}
+
+// Plans are training plans, recurring blocks (series) and standing orders.
+type Plans interface {
 	// Training plans. PlanOfferings searches priced, signed plan
 	// offerings; PurchasePlan buys one (created is false when the client
 	// token was seen before and the earlier plan is returned). A team of
@@ -86,6 +178,10 @@ type Service interface {
 	ListOrders(ctx context.Context, team string) ([]core.Order, error)
 	GetOrder(ctx context.Context, team, id string) (core.Order, error)
 	CancelOrder(ctx context.Context, team, id string) (core.Order, error)
+}
+
+// Notifications are a team's events and the webhooks that deliver them.
+type Notifications interface {
 	// Events returns events after the cursor ("" = from the start), waiting
 	// up to wait for at least one; next is the cursor to pass next time.
 	Events(ctx context.Context, team, after string, wait time.Duration) (events []core.Event, next string, err error)
@@ -96,55 +192,10 @@ type Service interface {
 	ListWebhooks(ctx context.Context, scope string) ([]core.Webhook, error)
 	DeleteWebhook(ctx context.Context, scope, id string) (core.Webhook, error)
 	Deliveries(ctx context.Context, scope, id string) ([]core.Delivery, error)
-	// Ready reports whether the service can serve (database reachable).
-	Ready(ctx context.Context) error
-	// SimClock returns the simulated clock, or nil when the server runs on
-	// the wall clock (then /v1/admin/clock does not exist).
-	SimClock() SimClock
+}
 
-	// Authenticate returns who a token belongs to, or an error wrapping
-	// core.ErrUnauthenticated.
-	Authenticate(ctx context.Context, token string) (core.Principal, error)
-	// RecordAudit stores the record of one mutating request.
-	RecordAudit(ctx context.Context, r core.AuditRecord)
-	Audit(ctx context.Context, after int64, limit int) ([]core.AuditRecord, error)
-
-	// Teams, users, tokens and access keys. A scope is the team a caller may see, ""
-	// for an admin (every team).
-	CreateTeam(ctx context.Context, name string) (core.Team, error)
-	Teams(ctx context.Context, scope string) ([]core.Team, error)
-	Team(ctx context.Context, scope, id string) (core.Team, error)
-	CreateUser(ctx context.Context, name, team string, role core.Role) (core.User, error)
-	Users(ctx context.Context, scope string) ([]core.User, error)
-	// SetUserDisabled and SetTeamDisabled disable (or enable again) a
-	// user or a team, as an administrator p: a disabled user's or team's
-	// tokens and access keys stop authenticating, and a disabled team buys
-	// nothing. p cannot disable themself or their own team.
-	SetUserDisabled(ctx context.Context, p core.Principal, id string, disabled bool) (core.User, error)
-	SetTeamDisabled(ctx context.Context, p core.Principal, id string, disabled bool) (core.Team, error)
-	CreateToken(ctx context.Context, p core.Principal, userID string, expiresIn time.Duration) (core.Token, string, error)
-	Tokens(ctx context.Context, p core.Principal) ([]core.Token, error)
-	RevokeToken(ctx context.Context, p core.Principal, id string) (core.Token, error)
-	// Access keys of the AWS protocols, made, listed and revoked by the
-	// rules of tokens. CreateAccessKey returns the key and its secret,
-	// which no other call shows; RevokeAccessKey takes the key's id or
-	// its access key id.
-	CreateAccessKey(ctx context.Context, p core.Principal, userID string) (core.AccessKey, string, error) // the key and its secret
-	AccessKeys(ctx context.Context, p core.Principal) ([]core.AccessKey, error)
-	RevokeAccessKey(ctx context.Context, p core.Principal, id string) (core.AccessKey, error)
-	// AuthenticateAccessKey returns the secret of a live access key and who it
-	// acts as (the user's role and team, as with bearer tokens), or an error
-	// wrapping core.ErrUnauthenticated (unknown, revoked, or its user gone).
-	// A key whose user or team is disabled is refused with the secret
-	// still returned, so that the signature is checked before the reason
-	// is told.
-	AuthenticateAccessKey(ctx context.Context, accessKeyID string) (secret string, p core.Principal, err error)
-
-	// Quotas, budgets and the ledger.
-	PutQuota(ctx context.Context, q core.Quota) (core.Quota, error)
-	Quotas(ctx context.Context, scope, team string) ([]core.Quota, error)
-	PutBudget(ctx context.Context, b core.Budget) (core.Budget, error)
-	Ledger(ctx context.Context, scope, team string) (LedgerView, error)
+// Jobs are commands run on a block's GPUs.
+type Jobs interface {
 	// Jobs: commands run on a block's GPUs. A scope is the team a caller
 	// may see, "" for an admin.
 	CreateJob(ctx context.Context, scope string, req JobRequest) (core.Job, error)
@@ -152,25 +203,57 @@ type Service interface {
 	GetJob(ctx context.Context, scope, id string) (core.Job, error)
 	StopJob(ctx context.Context, scope, id string) (core.Job, error)
 	JobLogs(ctx context.Context, scope, id string, instance int, offset int64, limit int) ([]byte, int64, error)
-	// Nodes returns the fleet's nodes with their health now and its
-	// stored record, which every replica shares.
-	Nodes() []NodeView
+}
+
+// Accounts are teams, users, and their tokens and access keys, and what
+// the team may spend.
+type Accounts interface {
+	Teams(ctx context.Context, scope string) ([]core.Team, error)
+	Team(ctx context.Context, scope, id string) (core.Team, error)
+	Users(ctx context.Context, scope string) ([]core.User, error)
+	// WhoAmI is the caller.
+	WhoAmI(ctx context.Context) (core.Principal, error)
+	// Tokens and access keys are the caller's own; an admin's, anyone's.
+	CreateToken(ctx context.Context, userID string, expiresIn time.Duration) (core.Token, string, error)
+	Tokens(ctx context.Context) ([]core.Token, error)
+	RevokeToken(ctx context.Context, id string) (core.Token, error)
+	// Access keys of the AWS protocols, made, listed and revoked by the
+	// rules of tokens. CreateAccessKey returns the key and its secret,
+	// which no other call shows; RevokeAccessKey takes the key's id or
+	// its access key id.
+	CreateAccessKey(ctx context.Context, userID string) (core.AccessKey, string, error) // the key and its secret
+	AccessKeys(ctx context.Context) ([]core.AccessKey, error)
+	RevokeAccessKey(ctx context.Context, id string) (core.AccessKey, error)
+	Quotas(ctx context.Context, scope, team string) ([]core.Quota, error)
+	Ledger(ctx context.Context, scope, team string) (LedgerView, error)
+	// Spend sums the ledger by team, instance type and month in [from, to).
+	Spend(ctx context.Context, scope, team string, from, to time.Time) (SpendReport, error)
+}
+
+// Operations are the operator's acts (an admin's): approvals, nodes, the
+// clock, teams and users made and disabled, quotas and budgets set, the
+// audit log.
+type Operations interface {
+	// ApproveBlock approves a block waiting for approval (admin).
+	ApproveBlock(ctx context.Context, id string) (core.Block, error)
 	// FailNode and RecoverNode are an admin's word on a node's health:
 	// stored with the changes to the blocks on it, in one commit. reason
 	// (optional) says why the node is failed.
 	FailNode(ctx context.Context, name, reason string) (NodeReport, error)
 	RecoverNode(ctx context.Context, name string) (NodeReport, error)
-	// Spend sums the ledger by team, instance type and month in [from, to).
-	Spend(ctx context.Context, scope, team string, from, to time.Time) (SpendReport, error)
-	// PriceCalendar prices every hourly start of one type, count and
-	// exact duration in a window, with whether it is free (core.Index.
-	// PriceCalendar); req.Team's quota bounds it as it bounds a search.
-	PriceCalendar(ctx context.Context, req core.SearchRequest) ([]core.PriceStart, error)
-	// FleetCalendar returns per GPU model and zone the free GPUs per hour
-	// over [from, from+hours), the blocks of scope's team in full and
-	// other teams' as GPU counts only (scope "": an admin holds them all).
-	FleetCalendar(ctx context.Context, scope string, from time.Time, hours int) ([]core.PoolCalendar, error)
-	// CancelQuote is the refund that cancelling a block now would give,
-	// without cancelling it.
-	CancelQuote(ctx context.Context, team, id string) (core.Money, error)
+	SetClock(ctx context.Context, req ClockRequest) (time.Time, error)
+	// Teams, users, tokens and access keys. A scope is the team a caller may see, ""
+	// for an admin (every team).
+	CreateTeam(ctx context.Context, name string) (core.Team, error)
+	CreateUser(ctx context.Context, name, team string, role core.Role) (core.User, error)
+	// SetUserDisabled and SetTeamDisabled disable (or enable again) a
+	// user or a team, as an administrator p: a disabled user's or team's
+	// tokens and access keys stop authenticating, and a disabled team buys
+	// nothing. p cannot disable themself or their own team.
+	SetUserDisabled(ctx context.Context, id string, disabled bool) (core.User, error)
+	SetTeamDisabled(ctx context.Context, id string, disabled bool) (core.Team, error)
+	// Quotas, budgets and the ledger.
+	PutQuota(ctx context.Context, q core.Quota) (core.Quota, error)
+	PutBudget(ctx context.Context, b core.Budget) (core.Budget, error)
+	Audit(ctx context.Context, after int64, limit int) ([]core.AuditRecord, error)
 }

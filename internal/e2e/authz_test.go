@@ -1,7 +1,9 @@
 package e2e
 
 import (
+	"bytes"
 	"fmt"
+	"io"
 	"net/http"
 	"sort"
 	"sync/atomic"
@@ -9,18 +11,24 @@ import (
 	"time"
 
 	"capblock/internal/api"
+	"capblock/internal/contract"
 	"capblock/internal/core"
 )
 
 // TestAuthorizationMatrix asks every operation of the router (read from
 // the server's own OpenAPI document, so a new route cannot be forgotten)
-// as each role, on a resource of the caller's own team and of another
-// team, and asserts the exact status of each cell:
+// as each principal, on a resource of the caller's own team and of
+// another team, and asserts the exact status of each cell, which it
+// derives from contract's access table (the rule of the use case the
+// operation calls):
 //
-//	no token                         → 401 (public routes: success)
-//	role below the route's need      → 403
-//	another team's resource, not admin → 404 (403 to buy for another team)
-//	otherwise                        → the route's success status
+//	no token, a disabled user's, a revoked one → 401 (public routes: success)
+//	role below the use case's need             → 403
+//	another team's resource, not admin         → 404 (403 to buy for another team)
+//	otherwise                                  → the route's success status
+//
+// Each request also says the role it expects, written here apart from
+// the table: the two must agree, so that a rule loosened by mistake fails.
 func TestAuthorizationMatrix(t *testing.T) {
 	e := start(t)
 	f := newAuthzFixture(e)
@@ -43,7 +51,7 @@ func TestAuthorizationMatrix(t *testing.T) {
 	if len(ops) < 25 {
 		t.Fatalf("only %d operations in the OpenAPI document", len(ops))
 	}
-	roles := []core.Role{"", core.RoleViewer, core.RoleMember, core.RoleAdmin}
+	roles := []core.Role{"", core.RoleViewer, core.RoleMember, core.RoleAdmin, roleDisabled, roleRevoked}
 	cells := 0
 	for _, op := range ops {
 		mk, ok := authzRequests[op]
@@ -51,9 +59,9 @@ func TestAuthorizationMatrix(t *testing.T) {
 			t.Errorf("operation %s has no request in the authorization matrix: add one", op)
 			continue
 		}
-		need := mk(f, "", false).need
-		if rule, ok := api.AccessRule(op); !ok || rule != need {
-			t.Errorf("operation %s: the server requires role %q, the matrix says %q", op, rule, need)
+		need := tableRole(t, op)
+		if written := mk(f, "", false).need; written != need {
+			t.Errorf("operation %s: the access table requires role %q, the matrix says %q", op, need, written)
 		}
 		for _, role := range roles {
 			for _, other := range []bool{false, true} {
@@ -61,7 +69,7 @@ func TestAuthorizationMatrix(t *testing.T) {
 				want := r.success
 				switch {
 				case need == "":
-				case role == "":
+				case role == "" || role == roleDisabled || role == roleRevoked:
 					want = http.StatusUnauthorized
 				case !role.Allows(need):
 					want = http.StatusForbidden
@@ -78,7 +86,32 @@ func TestAuthorizationMatrix(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("%d operations × %d roles × own/other team: %d cells", len(ops), len(roles), cells)
+	t.Logf("%d operations × %d principals × own/other team: %d cells", len(ops), len(roles), cells)
+}
+
+// roleDisabled and roleRevoked stand, in the matrix, for a member whose
+// user is disabled and for a member's revoked token.
+const (
+	roleDisabled core.Role = "disabled user"
+	roleRevoked  core.Role = "revoked token"
+)
+
+// tableRole is the role that contract's access table gives the use case
+// an operation calls; "" for a public operation.
+func tableRole(t *testing.T, op string) core.Role {
+	t.Helper()
+	uc, ok := api.UseCaseOf(op)
+	if !ok {
+		t.Fatalf("operation %s has no use case", op)
+	}
+	if uc == "" {
+		return ""
+	}
+	rule, ok := contract.RuleOf(uc)
+	if !ok {
+		t.Fatalf("operation %s calls use case %s, which has no rule", op, uc)
+	}
+	return rule.Role
 }
 
 // authzRequest is one concrete request of an operation.
@@ -117,6 +150,21 @@ func newAuthzFixture(e *env) *authzFixture {
 		u := f.user(f.alpha, string(role)+"-a", role)
 		f.tokens[role] = f.newToken(u)
 		f.self[role] = u
+	}
+	disabled := f.user(f.alpha, "disabled-a", core.RoleMember)
+	f.tokens[roleDisabled] = f.newToken(disabled)
+	f.self[roleDisabled] = disabled
+	if code := call(e.t, e.url, "POST", "/v1/users/"+disabled+"/disable", nil, nil); code != 200 {
+		e.t.Fatalf("disabling a user: %d", code)
+	}
+	var revoked struct{ ID, Token string }
+	f.self[roleRevoked] = f.user(f.alpha, "revoked-a", core.RoleMember)
+	if code := call(e.t, e.url, "POST", "/v1/users/"+f.self[roleRevoked]+"/tokens", map[string]any{}, &revoked); code != 201 {
+		e.t.Fatalf("creating a token: %d", code)
+	}
+	f.tokens[roleRevoked] = revoked.Token
+	if code := call(e.t, e.url, "DELETE", "/v1/tokens/"+revoked.ID, nil, nil); code != 200 {
+		e.t.Fatalf("revoking a token: %d", code)
 	}
 	f.users[f.alpha] = f.user(f.alpha, "spare-a", core.RoleViewer)
 	f.users[f.beta] = f.user(f.beta, "spare-b", core.RoleViewer)
@@ -569,6 +617,50 @@ func TestTokensAreOwnersOnly(t *testing.T) {
 		}
 		if code := call(t, e.url, "DELETE", "/v1/tokens/"+tok.ID, nil, &p, f.token(role)); code != 200 {
 			t.Errorf("%s revoking its own token: %d %s", role, code, p.Code)
+		}
+	}
+}
+
+// TestConsoleRoutes: the console's routes (its files, and the pages a
+// browser loads by path) are public and hold no data: each principal,
+// none included, gets the same bytes, with no team's id in them.
+// Its data comes from /v1, whose operations the matrix above covers.
+func TestConsoleRoutes(t *testing.T) {
+	e := start(t)
+	f := newAuthzFixture(e)
+	roles := []core.Role{"", core.RoleViewer, core.RoleMember, core.RoleAdmin, roleDisabled, roleRevoked}
+	for _, path := range []string{"/", "/index.html", "/app.js", "/api.js", "/dom.js", "/heatmap.js", "/style.css",
+		"/pages/blocks.js", "/pages/calendar.js", "/pages/find.js", "/blocks", "/calendar"} {
+		var first []byte
+		for _, role := range roles {
+			req, err := http.NewRequest("GET", e.url+path, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set("Accept", "text/html,*/*")
+			if tok := f.token(role); tok != "-" {
+				req.Header.Set("Authorization", "Bearer "+tok)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				t.Errorf("GET %s as %q: %d", path, role, resp.StatusCode)
+				continue
+			}
+			if first == nil {
+				first = body
+			} else if !bytes.Equal(body, first) {
+				t.Errorf("GET %s as %q answered other bytes than with no token", path, role)
+			}
+			for _, secret := range []string{f.alpha, f.beta} {
+				if bytes.Contains(body, []byte(secret)) {
+					t.Errorf("GET %s as %q holds %q", path, role, secret)
+				}
+			}
 		}
 	}
 }

@@ -1,11 +1,18 @@
 package e2e
 
 import (
+	"context"
+	"errors"
+	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
+
+	"capblock/internal/seal"
 )
 
 // TestCLIAccessKeys: an administrator makes an access key for a user by
@@ -13,7 +20,9 @@ import (
 // to use; the list shows no secret and fits 120 columns; the key is
 // revoked by its access key id; a mistake gets one line and a non-zero
 // exit. The server wrote its secrets key beside the database, readable by
-// it alone, and starts again on another key file without failing.
+// it alone; it does not start on another key file, or on a missing one,
+// but says which key the database's secrets need, and makes no key in
+// its place.
 func TestCLIAccessKeys(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the server binary")
@@ -87,17 +96,44 @@ func TestCLIAccessKeys(t *testing.T) {
 		t.Errorf("after the mistakes, access-keys list shows more than the one key:\n%s", out)
 	}
 
-	// 5. Another key file: the server starts, and refuses the keys it
-	// cannot open rather than fail (see the service's tests).
+	// 5. Another key file: the server does not start, and names the key
+	// the database's secrets were sealed under; a missing one is not made
+	// anew. The right one starts it again.
 	if err := srv.cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
 	_ = srv.cmd.Wait()
-	other := startProcessWith(t, bin, db, "", "--secrets-key-file", filepath.Join(dir, "other.key"))
-	if code := call(t, other.url, "GET", "/v1/access-keys", nil, nil, strings.TrimSpace(string(token))); code != 200 {
-		t.Fatalf("listing access keys on the server with another key file: %d", code)
+	key, err := seal.Load(filepath.Join(dir, "secrets.key"))
+	if err != nil {
+		t.Fatal(err)
 	}
-	if _, err := os.Stat(filepath.Join(dir, "other.key")); err != nil {
-		t.Fatalf("the new key file: %v", err)
+	otherPath := filepath.Join(dir, "other.key")
+	refused := func(what string, want ...string) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+		defer cancel()
+		out, err := exec.CommandContext(ctx, bin, "serve", "--db", db, "--listen", freeAddr(t), "--sim-clock",
+			"--secrets-key-file", otherPath, "--allow-unisolated-jobs").CombinedOutput()
+		if err == nil || ctx.Err() != nil {
+			t.Fatalf("the server started on %s: %v\n%s", what, err, out)
+		}
+		for _, w := range append(want, key.ID()) {
+			if !strings.Contains(string(out), w) {
+				t.Errorf("the refusal to start on %s does not say %q:\n%s", what, w, out)
+			}
+		}
+	}
+	refused("a missing key file", otherPath, "restore")
+	if _, err := os.Stat(otherPath); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("a new key file was made for a database of sealed secrets: %v", err)
+	}
+	other, _, err := seal.LoadOrCreate(otherPath, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused("another key file", other.ID())
+	again := startProcess(t, bin, db, "")
+	if code := call(t, again.url, "GET", "/v1/access-keys", nil, nil, strings.TrimSpace(string(token))); code != 200 {
+		t.Fatalf("listing access keys on the server started again with its key file: %d", code)
 	}
 }

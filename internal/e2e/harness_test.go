@@ -19,8 +19,9 @@ import (
 	"time"
 
 	"capblock/internal/api"
-	"capblock/internal/backend"
+	"capblock/internal/backend/local"
 	"capblock/internal/clock"
+	"capblock/internal/console"
 	"capblock/internal/fleet"
 	"capblock/internal/seal"
 	"capblock/internal/service"
@@ -54,6 +55,7 @@ type env struct {
 	store *sqlite.Store
 	svc   *service.Service
 	sim   *clock.Sim
+	key   *seal.Key // the server's secrets key
 }
 
 // start runs the real stack on a fresh SQLite file with a simulated clock
@@ -88,7 +90,7 @@ func startWith(t *testing.T, fleetYAML string, cfg service.Config, opts api.Opti
 	}
 	t.Cleanup(func() { st.Close() })
 	sim := clock.NewSim(t0)
-	cfg.Fleet, cfg.Store, cfg.Backend, cfg.Clock, cfg.Log = f, st, backend.NewSim(discard(), f.Nodes), sim, discard()
+	cfg.Fleet, cfg.Store, cfg.Backend, cfg.Clock, cfg.Log = f, st, local.NewSim(discard(), f.Nodes), sim, discard()
 	if cfg.JobsDir != "" {
 		cfg.JobsDir = filepath.Join(filepath.Dir(db), cfg.JobsDir)
 	}
@@ -104,11 +106,14 @@ func startWith(t *testing.T, fleetYAML string, cfg service.Config, opts api.Opti
 		t.Fatal(err)
 	}
 	opts.Logger = discard()
-	h := api.New(svc, opts)
+	if opts.Console == nil {
+		opts.Console = console.Handler()
+	}
+	h := api.New(svc.Guarded(), opts)
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	useToken(t, srv.URL, tokenPath)
-	e := &env{t: t, url: srv.URL, db: db, store: st, svc: svc, sim: sim}
+	e := &env{t: t, url: srv.URL, db: db, store: st, svc: svc, sim: sim, key: cfg.SecretsKey}
 	e.team = e.whoami().Team
 	return e, h
 }

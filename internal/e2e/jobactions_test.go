@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"capblock/internal/backend"
+	"capblock/internal/backend/local"
 	"capblock/internal/core"
 	"capblock/internal/store/sqlite"
 )
@@ -19,12 +20,12 @@ import (
 // own process with SIGKILL at the first instance's start: before the
 // start, or once the instance runs.
 type crashingWorkloads struct {
-	*backend.LocalWorkloads
+	*local.Workloads
 	crash string // "before" or "after"
 }
 
 func (c crashingWorkloads) Open() (backend.Instances, error) {
-	ins, err := c.LocalWorkloads.Open()
+	ins, err := c.Workloads.Open()
 	return crashingInstances{Instances: ins, crash: c.crash}, err
 }
 
@@ -55,12 +56,12 @@ func TestJobStartKill9Child(t *testing.T) {
 	if dir == "" {
 		t.Skip("run by TestJobStartKill9")
 	}
-	local, err := backend.NewLocalWorkloads(filepath.Join(dir, "jobs"), false)
+	lw, err := local.NewWorkloads(filepath.Join(dir, "jobs"), false)
 	if err != nil {
 		t.Fatal(err)
 	}
 	engine := fileEngine{path: filepath.Join(dir, "engine")}
-	e, _, _ := outboxStack(t, filepath.Join(dir, "capblock.db"), engine, crashingWorkloads{LocalWorkloads: local, crash: os.Getenv(outboxCrashEnv)})
+	e, _, _ := outboxStack(t, filepath.Join(dir, "capblock.db"), engine, crashingWorkloads{Workloads: lw, crash: os.Getenv(outboxCrashEnv)})
 	start := t0.Add(time.Hour)
 	o := e.exact(searchQuery("l4.1x", 1, 2, start, start.Add(4*time.Hour)), 2, start)
 	b, code := e.buy(o.OfferingID, "kill9-job")
@@ -120,11 +121,11 @@ echo "$$" >> "` + marks + `"
 			db := filepath.Join(dir, "capblock.db")
 			jobID, startID := pendingStart(t, db)
 			// 3. The new server applies it, and the job ends once.
-			local, err := backend.NewLocalWorkloads(filepath.Join(dir, "jobs"), false)
+			lw, err := local.NewWorkloads(filepath.Join(dir, "jobs"), false)
 			if err != nil {
 				t.Fatal(err)
 			}
-			e, done, _ := outboxStack(t, db, fileEngine{path: filepath.Join(dir, "engine")}, local)
+			e, done, _ := outboxStack(t, db, fileEngine{path: filepath.Join(dir, "engine")}, lw)
 			waitAction(t, done, startID)
 			got := waitJob(t, e, jobID, func(j job) bool { return j.State != "running" })
 			if got.State != "succeeded" || got.Restarts != 0 {

@@ -143,7 +143,7 @@ func outboxStack(t *testing.T, db string, be backend.Backend, w ...backend.Workl
 	if _, err := svc.Bootstrap(ctx, tokenPath); err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(api.New(svc, api.Options{Logger: discard()}))
+	srv := httptest.NewServer(api.New(svc.Guarded(), api.Options{Logger: discard()}))
 	t.Cleanup(srv.Close)
 	useToken(t, srv.URL, tokenPath)
 	runCtx, cancel := context.WithCancel(ctx)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"capblock/internal/core"
+	"capblock/internal/service"
 )
 
 // forger signs quotes with the server's own secret, as whoever held a
@@ -21,7 +22,7 @@ type forger struct {
 }
 
 func newForger(e *env) forger {
-	secret, err := e.store.Secret(context.Background())
+	secret, err := service.SigningSecret(context.Background(), e.store, e.key, nil)
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -8,11 +8,14 @@ import (
 	"errors"
 	"fmt"
 	mathrand "math/rand/v2"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"capblock/internal/core"
+	"capblock/internal/seal"
+	"capblock/internal/service"
 	"capblock/internal/store"
 	"capblock/internal/store/sqlite"
 )
@@ -59,7 +62,12 @@ func seedPurchases(tb testing.TB, db string, f core.Fleet, by buyer, typ string,
 		tb.Fatalf("seeding: opening %s: %v", db, err)
 	}
 	defer st.Close()
-	secret, err := st.Secret(ctx)
+	// The server that made the database left its secrets key beside it.
+	key, err := seal.Load(filepath.Join(filepath.Dir(db), "secrets.key"))
+	if err != nil {
+		tb.Fatalf("seeding: %v", err)
+	}
+	secret, err := service.SigningSecret(ctx, st, key, nil)
 	if err != nil {
 		tb.Fatalf("seeding: %v", err)
 	}

@@ -1,88 +1,12 @@
 package fleet
 
-import (
-	"fmt"
-	"math"
+import "capblock/internal/core"
 
-	"capblock/internal/core"
-)
+// ParseMoney is core.ParseMoney: a decimal amount such as "98.32" in a
+// currency such as USD, into integer minor units.
+func ParseMoney(s, currency string) (core.Money, error) { return core.ParseMoney(s, currency) }
 
-// ParseMoney parses a decimal amount such as "98.32", "4", "-12.5" or
-// "0.07" in the given currency into integer minor units (cents). At most two
-// decimals are allowed; no floating point is involved. The currency must be
-// a three-letter ISO 4217 code in capitals (USD, EUR).
-func ParseMoney(s, currency string) (core.Money, error) {
-	if err := checkCurrency(currency); err != nil {
-		return core.Money{}, err
-	}
-	minor, err := parseDecimal(s, 2)
-	if err != nil {
-		return core.Money{}, fmt.Errorf("amount %q: %w", s, err)
-	}
-	return core.Money{Minor: minor, Currency: currency}, nil
-}
-
-// checkCurrency accepts three capital ASCII letters.
-func checkCurrency(c string) error {
-	if len(c) != 3 {
-		return fmt.Errorf("currency %q is not a three-letter ISO 4217 code such as USD", c)
-	}
-	for i := range len(c) {
-		if c[i] < 'A' || c[i] > 'Z' {
-			return fmt.Errorf("currency %q is not a three-letter ISO 4217 code such as USD", c)
-		}
-	}
-	return nil
-}
-
-// parseDecimal parses an optionally negative decimal number with at most
-// scale decimals into an integer counted in 10^-scale units: with scale 2,
-// "98.3" is 9830. It rejects exponents, signs other than a leading minus,
-// underscores, a dot without digits on both sides and overflow.
-func parseDecimal(s string, scale int) (int64, error) {
-	neg := false
-	rest := s
-	if len(rest) > 0 && rest[0] == '-' {
-		neg, rest = true, rest[1:]
-	}
-	whole, frac := rest, ""
-	for i := range len(rest) {
-		if rest[i] == '.' {
-			whole, frac = rest[:i], rest[i+1:]
-			if frac == "" {
-				return 0, fmt.Errorf("not a decimal number (write it like 98.32)")
-			}
-			break
-		}
-	}
-	if whole == "" || !allDigits(whole) || !allDigits(frac) {
-		return 0, fmt.Errorf("not a decimal number (write it like 98.32)")
-	}
-	if len(frac) > scale {
-		return 0, fmt.Errorf("has more than %d decimals", scale)
-	}
-	for len(frac) < scale {
-		frac += "0"
-	}
-	var v int64
-	for _, c := range whole + frac {
-		d := int64(c - '0')
-		if v > (math.MaxInt64-d)/10 {
-			return 0, fmt.Errorf("is too large")
-		}
-		v = v*10 + d
-	}
-	if neg {
-		v = -v
-	}
-	return v, nil
-}
-
-func allDigits(s string) bool {
-	for i := range len(s) {
-		if s[i] < '0' || s[i] > '9' {
-			return false
-		}
-	}
-	return true
-}
+// checkCurrency and parseDecimal are core's, for the fleet file's
+// currency and prices.
+func checkCurrency(c string) error                    { return core.CheckCurrency(c) }
+func parseDecimal(s string, scale int) (int64, error) { return core.ParseDecimal(s, scale) }

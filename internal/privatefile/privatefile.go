@@ -37,14 +37,14 @@ func WriteNew(path string, data []byte) error {
 		tmp.Close()
 		return err
 	}
-	if err := tmp.Sync(); err != nil {
+	if err := syncFile(tmp); err != nil {
 		tmp.Close()
 		return err
 	}
 	if err := tmp.Close(); err != nil {
 		return err
 	}
-	if err := os.Link(tmp.Name(), path); err != nil {
+	if err := link(tmp.Name(), path); err != nil {
 		return err
 	}
 	if err := syncDir(dir); err != nil {
@@ -54,9 +54,19 @@ func WriteNew(path string, data []byte) error {
 	return nil
 }
 
-// syncDir makes the entries of the folder dir durable. Tests replace it to
-// see that WriteNew calls it.
-var syncDir = func(dir string) error {
+// The steps of WriteNew that a crash may fall between. Tests replace them
+// to see their order, and to crash between them.
+var (
+	// syncFile makes a file's data durable.
+	syncFile = (*os.File).Sync
+	// link gives the synced file its name.
+	link = os.Link
+	// syncDir makes the entries of the folder dir durable.
+	syncDir = syncFolder
+)
+
+// syncFolder makes the entries of the folder dir durable.
+func syncFolder(dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {
 		return err

@@ -2,11 +2,14 @@ package privatefile
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 // TestWriteNew: the file holds all of data, is readable by its owner
@@ -72,6 +75,41 @@ func TestWriteNewSyncsTheFolder(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "admin.token")); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("the file is still there after a failed sync: %v", err)
+	}
+}
+
+// TestWriteNewSteps: the file is whole when its data is synced, synced
+// before it gets its name, and named before its folder is synced: a
+// crash between any two steps leaves no name, or a name on the whole,
+// synced file; WriteNew returns only after the last.
+func TestWriteNewSteps(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "secrets.key")
+	data := []byte(strings.Repeat("0123456789abcdef", 4) + "\n")
+	var steps []string
+	origSyncFile, origLink, origSyncDir := syncFile, link, syncDir
+	t.Cleanup(func() { syncFile, link, syncDir = origSyncFile, origLink, origSyncDir })
+	syncFile = func(f *os.File) error {
+		got, err := os.ReadFile(f.Name())
+		steps = append(steps, fmt.Sprintf("sync file (whole: %t, %v)", string(got) == string(data), err))
+		return origSyncFile(f)
+	}
+	link = func(oldname, newname string) error {
+		_, err := os.Stat(newname)
+		steps = append(steps, fmt.Sprintf("link %s (there before: %t)", filepath.Base(newname), err == nil))
+		return origLink(oldname, newname)
+	}
+	syncDir = func(d string) error {
+		got, err := os.ReadFile(path)
+		steps = append(steps, fmt.Sprintf("sync folder (file whole: %t, %v)", string(got) == string(data), err))
+		return origSyncDir(d)
+	}
+	if err := WriteNew(path, data); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"sync file (whole: true, <nil>)", "link secrets.key (there before: false)", "sync folder (file whole: true, <nil>)"}
+	if diff := cmp.Diff(want, steps); diff != "" {
+		t.Errorf("WriteNew's steps (-want +got):\n%s", diff)
 	}
 }
 

@@ -3,6 +3,7 @@ package seal
 import (
 	"bytes"
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -54,7 +55,7 @@ func TestSealOpen(t *testing.T) {
 
 func TestLoadOrCreate(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "secrets.key")
-	k, made, err := LoadOrCreate(path)
+	k, made, err := LoadOrCreate(path, nil)
 	if err != nil || !made {
 		t.Fatalf("LoadOrCreate of a missing file = %v, %v; want a new key", made, err)
 	}
@@ -62,13 +63,37 @@ func TestLoadOrCreate(t *testing.T) {
 	if err != nil || info.Mode().Perm() != 0o600 {
 		t.Fatalf("the key file: %v, %v; want mode 0600", info, err)
 	}
-	again, made, err := LoadOrCreate(path)
+	again, made, err := LoadOrCreate(path, nil)
 	if err != nil || made || again.ID() != k.ID() {
 		t.Fatalf("LoadOrCreate of the file = %v, %v, %v; want key %s read back", again, made, err, k.ID())
 	}
 	s := k.Seal([]byte("secret"), nil)
 	if _, err := again.Open(s, nil); err != nil {
 		t.Fatalf("the key read back does not open what the first sealed: %v", err)
+	}
+}
+
+// TestLoadOrCreateKeepsSealedSecrets: a missing key file is not made
+// anew while the database holds secrets sealed under a key: the error
+// names the file and the key to restore, and no file is left. A file
+// there is read whatever sealed the secrets (the service says whether it
+// opens them).
+func TestLoadOrCreateKeepsSealedSecrets(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "secrets.key")
+	_, made, err := LoadOrCreate(path, []string{"sk-0123456789abcdef"})
+	if !errors.Is(err, ErrKeyFileMissing) || made || !strings.Contains(err.Error(), "sk-0123456789abcdef") || !strings.Contains(err.Error(), path) {
+		t.Fatalf("LoadOrCreate of a missing file with sealed secrets = %v, %v; want ErrKeyFileMissing naming the file and the key", made, err)
+	}
+	if _, err := os.Stat(path); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("a key file was made: %v", err)
+	}
+	k, _, err := LoadOrCreate(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, made, err := LoadOrCreate(path, []string{"sk-0123456789abcdef"})
+	if err != nil || made || again.ID() != k.ID() {
+		t.Fatalf("LoadOrCreate of a file there = %v, %v; want key %s read", made, err, k.ID())
 	}
 }
 
@@ -80,7 +105,7 @@ func TestLoadOrCreateConcurrent(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range servers {
 		wg.Go(func() {
-			k, _, err := LoadOrCreate(path)
+			k, _, err := LoadOrCreate(path, nil)
 			if err == nil {
 				ids[i] = k.ID()
 			}
@@ -115,7 +140,7 @@ func TestLoadRefuses(t *testing.T) {
 			if err := os.Chmod(path, tc.mode); err != nil {
 				t.Fatal(err)
 			}
-			_, _, err := LoadOrCreate(path)
+			_, _, err := LoadOrCreate(path, nil)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("LoadOrCreate = %v; want an error saying %q", err, tc.want)
 			}

@@ -290,3 +290,23 @@ func (s *Service) Audit(ctx context.Context, after int64, limit int) ([]core.Aud
 	}
 	return rs, nil
 }
+
+// Workloads is the principal of a team's workloads: a viewer of the team,
+// which reads the team's blocks and nothing else. An unknown or disabled
+// team is refused.
+func (s *Service) Workloads(ctx context.Context, team string) (core.Principal, error) {
+	if team == "" {
+		return core.Principal{}, fmt.Errorf("%w: no team named", core.ErrUnauthenticated)
+	}
+	t, err := s.store.Team(ctx, team)
+	if errors.Is(err, store.ErrNotFound) {
+		return core.Principal{}, fmt.Errorf("%w: team %s does not exist", core.ErrUnauthenticated, team)
+	}
+	if err != nil {
+		return core.Principal{}, fmt.Errorf("loading team %s: %w", team, err)
+	}
+	if err := s.checkTeamEnabled(ctx, t.ID, core.ErrUnauthenticated); err != nil {
+		return core.Principal{}, err
+	}
+	return core.Principal{User: core.User{ID: "workloads:" + t.ID, Name: "workloads of team " + t.Name, Team: t.ID, Role: core.RoleViewer}}, nil
+}

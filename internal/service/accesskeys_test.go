@@ -320,10 +320,20 @@ func TestAccessKeySealed(t *testing.T) {
 		t.Fatalf("secret_key_id = %q, %v; want %s", keyID, err, key.ID())
 	}
 
-	// 2. A replica with another key file refuses both keys, and says why
-	// at start and when asked; the server with the right key still opens
-	// them.
-	wrong, logs := f.service(t, seal.Generate())
+	// 2. A replica with another key file does not start: it cannot open
+	// the signing secret, and says which key it needs. On a database
+	// whose access keys were sealed under another key than its signing
+	// secret (made anew here, as if sealed by a server with another key
+	// file before signing secrets were sealed) it starts, refuses both
+	// keys, and says why at start and when asked; the server with the
+	// right key still opens them.
+	wrongKey := seal.Generate()
+	if _, err := New(t.Context(), Config{Fleet: fleet.Demo(), Store: f.st, SecretsKey: wrongKey}); !errors.Is(err, seal.ErrWrongKey) || !strings.Contains(err.Error(), key.ID()) {
+		t.Fatalf("a replica with another key file started: %v; want seal.ErrWrongKey naming key %s", err, key.ID())
+	}
+	restore := replaceSigningSecret(t, f.db)
+	wrong, logs := f.service(t, wrongKey)
+	restore()
 	if !strings.Contains(logs.String(), "sealed under another secrets key") {
 		t.Errorf("the start of a server with another key logged nothing of it:\n%s", logs)
 	}
@@ -354,6 +364,31 @@ func TestAccessKeySealed(t *testing.T) {
 	fresh, _ := f.service(t, key) // nothing cached
 	if got, _, err := fresh.AuthenticateAccessKey(t.Context(), other.AccessKeyID); !errors.Is(err, core.ErrUnauthenticated) || got != "" {
 		t.Fatalf("a secret moved to another row = %q, %v; want unauthenticated", got, err)
+	}
+}
+
+// replaceSigningSecret takes the signing secret out of the SQLite database
+// at db, so that the next server to start makes one anew, and returns what
+// puts it back.
+func replaceSigningSecret(t *testing.T, db string) (restore func()) {
+	t.Helper()
+	rw, err := sql.Open("sqlite", "file:"+db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rw.Close() })
+	var stored []byte
+	if err := rw.QueryRow(`SELECT value FROM meta WHERE key = 'secret'`).Scan(&stored); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rw.Exec(`DELETE FROM meta WHERE key = 'secret'`); err != nil {
+		t.Fatal(err)
+	}
+	return func() {
+		t.Helper()
+		if _, err := rw.Exec(`UPDATE meta SET value = ? WHERE key = 'secret'`, stored); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"capblock/internal/backend"
+	"capblock/internal/backend/local"
 	"capblock/internal/core"
 )
 
@@ -28,7 +29,7 @@ const missingReason = "the backend's inventory no longer reports this node"
 // Nodes that fail checkInventory are logged and left out.
 func inventoryNodes(ctx context.Context, be backend.Backend, f core.Fleet, log *slog.Logger) ([]core.Node, error) {
 	if be == nil {
-		be = backend.NewSim(log, f.Nodes)
+		be = local.NewSim(log, f.Nodes)
 	}
 	nodes, err := be.Inventory(ctx)
 	if err != nil {

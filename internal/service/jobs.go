@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"capblock/internal/backend"
+	"capblock/internal/backend/local"
 	"capblock/internal/contract"
 	"capblock/internal/core"
 	"capblock/internal/store"
@@ -76,14 +77,14 @@ func newJobs(cfg Config, secret []byte) (*jobRuntime, error) {
 		}
 	}
 	if w == nil {
-		local, err := backend.NewLocalWorkloads(cfg.JobsDir, !cfg.JobUIDs.IsZero())
+		lw, err := local.NewWorkloads(cfg.JobsDir, !cfg.JobUIDs.IsZero())
 		if err != nil {
 			if claim != nil {
 				_ = claim.release()
 			}
 			return nil, err
 		}
-		w = local
+		w = lw
 	}
 	return &jobRuntime{workloads: w, grace: jobGrace, kick: make(chan struct{}, 1), uids: cfg.JobUIDs, limits: cfg.JobLimits,
 		seen: map[string]bool{}, started: map[instanceKey]bool{}, live: map[string]map[int]bool{}, holds: map[string]core.Job{},

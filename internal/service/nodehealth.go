@@ -152,3 +152,15 @@ func cleanReason(r string) string {
 	}
 	return r
 }
+
+// Sells reports whether node is one of the fleet's nodes.
+func (s *Service) Sells(node string) bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	for _, n := range s.currentNodes() {
+		if n.Name == node {
+			return true
+		}
+	}
+	return false
+}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"capblock/internal/backend"
+	"capblock/internal/backend/local"
 	"capblock/internal/clock"
 	"capblock/internal/core"
 	"capblock/internal/store"
@@ -53,7 +54,7 @@ func waitDone(t *testing.T, done <-chan string, id string) {
 func TestOutboxWakesOnCommit(t *testing.T) {
 	pe := newPlanEnv(t, wholeNode("cb-a", "n0", 2, 10), wholeNode("cb-b", "n1", 2, 10))
 	st := finishes{Full: pe.st, done: make(chan string, 16)}
-	svc, err := New(t.Context(), Config{Fleet: pe.svc.fleet, Store: st, Backend: backend.NewSim(slog.New(slog.DiscardHandler), pe.svc.fleet.Nodes),
+	svc, err := New(t.Context(), Config{Fleet: pe.svc.fleet, Store: st, Backend: local.NewSim(slog.New(slog.DiscardHandler), pe.svc.fleet.Nodes),
 		Clock: pe.sim, Log: slog.New(slog.DiscardHandler), Outbox: OutboxOptions{Poll: time.Hour}})
 	if err != nil {
 		t.Fatal(err)
@@ -73,7 +74,7 @@ func TestOutboxWakesOnCommit(t *testing.T) {
 func TestOutboxPollsWithoutKick(t *testing.T) {
 	pe := newPlanEnv(t)
 	st := finishes{Full: pe.st, done: make(chan string, 16)}
-	svc, err := New(t.Context(), Config{Fleet: pe.svc.fleet, Store: st, Backend: backend.NewSim(slog.New(slog.DiscardHandler), pe.svc.fleet.Nodes),
+	svc, err := New(t.Context(), Config{Fleet: pe.svc.fleet, Store: st, Backend: local.NewSim(slog.New(slog.DiscardHandler), pe.svc.fleet.Nodes),
 		Clock: pe.sim, Log: slog.New(slog.DiscardHandler), Outbox: OutboxOptions{Poll: 10 * time.Millisecond}})
 	if err != nil {
 		t.Fatal(err)
@@ -123,7 +124,7 @@ func TestOutboxWakesOnOtherReplicasCommit(t *testing.T) {
 	fl := newPlanEnv(t).svc.fleet
 	sim := func() *clock.Sim { return clock.NewSim(planT0) }
 	leaderStore := sharedFinishes{Store: stA, done: make(chan string, 16)}
-	leader, err := New(t.Context(), Config{Fleet: fl, Store: leaderStore, Backend: backend.NewSim(slog.New(slog.DiscardHandler), fl.Nodes),
+	leader, err := New(t.Context(), Config{Fleet: fl, Store: leaderStore, Backend: local.NewSim(slog.New(slog.DiscardHandler), fl.Nodes),
 		Clock: sim(), Log: slog.New(slog.DiscardHandler), Outbox: OutboxOptions{Poll: time.Hour}})
 	if err != nil {
 		t.Fatal(err)

@@ -13,6 +13,7 @@ import (
 
 	"capblock/internal/backend"
 	"capblock/internal/backend/backendtest"
+	"capblock/internal/backend/local"
 	"capblock/internal/clock"
 	"capblock/internal/core"
 	"capblock/internal/store/sqlite"
@@ -33,14 +34,14 @@ type outboxEnv struct {
 	sim    *clock.Sim         // the service's clock
 	wall   *clock.Sim         // the outbox's clock
 	be     *backendtest.Flaky // over engine
-	engine *backend.Sim
+	engine *local.Sim
 	w      *outboxWorker
 }
 
 func newOutboxEnv(t *testing.T, opts OutboxOptions, blocks ...core.Block) *outboxEnv {
 	t.Helper()
 	pe := newPlanEnv(t, blocks...)
-	e := &outboxEnv{t: t, st: pe.st, sim: pe.sim, wall: clock.NewSim(outboxT0), engine: backend.NewSim(slog.New(slog.DiscardHandler), pe.svc.fleet.Nodes)}
+	e := &outboxEnv{t: t, st: pe.st, sim: pe.sim, wall: clock.NewSim(outboxT0), engine: local.NewSim(slog.New(slog.DiscardHandler), pe.svc.fleet.Nodes)}
 	e.be = backendtest.NewFlaky(e.engine)
 	opts.Clock = e.wall
 	if opts.Jitter == nil {

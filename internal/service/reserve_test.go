@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"capblock/internal/backend"
+	"capblock/internal/backend/local"
 	"capblock/internal/clock"
 	"capblock/internal/contract"
 	"capblock/internal/core"
@@ -21,7 +22,7 @@ import (
 // <start>-<end>"; it holds capacity ahead (backend.Reserver) only when
 // reserves is set.
 type reservingEngine struct {
-	*backend.Sim
+	*local.Sim
 	mu    sync.Mutex
 	steps []string
 }
@@ -61,7 +62,7 @@ func TestReserveAhead(t *testing.T) {
 			ctx := t.Context()
 			now := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
 			f := fleet.Demo()
-			rec := &reservingEngine{Sim: backend.NewSim(slog.New(slog.DiscardHandler), f.Nodes)}
+			rec := &reservingEngine{Sim: local.NewSim(slog.New(slog.DiscardHandler), f.Nodes)}
 			var be backend.Backend = rec
 			if holds {
 				be = holdingEngine{rec}

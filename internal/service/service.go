@@ -48,7 +48,7 @@ type Config struct {
 	Log     *slog.Logger
 	// Workloads runs the jobs' instances and reads their logs; nil runs
 	// them as processes of this machine in JobsDir
-	// (backend.NewLocalWorkloads).
+	// (local.NewWorkloads).
 	Workloads backend.Workloads
 	// JobsDir holds the local jobs' logs, working and checkpoint
 	// directories and the executor's state; empty, with no Workloads,
@@ -80,10 +80,13 @@ type Config struct {
 	// EnginePoll is how often the leader reads the backend's nodes and
 	// their health (enginewatch.go); 0 is every 10 s.
 	EnginePoll time.Duration
-	// SecretsKey seals the secrets of access keys and webhooks. It is kept
-	// outside the database (seal.LoadOrCreate), and replicas share it.
-	// Without one, the server makes no access keys and accepts none, and
-	// stores webhooks' secrets in clear (webhooksecrets.go).
+	// SecretsKey seals the secrets of access keys and webhooks, and the
+	// offering signing secret. It is kept outside the database
+	// (seal.LoadOrCreate), and replicas share it. Without one, the server
+	// makes no access keys and accepts none, and stores webhooks' secrets
+	// and a new signing secret in clear (webhooksecrets.go,
+	// signingsecret.go); it refuses to start on a database whose signing
+	// secret is sealed.
 	SecretsKey *seal.Key
 }
 
@@ -154,9 +157,9 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.Wall{}
 	}
-	secret, err := cfg.Store.Secret(ctx)
+	secret, err := SigningSecret(ctx, cfg.Store, cfg.SecretsKey, cfg.Log)
 	if err != nil {
-		return nil, fmt.Errorf("loading the offering secret: %w", err)
+		return nil, fmt.Errorf("loading the offering signing secret: %w", err)
 	}
 	s := &Service{
 		fleet: cfg.Fleet, store: cfg.Store, backend: cfg.Backend, clock: cfg.Clock, log: cfg.Log,
@@ -273,8 +276,6 @@ func (s *Service) Now() time.Time { return s.clock.Now() }
 
 // Ready reports whether the database answers.
 func (s *Service) Ready(ctx context.Context) error { return s.store.Ping(ctx) }
-
-var _ contract.Service = (*Service)(nil)
 
 // SimClock returns the simulated clock, or nil on the wall clock.
 func (s *Service) SimClock() contract.SimClock {
@@ -412,3 +413,6 @@ func contains(xs []string, x string) bool {
 	}
 	return false
 }
+
+// Simulated reports whether the service runs on a simulated clock.
+func (s *Service) Simulated() bool { return s.SimClock() != nil }

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"capblock/internal/backend"
+	"capblock/internal/backend/local"
 	"capblock/internal/clock"
 	"capblock/internal/core"
 	"capblock/internal/store/pgtest"
@@ -26,7 +26,7 @@ func TestRunLeavesNothingRunning(t *testing.T) {
 	}
 	defer st.Close()
 	svc, err := New(t.Context(), Config{Fleet: core.Fleet{Currency: "USD", Limits: core.DefaultLimits(), Pricing: core.DefaultPricing()},
-		Store: st, Backend: backend.NewSim(slog.New(slog.DiscardHandler), nil), // its outbox worker runs too
+		Store: st, Backend: local.NewSim(slog.New(slog.DiscardHandler), nil), // its outbox worker runs too
 		Clock: clock.NewSim(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)), Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)

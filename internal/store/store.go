@@ -23,9 +23,17 @@ var ErrNotFound = core.ErrNotFound
 
 // Store is capblock's persistence. Every method is safe for concurrent use.
 type Store interface {
-	// Secret returns the server's signing secret, creating and storing a
-	// random 32-byte one on first use. Every later call returns the same.
-	Secret(ctx context.Context) ([]byte, error)
+	// Secret returns the server's signing secret as stored; ok is false
+	// when none is stored yet.
+	Secret(ctx context.Context) (s SigningSecret, ok bool, err error)
+	// InitSecret stores s as the signing secret unless one is stored
+	// already, and returns the one stored: replicas starting at once
+	// agree on one.
+	InitSecret(ctx context.Context, s SigningSecret) (SigningSecret, error)
+	// SealSecret replaces the signing secret stored in clear, if it is
+	// still that clear one, with its sealed form; otherwise (none is
+	// stored, or another replica sealed it first) it is ErrConflict.
+	SealSecret(ctx context.Context, clear []byte, sealed core.SealedSecret) error
 
 	// Commit applies a change in one transaction, re-checking it first:
 	//  - every block in Update must exist with Version == ExpectedVersion;

@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -79,8 +78,7 @@ func EncodeWebhookSecret(w core.Webhook) string {
 	if w.Sealed.KeyID == "" {
 		return w.Secret
 	}
-	return sealedPrefix + w.Sealed.KeyID + ":" + base64.RawStdEncoding.EncodeToString(w.Sealed.Nonce) +
-		":" + base64.RawStdEncoding.EncodeToString(w.Sealed.Ciphertext)
+	return encodeSealed(w.Sealed)
 }
 
 // DecodeWebhookSecret reads what EncodeWebhookSecret stored into w: its
@@ -91,19 +89,11 @@ func DecodeWebhookSecret(text string, w *core.Webhook) error {
 		w.Secret, w.Sealed = text, core.SealedSecret{}
 		return nil
 	}
-	parts := strings.Split(rest, ":")
-	if len(parts) != 3 || parts[0] == "" {
-		return fmt.Errorf("decoding the sealed secret of webhook %s: want key id, nonce and ciphertext", w.ID)
-	}
-	nonce, err := base64.RawStdEncoding.DecodeString(parts[1])
+	sealedSecret, err := decodeSealed(rest)
 	if err != nil {
-		return fmt.Errorf("decoding the sealed secret of webhook %s: its nonce: %w", w.ID, err)
+		return fmt.Errorf("decoding the sealed secret of webhook %s: %w", w.ID, err)
 	}
-	ciphertext, err := base64.RawStdEncoding.DecodeString(parts[2])
-	if err != nil {
-		return fmt.Errorf("decoding the sealed secret of webhook %s: its ciphertext: %w", w.ID, err)
-	}
-	w.Secret, w.Sealed = "", core.SealedSecret{KeyID: parts[0], Nonce: nonce, Ciphertext: ciphertext}
+	w.Secret, w.Sealed = "", sealedSecret
 	return nil
 }
 

@@ -15,8 +15,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sagemaker/types"
 	"github.com/google/go-cmp/cmp"
 
-	"capblock/internal/api"
 	"capblock/internal/awsapi/sagemaker"
+	"capblock/internal/contract"
 	"capblock/internal/core"
 )
 
@@ -233,17 +233,12 @@ func TestErrorWire(t *testing.T) {
 	}
 }
 
-// TestAccessRules: each operation needs the role of the REST API's
-// operation of the same use case.
+// TestAccessRules: each operation calls a use case of contract's access
+// table, the one that decides who may.
 func TestAccessRules(t *testing.T) {
 	for name, rule := range sagemaker.AccessRules() {
-		rest, ok := api.AccessRule(rule.RESTOperation)
-		if !ok {
-			t.Errorf("%s: REST operation %s does not exist", name, rule.RESTOperation)
-			continue
-		}
-		if rest != rule.Role {
-			t.Errorf("%s needs %s, but REST's %s needs %s", name, rule.Role, rule.RESTOperation, rest)
+		if _, ok := contract.RuleOf(rule.UseCase); !ok {
+			t.Errorf("%s calls use case %s, which has no access rule", name, rule.UseCase)
 		}
 	}
 }

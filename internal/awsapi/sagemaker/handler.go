@@ -7,9 +7,10 @@
 //
 // The endpoint in front of it verifies the request's signature, reads
 // the operation from X-Amz-Target (SageMaker.<Op>) and calls Serve with
-// the caller already authenticated. Serve checks the caller's role as the
-// REST API does (the same role per use case), scopes every read to the
-// caller's team, and answers in the protocol's shapes and errors.
+// the caller already authenticated. Serve calls the service as that
+// caller, which checks each call against contract's access table, scopes
+// every read to the caller's team, and answers in the protocol's shapes
+// and errors.
 package sagemaker
 
 import (
@@ -53,13 +54,11 @@ type Handler struct {
 	opts Options
 }
 
-// New returns a Handler of svc.
-func New(svc contract.Service, opts Options) *Handler {
+// New returns a Handler of svc; now is the service's clock (contract.
+// Gate's Now).
+func New(svc contract.Service, now func() time.Time, opts Options) *Handler {
 	if opts.Now == nil {
-		opts.Now = time.Now
-		if c := svc.SimClock(); c != nil {
-			opts.Now = c.Now
-		}
+		opts.Now = now
 	}
 	if opts.Log == nil {
 		opts.Log = slog.New(slog.DiscardHandler)
@@ -73,12 +72,11 @@ func New(svc contract.Service, opts Options) *Handler {
 	return &Handler{svc: svc, opts: opts}
 }
 
-// operation is one SageMaker operation: the role it needs (the role of
-// the REST API's operation of the same use case, named beside it) and
-// what it does with the request's body.
+// operation is one SageMaker operation: the use case it calls (whose
+// rule in contract's access table decides who may) and what it does with
+// the request's body.
 type operation struct {
-	role     core.Role
-	rest     string // the REST API's operation id of the same use case
+	uc       contract.UseCase
 	mutating bool
 	do       func(h *Handler, ctx context.Context, c call) (any, error)
 }
@@ -90,33 +88,33 @@ type call struct {
 	body  []byte
 }
 
-// operations are the operations served. AccessRules lists their roles.
+// operations are the operations served. AccessRules lists their use
+// cases.
 var operations = map[string]operation{
-	"SearchTrainingPlanOfferings": {core.RoleViewer, "searchPlanOfferings", false, (*Handler).searchOfferings},
-	"CreateTrainingPlan":          {core.RoleMember, "purchasePlan", true, (*Handler).createPlan},
-	"DescribeTrainingPlan":        {core.RoleViewer, "getPlan", false, (*Handler).describePlan},
-	"ListTrainingPlans":           {core.RoleViewer, "listPlans", false, (*Handler).listPlans},
-	"CreateTrainingJob":           {core.RoleMember, "createJob", true, (*Handler).createJob},
-	"DescribeTrainingJob":         {core.RoleViewer, "getJob", false, (*Handler).describeJob},
-	"ListTrainingJobs":            {core.RoleViewer, "listJobs", false, (*Handler).listJobs},
-	"StopTrainingJob":             {core.RoleMember, "stopJob", true, (*Handler).stopJob},
+	"SearchTrainingPlanOfferings": {"PlanOfferings", false, (*Handler).searchOfferings},
+	"CreateTrainingPlan":          {"PurchasePlan", true, (*Handler).createPlan},
+	"DescribeTrainingPlan":        {"GetPlan", false, (*Handler).describePlan},
+	"ListTrainingPlans":           {"ListPlans", false, (*Handler).listPlans},
+	"CreateTrainingJob":           {"CreateJob", true, (*Handler).createJob},
+	"DescribeTrainingJob":         {"GetJob", false, (*Handler).describeJob},
+	"ListTrainingJobs":            {"ListJobs", false, (*Handler).listJobs},
+	"StopTrainingJob":             {"StopJob", true, (*Handler).stopJob},
 }
 
-// AccessRule is one operation's role and the REST API's operation id of
-// the same use case, whose role it must equal, and whether it changes
+// AccessRule is the use case an operation calls, whose rule in
+// contract's access table decides who may, and whether it changes
 // anything (the endpoint audits those, as the REST API audits its
 // mutating requests: every SageMaker call is a POST).
 type AccessRule struct {
-	Role          core.Role
-	RESTOperation string
-	Mutating      bool
+	UseCase  contract.UseCase
+	Mutating bool
 }
 
-// AccessRules returns the role of every operation served, by name.
+// AccessRules returns the use case of every operation served, by name.
 func AccessRules() map[string]AccessRule {
 	out := make(map[string]AccessRule, len(operations))
 	for name, op := range operations {
-		out[name] = AccessRule{Role: op.role, RESTOperation: op.rest, Mutating: op.mutating}
+		out[name] = AccessRule{UseCase: op.uc, Mutating: op.mutating}
 	}
 	return out
 }
@@ -136,11 +134,12 @@ func (h *Handler) Serve(w http.ResponseWriter, r *http.Request, p core.Principal
 		h.writeError(w, &awsError{Type: "UnknownOperationException", Message: fmt.Sprintf("operation %q is not supported by capblock's SageMaker endpoint", op)})
 		return
 	}
-	if err := contract.Authorize(p, "SageMaker "+op, o.role); err != nil {
+	ctx := contract.WithPrincipal(r.Context(), p)
+	if err := contract.Permitted(ctx, o.uc); err != nil {
 		h.writeError(w, h.toAWS(err))
 		return
 	}
-	out, err := o.do(h, r.Context(), call{p: p, scope: contract.Scope(p), body: body})
+	out, err := o.do(h, ctx, call{p: p, scope: contract.Scope(p), body: body})
 	if err != nil {
 		h.writeError(w, h.toAWS(err))
 		return
@@ -349,14 +348,18 @@ func (h *Handler) awsType(t string) string {
 
 // capblockType is the capblock type an AWS client names: its AWS name,
 // or capblock's own name of a type of the fleet.
-func (h *Handler) capblockType(name string) (string, error) {
+func (h *Handler) capblockType(ctx context.Context, name string) (string, error) {
 	if h.opts.InstanceType != nil {
 		if t, ok := h.opts.InstanceType(name); ok {
 			return t, nil
 		}
 	}
+	fleet, err := h.svc.Fleet(ctx)
+	if err != nil {
+		return "", err
+	}
 	var names []string
-	for _, t := range h.svc.Fleet().Types {
+	for _, t := range fleet.Types {
 		if t.Name == name {
 			return name, nil
 		}

@@ -93,7 +93,7 @@ func (h *Handler) createJob(ctx context.Context, c call) (any, error) {
 		return nil, err
 	}
 	if rc.InstanceType != "" {
-		t, err := h.capblockType(rc.InstanceType)
+		t, err := h.capblockType(ctx, rc.InstanceType)
 		if err != nil {
 			return nil, err
 		}

@@ -70,7 +70,7 @@ func (h *Handler) searchOfferings(ctx context.Context, c call) (any, error) {
 	if in.InstanceType == "" {
 		return nil, validationf("InstanceType is required")
 	}
-	t, err := h.capblockType(in.InstanceType)
+	t, err := h.capblockType(ctx, in.InstanceType)
 	if err != nil {
 		return nil, err
 	}
@@ -89,7 +89,11 @@ func (h *Handler) searchOfferings(ctx context.Context, c call) (any, error) {
 	if in.StartTimeAfter != nil {
 		start = in.StartTimeAfter.Time
 	}
-	end := start.Add(h.svc.Fleet().Limits.MaxLeadTime + duration)
+	fleet, err := h.svc.Fleet(ctx)
+	if err != nil {
+		return nil, err
+	}
+	end := start.Add(fleet.Limits.MaxLeadTime + duration)
 	if in.EndTimeBefore != nil {
 		end = in.EndTimeBefore.Time
 	}
@@ -97,7 +101,7 @@ func (h *Handler) searchOfferings(ctx context.Context, c call) (any, error) {
 		return nil, validationf("EndTimeBefore must be after StartTimeAfter")
 	}
 	// 2. Search.
-	offerings, err := h.svc.PlanOfferings(ctx, core.PlanSearchRequest{Type: t, Count: *in.InstanceCount, Duration: duration,
+	offerings, err := h.svc.PlanOfferings(ctx, core.PlanSearchRequest{Team: contract.TeamOf(c.p, ""), Type: t, Count: *in.InstanceCount, Duration: duration,
 		StartAfter: start, EndBefore: end, Target: target})
 	if err != nil {
 		return nil, err
@@ -164,10 +168,7 @@ func (h *Handler) createPlan(ctx context.Context, c call) (any, error) {
 	if in.TrainingPlanOfferingId == "" {
 		return nil, validationf("TrainingPlanOfferingId is required: an offering from SearchTrainingPlanOfferings")
 	}
-	team, err := contract.TeamFor(ctx, h.svc, c.p, "")
-	if err != nil {
-		return nil, err
-	}
+	team := contract.TeamOf(c.p, "")
 	v, _, err := h.svc.PurchasePlan(ctx, contract.PlanPurchaseRequest{Team: team, OfferingID: in.TrainingPlanOfferingId,
 		ClientToken: planToken(in.TrainingPlanName), Name: in.TrainingPlanName})
 	if errors.Is(err, core.ErrIdempotencyMismatch) {

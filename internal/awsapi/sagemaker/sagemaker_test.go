@@ -73,7 +73,7 @@ func newEnv(t *testing.T) *env {
 	for k, v := range awsNames {
 		reverse[v] = k
 	}
-	h := sagemaker.New(svc, sagemaker.Options{
+	h := sagemaker.New(svc.Guarded(), svc.Now, sagemaker.Options{
 		InstanceType: func(n string) (string, bool) { t, ok := awsNames[n]; return t, ok },
 		AWSName:      func(t string) string { return reverse[t] },
 		Region:       "eu-west-1", Account: "123456789012",

@@ -13,35 +13,36 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/rest"
+
+	"capblock/internal/kubenames"
 )
 
 // The labels and resource that NVIDIA's device plugin and GPU feature
-// discovery put on a GPU node, and Kubernetes' own zone label.
+// discovery put on a GPU node, and Kubernetes' own zone label (package
+// kubenames, which the admission webhooks share).
 const (
-	GPUResource     corev1.ResourceName = "nvidia.com/gpu"
-	GPUProductLabel                     = "nvidia.com/gpu.product"
-	ZoneLabel                           = corev1.LabelTopologyZone
+	GPUResource     = kubenames.GPUResource
+	GPUProductLabel = kubenames.GPUProductLabel
+	ZoneLabel       = kubenames.ZoneLabel
 )
 
 // Defaults of Config.
 const (
-	// DefaultRackLabel is capblock's own: Kubernetes defines no rack
-	// label, and the topology.kubernetes.io/ prefix is reserved to it (a
-	// label invented there may clash with one it defines later).
-	DefaultRackLabel = "capblock.io/rack"
+	// DefaultRackLabel: see kubenames.DefaultRackLabel.
+	DefaultRackLabel = kubenames.DefaultRackLabel
 	// DefaultBlockLabelDomain prefixes the label key that a block puts on
 	// each of its nodes: block.capblock.io/<block id>=<team>.
-	DefaultBlockLabelDomain = "block.capblock.io"
+	DefaultBlockLabelDomain = kubenames.DefaultBlockLabelDomain
 	// DefaultPodBlockLabel is the label by which a pod names the block it
 	// runs for.
-	DefaultPodBlockLabel = "capblock.io/block"
+	DefaultPodBlockLabel = kubenames.DefaultPodBlockLabel
 	// DefaultParallel bounds the API calls that one action has in flight.
 	DefaultParallel = 16
 )
 
 // DefaultTaint keeps from the nodes capblock sells every pod that does
 // not tolerate it.
-var DefaultTaint = corev1.Taint{Key: "capblock.io/sold", Value: "true", Effect: corev1.TaintEffectNoSchedule}
+var DefaultTaint = kubenames.DefaultTaint
 
 // Config is what the Kubernetes backend is built from; the zero value
 // (with a Kubeconfig, or in a pod) takes every default.

@@ -24,13 +24,14 @@ package postgres
 
 import (
 	"context"
-	"crypto/rand"
+	"errors"
 	"fmt"
-	"sync"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"capblock/internal/core"
 	"capblock/internal/store"
 )
 
@@ -54,9 +55,6 @@ type Store struct {
 	// retries counts transactions the database aborted (serialization
 	// failures, deadlocks) that Commit ran again.
 	retries prometheus.Counter
-
-	secretMu sync.Mutex
-	secret   []byte
 }
 
 var _ store.Store = (*Store)(nil)
@@ -110,38 +108,48 @@ func (s *Store) Close() error {
 	return nil
 }
 
-// Secret returns the signing secret, creating it on first use.
-func (s *Store) Secret(ctx context.Context) ([]byte, error) {
-	s.secretMu.Lock()
-	defer s.secretMu.Unlock()
-	if s.secret == nil {
-		secret, err := s.loadSecret(ctx)
-		if err != nil {
-			return nil, err
-		}
-		s.secret = secret
+// Secret returns the signing secret as stored, if one is.
+func (s *Store) Secret(ctx context.Context) (store.SigningSecret, bool, error) {
+	var stored []byte
+	err := s.pool.QueryRow(ctx, `SELECT value FROM meta WHERE key = 'secret'`).Scan(&stored)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return store.SigningSecret{}, false, nil
 	}
-	return append([]byte(nil), s.secret...), nil
+	if err != nil {
+		return store.SigningSecret{}, false, fmt.Errorf("reading the signing secret: %w", err)
+	}
+	secret, err := store.DecodeSigningSecret(stored)
+	return secret, err == nil, err
 }
 
-// loadSecret stores a new random secret unless one exists, and returns the
-// stored one. Replicas starting together agree: an INSERT racing another
-// waits for it and then does nothing, and the SELECT that follows, a
-// statement of its own, sees the row that won.
-func (s *Store) loadSecret(ctx context.Context) ([]byte, error) {
-	fresh := make([]byte, 32)
-	if _, err := rand.Read(fresh); err != nil {
-		return nil, fmt.Errorf("generating secret: %w", err)
-	}
+// InitSecret stores secret unless one exists, and returns the stored one.
+// Replicas starting together agree: an INSERT racing another waits for it
+// and then does nothing, and the SELECT that follows, a statement of its
+// own, sees the row that won.
+func (s *Store) InitSecret(ctx context.Context, secret store.SigningSecret) (store.SigningSecret, error) {
 	if _, err := s.pool.Exec(ctx,
-		`INSERT INTO meta (key, value) VALUES ('secret', $1) ON CONFLICT (key) DO NOTHING`, fresh); err != nil {
-		return nil, fmt.Errorf("storing secret: %w", err)
+		`INSERT INTO meta (key, value) VALUES ('secret', $1) ON CONFLICT (key) DO NOTHING`, store.EncodeSigningSecret(secret)); err != nil {
+		return store.SigningSecret{}, fmt.Errorf("storing the signing secret: %w", err)
 	}
-	var secret []byte
-	if err := s.pool.QueryRow(ctx, `SELECT value FROM meta WHERE key = 'secret'`).Scan(&secret); err != nil {
-		return nil, fmt.Errorf("reading secret: %w", err)
+	var stored []byte
+	if err := s.pool.QueryRow(ctx, `SELECT value FROM meta WHERE key = 'secret'`).Scan(&stored); err != nil {
+		return store.SigningSecret{}, fmt.Errorf("reading the signing secret: %w", err)
 	}
-	return secret, nil
+	return store.DecodeSigningSecret(stored)
+}
+
+// SealSecret replaces the clear signing secret with its sealed form, only
+// if the stored secret is still that clear one.
+func (s *Store) SealSecret(ctx context.Context, clear []byte, sealed core.SealedSecret) error {
+	tag, err := s.pool.Exec(ctx, `UPDATE meta SET value = $1 WHERE key = 'secret' AND value = $2`,
+		store.EncodeSigningSecret(store.SigningSecret{Sealed: sealed}), clear)
+	if err != nil {
+		return fmt.Errorf("sealing the signing secret: %w", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("sealing the signing secret: it is not stored in clear: %w", store.ErrConflict)
+	}
+	return nil
 }
 
 // Collectors returns the store's metrics: its connection pool and its

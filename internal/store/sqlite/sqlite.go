@@ -7,7 +7,6 @@ package sqlite
 
 import (
 	"context"
-	"crypto/rand"
 	"database/sql"
 	"errors"
 	"fmt"
@@ -18,6 +17,7 @@ import (
 
 	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
 
+	"capblock/internal/core"
 	"capblock/internal/store"
 )
 
@@ -39,9 +39,6 @@ type Store struct {
 
 	ws *writeStmts
 	rs *readStmts
-
-	secretMu sync.Mutex
-	secret   []byte
 
 	closeOnce sync.Once
 	closeErr  error
@@ -176,43 +173,76 @@ func (s *Store) Close() error {
 	return s.closeErr
 }
 
-// Secret returns the signing secret, creating it on first use.
-func (s *Store) Secret(ctx context.Context) ([]byte, error) {
-	s.secretMu.Lock()
-	defer s.secretMu.Unlock()
-	if s.secret == nil {
-		secret, err := s.loadSecret(ctx)
-		if err != nil {
-			return nil, err
-		}
-		s.secret = secret
+// Secret returns the signing secret as stored, if one is.
+func (s *Store) Secret(ctx context.Context) (store.SigningSecret, bool, error) {
+	var stored []byte
+	err := s.r.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = 'secret'`).Scan(&stored)
+	if errors.Is(err, sql.ErrNoRows) {
+		return store.SigningSecret{}, false, nil
 	}
-	return append([]byte(nil), s.secret...), nil
+	if err != nil {
+		return store.SigningSecret{}, false, fmt.Errorf("reading the signing secret: %w", err)
+	}
+	secret, err := store.DecodeSigningSecret(stored)
+	return secret, err == nil, err
 }
 
-// loadSecret stores a new random secret unless one exists, and returns the
-// stored one; the insert and the read share one write transaction, so two
-// processes opening a new file agree on the same secret.
-func (s *Store) loadSecret(ctx context.Context) ([]byte, error) {
-	fresh := make([]byte, 32)
-	if _, err := rand.Read(fresh); err != nil {
-		return nil, fmt.Errorf("generating secret: %w", err)
-	}
+// InitSecret stores secret unless one exists, and returns the stored one;
+// the insert and the read share one write transaction, so two processes
+// opening a new file agree on the same secret.
+func (s *Store) InitSecret(ctx context.Context, secret store.SigningSecret) (store.SigningSecret, error) {
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
-		return nil, fmt.Errorf("beginning secret transaction: %w", err)
+		return store.SigningSecret{}, fmt.Errorf("beginning the signing secret's transaction: %w", err)
 	}
 	defer tx.Rollback()
 	if _, err := tx.ExecContext(ctx,
-		`INSERT INTO meta (key, value) VALUES ('secret', ?) ON CONFLICT (key) DO NOTHING`, fresh); err != nil {
-		return nil, fmt.Errorf("storing secret: %w", err)
+		`INSERT INTO meta (key, value) VALUES ('secret', ?) ON CONFLICT (key) DO NOTHING`, store.EncodeSigningSecret(secret)); err != nil {
+		return store.SigningSecret{}, fmt.Errorf("storing the signing secret: %w", err)
 	}
-	var secret []byte
-	if err := tx.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = 'secret'`).Scan(&secret); err != nil {
-		return nil, fmt.Errorf("reading secret: %w", err)
+	var stored []byte
+	if err := tx.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = 'secret'`).Scan(&stored); err != nil {
+		return store.SigningSecret{}, fmt.Errorf("reading the signing secret: %w", err)
 	}
 	if err := tx.Commit(); err != nil {
-		return nil, fmt.Errorf("committing secret: %w", err)
+		return store.SigningSecret{}, fmt.Errorf("committing the signing secret: %w", err)
 	}
-	return secret, nil
+	return store.DecodeSigningSecret(stored)
+}
+
+// SealSecret replaces the clear signing secret with its sealed form, only
+// if the stored secret is still that clear one. SQLite leaves what an
+// update replaced in the file's free space and in the write-ahead log, so
+// the update runs with secure_delete (the clear secret's bytes are
+// zeroed), and the log is then checkpointed and truncated: the clear
+// secret is gone from the files, unless a reader held the log meanwhile
+// (it then goes at a later checkpoint).
+func (s *Store) SealSecret(ctx context.Context, clear []byte, sealed core.SealedSecret) error {
+	conn, err := s.w.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("sealing the signing secret: %w", err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, `PRAGMA secure_delete = ON`); err != nil {
+		return fmt.Errorf("sealing the signing secret: %w", err)
+	}
+	res, err := conn.ExecContext(ctx, `UPDATE meta SET value = ? WHERE key = 'secret' AND value = ?`,
+		store.EncodeSigningSecret(store.SigningSecret{Sealed: sealed}), clear)
+	if _, offErr := conn.ExecContext(context.WithoutCancel(ctx), `PRAGMA secure_delete = OFF`); err == nil && offErr != nil {
+		err = offErr
+	}
+	if err != nil {
+		return fmt.Errorf("sealing the signing secret: %w", err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return fmt.Errorf("sealing the signing secret: %w", err)
+	}
+	if n == 0 {
+		return fmt.Errorf("sealing the signing secret: it is not stored in clear: %w", store.ErrConflict)
+	}
+	if _, err := conn.ExecContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`); err != nil {
+		return fmt.Errorf("checkpointing the database after sealing the signing secret: %w", err)
+	}
+	return nil
 }

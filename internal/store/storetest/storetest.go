@@ -6,6 +6,7 @@
 package storetest
 
 import (
+	"bytes"
 	"errors"
 	"testing"
 	"time"
@@ -201,16 +202,24 @@ func testPing(t *testing.T, h Harness) {
 	}
 }
 
+// testSecret: a new store holds no signing secret; concurrent first
+// stores agree on one, which a later InitSecret does not replace and a
+// reopen keeps; SealSecret replaces the clear secret once, only while it
+// is still the clear secret given.
 func testSecret(t *testing.T, h Harness) {
 	s := h.Open(t)
-	// Concurrent first calls must agree on one secret.
+	if got, ok, err := s.Secret(t.Context()); err != nil || ok {
+		t.Fatalf("Secret of a new store = %+v, %t, %v; want none", got, ok, err)
+	}
+	// 1. Concurrent first stores agree on one secret.
 	const callers = 8
-	secrets := make([][]byte, callers)
+	secrets := make([]store.SigningSecret, callers)
 	errs := make([]error, callers)
 	done := make(chan int)
 	for i := range callers {
 		go func() {
-			secrets[i], errs[i] = s.Secret(t.Context())
+			fresh := bytes.Repeat([]byte{byte(i + 1)}, 32)
+			secrets[i], errs[i] = s.InitSecret(t.Context(), store.SigningSecret{Clear: fresh})
 			done <- i
 		}()
 	}
@@ -219,40 +228,62 @@ func testSecret(t *testing.T, h Harness) {
 	}
 	for i := range callers {
 		if errs[i] != nil {
-			t.Fatalf("Secret: %v", errs[i])
+			t.Fatalf("InitSecret: %v", errs[i])
 		}
 		if diff := cmp.Diff(secrets[0], secrets[i]); diff != "" {
-			t.Fatalf("Secret differs between calls (-first +later):\n%s", diff)
+			t.Fatalf("InitSecret differs between callers (-first +later):\n%s", diff)
 		}
 	}
-	if len(secrets[0]) != 32 {
-		t.Fatalf("Secret is %d bytes, want 32", len(secrets[0]))
+	first := secrets[0]
+	if len(first.Clear) != 32 || first.Sealed.KeyID != "" {
+		t.Fatalf("InitSecret = %+v, want one of the clear secrets given", first)
 	}
-	again, err := s.Secret(t.Context())
+	got, ok, err := s.Secret(t.Context())
+	if err != nil || !ok {
+		t.Fatalf("Secret = %v, %t; want the stored one", err, ok)
+	}
+	if diff := cmp.Diff(first, got); diff != "" {
+		t.Fatalf("Secret (-stored +read):\n%s", diff)
+	}
+	again, err := s.InitSecret(t.Context(), store.SigningSecret{Clear: bytes.Repeat([]byte{0xee}, 32)})
 	if err != nil {
-		t.Fatalf("Secret: %v", err)
+		t.Fatalf("InitSecret again: %v", err)
 	}
-	if diff := cmp.Diff(secrets[0], again); diff != "" {
-		t.Fatalf("Secret changed (-first +later):\n%s", diff)
+	if diff := cmp.Diff(first, again); diff != "" {
+		t.Fatalf("InitSecret replaced the secret (-first +later):\n%s", diff)
 	}
+
+	// 2. Sealed once, only while it is the clear secret given.
+	sealed := core.SealedSecret{KeyID: "sk-0123456789abcdef", Nonce: []byte{0, 1, 2, 255}, Ciphertext: []byte("ciphertext\x00:with a colon and more than 32 bytes")}
+	wantErr(t, "SealSecret of another clear secret",
+		s.SealSecret(t.Context(), bytes.Repeat([]byte{0xee}, 32), sealed), store.ErrConflict)
+	mustDo(t, "SealSecret", s.SealSecret(t.Context(), first.Clear, sealed))
+	wantErr(t, "SealSecret twice", s.SealSecret(t.Context(), first.Clear, sealed), store.ErrConflict)
+	want := store.SigningSecret{Sealed: sealed}
+	if got, ok, err := s.Secret(t.Context()); err != nil || !ok || !cmp.Equal(want, got) {
+		t.Fatalf("Secret after sealing = %+v, %t, %v; want %+v", got, ok, err, want)
+	}
+	if got, err := s.InitSecret(t.Context(), first); err != nil || !cmp.Equal(want, got) {
+		t.Fatalf("InitSecret after sealing = %+v, %v; want the sealed secret", got, err)
+	}
+
+	// 3. A reopen keeps it; another store has none, and stores a sealed
+	// one as given.
 	if h.Reopen == nil {
 		t.Skip("no Reopen in the harness")
 	}
 	s = h.Reopen(t, s)
-	after, err := s.Secret(t.Context())
-	if err != nil {
-		t.Fatalf("Secret after reopen: %v", err)
+	if got, ok, err := s.Secret(t.Context()); err != nil || !ok || !cmp.Equal(want, got) {
+		t.Fatalf("Secret after reopen = %+v, %t, %v; want %+v", got, ok, err, want)
 	}
-	if diff := cmp.Diff(secrets[0], after); diff != "" {
-		t.Fatalf("Secret changed across reopen (-before +after):\n%s", diff)
+	other := h.Open(t)
+	if got, ok, err := other.Secret(t.Context()); err != nil || ok {
+		t.Fatalf("Secret of another store = %+v, %t, %v; want none", got, ok, err)
 	}
-	other, err := h.Open(t).Secret(t.Context())
-	if err != nil {
-		t.Fatalf("Secret of another store: %v", err)
+	if got, err := other.InitSecret(t.Context(), want); err != nil || !cmp.Equal(want, got) {
+		t.Fatalf("InitSecret of a sealed secret = %+v, %v; want it stored as given", got, err)
 	}
-	if cmp.Equal(other, after) {
-		t.Fatalf("two new stores have the same secret %x", other)
-	}
+	wantErr(t, "SealSecret of a sealed secret", other.SealSecret(t.Context(), first.Clear, sealed), store.ErrConflict)
 }
 
 func testEmptyChange(t *testing.T, h Harness) {

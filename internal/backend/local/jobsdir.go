@@ -1,4 +1,4 @@
-package backend
+package local
 
 import (
 	"errors"
@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"syscall"
 	"time"
+
+	"capblock/internal/backend"
 )
 
 // Jobs directory layout of the local engine. The jobs directory is the
@@ -35,7 +37,7 @@ func killAtPath(dir, jobID string) string {
 // writeKillAt writes at (RFC 3339) into a job's kill-at file under the
 // jobs directory dir, making the job's notices directory, which only the
 // job's user's group reads (user nil: the server's user alone).
-func writeKillAt(dir, jobID string, at time.Time, user *User) error {
+func writeKillAt(dir, jobID string, at time.Time, user *backend.User) error {
 	notices := filepath.Join(dir, jobsNoticesDir)
 	mode := os.FileMode(0o700)
 	if user != nil {
@@ -115,38 +117,14 @@ func prepareJobsDir(dir string, isolated bool) error {
 	if err := os.Chmod(dir, 0o711); err != nil {
 		return fmt.Errorf("letting job users pass through the jobs directory %s: %w", dir, err)
 	}
-	return CheckJobsDirReachable(dir)
-}
-
-// CheckJobsDirReachable checks that users other than the server's may
-// pass through every directory above dir (an absolute path, or relative
-// to the working directory), as jobs run as users of their own must, to
-// reach their working directories.
-func CheckJobsDirReachable(dir string) error {
-	abs, err := filepath.Abs(dir)
-	if err != nil {
-		return fmt.Errorf("jobs directory %s: %w", dir, err)
-	}
-	for d := filepath.Dir(abs); ; d = filepath.Dir(d) {
-		fi, err := os.Stat(d)
-		if err != nil {
-			return fmt.Errorf("checking %s above the jobs directory: %w", d, err)
-		}
-		if fi.Mode().Perm()&0o001 == 0 {
-			return fmt.Errorf("jobs run as users of their own, who could not reach the jobs directory %s: %s has mode %04o; choose a --jobs-dir that others may pass through (such as /var/lib/capblock-jobs), or let them pass with chmod o+x %s",
-				abs, d, fi.Mode().Perm(), d)
-		}
-		if d == filepath.Dir(d) {
-			return nil
-		}
-	}
+	return backend.CheckJobsDirReachable(dir)
 }
 
 // prepareWorkDir makes a job's working directory and its checkpoint
 // directory on the job's first start, owned by the job's user. Once made,
 // the directory is the job's: nothing in it is touched again, so that a
 // link a job put there never leads the server anywhere.
-func prepareWorkDir(dir string, user *User) error {
+func prepareWorkDir(dir string, user *backend.User) error {
 	err := os.Mkdir(dir, 0o700)
 	if errors.Is(err, fs.ErrExist) {
 		return checkWorkDir(dir, user)
@@ -171,7 +149,7 @@ func prepareWorkDir(dir string, user *User) error {
 
 // checkWorkDir checks that an existing working directory is a directory
 // of the job's user (or, unisolated, the server's).
-func checkWorkDir(dir string, user *User) error {
+func checkWorkDir(dir string, user *backend.User) error {
 	fi, err := os.Lstat(dir)
 	if err != nil {
 		return fmt.Errorf("checking the job's directory: %w", err)

@@ -1,4 +1,4 @@
-package backend
+package local
 
 import (
 	"context"
@@ -6,8 +6,11 @@ import (
 	"maps"
 	"sync"
 
+	"capblock/internal/backend"
 	"capblock/internal/core"
 )
+
+var _ backend.Backend = (*Sim)(nil)
 
 // Sim is the simulated backend: it reports the nodes it was built from
 // (the fleet file's, or the demo fleet's) as its inventory, and records

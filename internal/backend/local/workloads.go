@@ -1,4 +1,4 @@
-package backend
+package local
 
 import (
 	"context"
@@ -11,13 +11,14 @@ import (
 	"syscall"
 	"time"
 
+	"capblock/internal/backend"
 	"capblock/internal/core"
 	"capblock/internal/executor"
 )
 
-// LocalWorkloads runs jobs' instances as processes of this machine (the
+// Workloads runs jobs' instances as processes of this machine (the
 // sim and local engines), through the executor's shim, in a jobs
-// directory (see localdirs.go for its layout):
+// directory (see jobsdir.go for its layout):
 //
 //	<dir>/state/                      the executor's records, to adopt after a restart
 //	<dir>/logs/<job>/instance-<n>.log each instance's log
@@ -27,27 +28,27 @@ import (
 // Every instance of a run is on this machine: MASTER_ADDR is 127.0.0.1,
 // MASTER_PORT is the job's own (masterPort), and CUDA_VISIBLE_DEVICES
 // lists the GPUs of the block's slot that the instance is given.
-type LocalWorkloads struct {
+type Workloads struct {
 	dir      string
 	isolated bool
 }
 
-// NewLocalWorkloads runs jobs in dir, made if missing. Isolated jobs run
-// as users of their own (Workload.User), in cgroups or not at all: the
-// jobs directory then lets others pass through, and every directory above
-// it must too.
-func NewLocalWorkloads(dir string, isolated bool) (*LocalWorkloads, error) {
+// NewWorkloads runs jobs in dir, made if missing. Isolated jobs run as
+// users of their own (backend.Workload.User), in cgroups or not at all:
+// the jobs directory then lets others pass through, and every directory
+// above it must too.
+func NewWorkloads(dir string, isolated bool) (*Workloads, error) {
 	if abs, err := filepath.Abs(dir); err == nil {
 		dir = abs // jobs run in directories of their own
 	}
 	if err := prepareJobsDir(dir, isolated); err != nil {
 		return nil, err
 	}
-	return &LocalWorkloads{dir: dir, isolated: isolated}, nil
+	return &Workloads{dir: dir, isolated: isolated}, nil
 }
 
 // Open starts the executor on the jobs directory's state.
-func (l *LocalWorkloads) Open() (Instances, error) {
+func (l *Workloads) Open() (backend.Instances, error) {
 	var opts []executor.Option
 	if l.isolated {
 		opts = append(opts, executor.RequireCgroups()) // other users' jobs run contained, or not at all
@@ -60,7 +61,7 @@ func (l *LocalWorkloads) Open() (Instances, error) {
 }
 
 // ReadLog reads an instance's log from the jobs directory (executor.ReadLog).
-func (l *LocalWorkloads) ReadLog(_ context.Context, jobID string, instance int, offset int64, limit int) ([]byte, int64, error) {
+func (l *Workloads) ReadLog(_ context.Context, jobID string, instance int, offset int64, limit int) ([]byte, int64, error) {
 	if err := checkJobID(jobID); err != nil {
 		return nil, 0, err
 	}
@@ -75,9 +76,9 @@ func (l *LocalWorkloads) ReadLog(_ context.Context, jobID string, instance int, 
 }
 
 // workDir is a job's working directory, holding its checkpoint directory.
-func (l *LocalWorkloads) workDir(jobID string) string { return filepath.Join(l.dir, jobID) }
+func (l *Workloads) workDir(jobID string) string { return filepath.Join(l.dir, jobID) }
 
-func (l *LocalWorkloads) logPath(jobID string, instance int) string {
+func (l *Workloads) logPath(jobID string, instance int) string {
 	return filepath.Join(l.dir, jobsLogsDir, jobID, fmt.Sprintf("instance-%d.log", instance))
 }
 
@@ -93,8 +94,37 @@ func checkJobID(id string) error {
 
 // localInstances is an open executor.
 type localInstances struct {
-	l *LocalWorkloads
+	l *Workloads
 	r Runner
+}
+
+var (
+	_ backend.Workloads   = (*Workloads)(nil)
+	_ backend.KillNoticer = (*localInstances)(nil)
+)
+
+// Runner runs the instances of jobs as processes of this machine and
+// reports how they end (package executor): Workloads starts and stops
+// them through it.
+type Runner interface {
+	// Start starts one instance; key names the job's run.
+	Start(spec executor.Spec) (executor.Instance, error)
+	// Stop stops an instance: SIGTERM (or its equivalent), then a kill
+	// after grace. It is idempotent.
+	Stop(key string, instance int, grace time.Duration) error
+	// Adopt finds the instances that an earlier server started and that
+	// still run; the ends of the others come on Exits.
+	Adopt() ([]executor.Instance, error)
+	// Exits reports each instance's end once.
+	Exits() <-chan executor.Exit
+	// Close lets go of the instances without stopping them.
+	Close() error
+}
+
+// NewProcessRunner runs job instances as processes of this machine, with
+// its state (to adopt them after a restart) in stateDir.
+func NewProcessRunner(stateDir string, opts ...executor.Option) (Runner, error) {
+	return executor.New(stateDir, opts...)
 }
 
 // Start prepares the job's working directory (on its first start) and
@@ -102,7 +132,7 @@ type localInstances struct {
 // each run's instance started, so that a start applied again (after a
 // crash that came before the start was recorded done) is a no-op, even
 // when the instance has ended since.
-func (li *localInstances) Start(_ context.Context, w Workload) error {
+func (li *localInstances) Start(_ context.Context, w backend.Workload) error {
 	if err := checkJobID(w.JobID); err != nil {
 		return err
 	}
@@ -140,7 +170,7 @@ func (li *localInstances) Start(_ context.Context, w Workload) error {
 
 // markStarted records that the instance of w's run is started, in the
 // job's log directory; fs.ErrExist says it was already.
-func (l *LocalWorkloads) markStarted(w Workload) (string, error) {
+func (l *Workloads) markStarted(w backend.Workload) (string, error) {
 	_, run, _ := strings.Cut(w.Run, "/")
 	path := filepath.Join(l.dir, jobsLogsDir, w.JobID, fmt.Sprintf("instance-%d.run-%s.started", w.Rank, run))
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
@@ -155,7 +185,7 @@ func (l *LocalWorkloads) markStarted(w Workload) (string, error) {
 
 // localEnv is the environment of a local instance whose working
 // directory is dir.
-func localEnv(w Workload, dir string) map[string]string {
+func localEnv(w backend.Workload, dir string) map[string]string {
 	gpus := instanceGPUs(w.Block, w.GPUsPerInstance)
 	killAtFile := ""
 	if !w.KillAt.IsZero() {
@@ -196,16 +226,16 @@ func (li *localInstances) Stop(run string, instance int, grace time.Duration) er
 	return li.r.Stop(run, instance, grace)
 }
 
-func (li *localInstances) Adopt() ([]RunningInstance, error) {
+func (li *localInstances) Adopt() ([]backend.RunningInstance, error) {
 	adopted, err := li.r.Adopt()
-	out := make([]RunningInstance, len(adopted))
+	out := make([]backend.RunningInstance, len(adopted))
 	for i, in := range adopted {
-		out[i] = RunningInstance{Run: in.JobID, Instance: in.Instance}
+		out[i] = backend.RunningInstance{Run: in.JobID, Instance: in.Instance}
 	}
 	return out, err
 }
 
-func (li *localInstances) Exits() <-chan InstanceExit { return li.r.Exits() }
+func (li *localInstances) Exits() <-chan backend.InstanceExit { return li.r.Exits() }
 
 func (li *localInstances) Close() error { return li.r.Close() }
 

@@ -1,4 +1,4 @@
-package backend
+package local
 
 import (
 	"os"
@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"capblock/internal/backend"
 	"capblock/internal/core"
 )
 
@@ -22,7 +23,7 @@ func twoNodeBlock() core.Block {
 // rendezvous on this machine at the job's port, and the GPUs of the slot
 // the instance's rank is given.
 func TestLocalEnv(t *testing.T) {
-	base := Workload{JobID: "job-1", Run: "job-1/2", WorldSize: 2, Block: twoNodeBlock(), PlanID: "tp-1", GPUsPerInstance: 4,
+	base := backend.Workload{JobID: "job-1", Run: "job-1/2", WorldSize: 2, Block: twoNodeBlock(), PlanID: "tp-1", GPUsPerInstance: 4,
 		Restarts: 2, Env: map[string]string{"NCCL_DEBUG": "INFO", "RANK": "9", "CUDA_VISIBLE_DEVICES": "0-7"}}
 	port := masterPort("job-1")
 	standard := map[string]string{
@@ -95,7 +96,7 @@ func TestLocalEnv(t *testing.T) {
 // none, and a notice for it makes none.
 func TestKillAtFile(t *testing.T) {
 	dir := t.TempDir()
-	li := &localInstances{l: &LocalWorkloads{dir: dir}}
+	li := &localInstances{l: &Workloads{dir: dir}}
 	if err := li.NoticeKill("job-1/1", 0, time.Now()); err != nil {
 		t.Fatal(err)
 	}
@@ -158,7 +159,7 @@ func TestMasterPort(t *testing.T) {
 // written yet reads as empty.
 func TestLocalRunAndReadLog(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "jobs")
-	l, err := NewLocalWorkloads(dir, false)
+	l, err := NewWorkloads(dir, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,7 +171,7 @@ func TestLocalRunAndReadLog(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ins.Close()
-	w := Workload{JobID: "job-1", Run: "job-1/0", Rank: 1, WorldSize: 2, Block: twoNodeBlock(), GPUsPerInstance: 4,
+	w := backend.Workload{JobID: "job-1", Run: "job-1/0", Rank: 1, WorldSize: 2, Block: twoNodeBlock(), GPUsPerInstance: 4,
 		Command: []string{"sh", "-c", `echo "$RANK $CUDA_VISIBLE_DEVICES $MASTER_ADDR $PWD"; test -d "$CAPBLOCK_CHECKPOINT_DIR"`}}
 	if err := ins.Start(t.Context(), w); err != nil {
 		t.Fatal(err)
@@ -202,7 +203,7 @@ func TestLocalRunAndReadLog(t *testing.T) {
 func TestLocalStartsAnInstanceOnce(t *testing.T) {
 	dir := t.TempDir()
 	marks := filepath.Join(dir, "marks")
-	l, err := NewLocalWorkloads(filepath.Join(dir, "jobs"), false)
+	l, err := NewWorkloads(filepath.Join(dir, "jobs"), false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -211,7 +212,7 @@ func TestLocalStartsAnInstanceOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ins.Close() })
-	w := Workload{JobID: "job-1", Run: "job-1/1", WorldSize: 1, Block: twoNodeBlock(), GPUsPerInstance: 8,
+	w := backend.Workload{JobID: "job-1", Run: "job-1/1", WorldSize: 1, Block: twoNodeBlock(), GPUsPerInstance: 8,
 		Command: []string{"/bin/sh", "-c", `echo "$CAPBLOCK_RESTART_COUNT" >> ` + marks}}
 	ended := func() {
 		t.Helper()
