@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -33,11 +34,11 @@ func readWholeLog(t *testing.T, path string) string {
 	return string(b)
 }
 
-// TestPrivateTmpIsBoundedAndPrivate: an instance with a tmp limit, run as
+// TestJobTmpIsBoundedAndPrivate: an instance with a tmp limit, run as
 // a user of its own, writes to /tmp until it is full: it gets ENOSPC at
 // the limit, the host's /tmp, /dev/shm and /var/tmp never see its files,
 // and it can write to all three, which share the limit.
-func TestPrivateTmpIsBoundedAndPrivate(t *testing.T) {
+func TestJobTmpIsBoundedAndPrivate(t *testing.T) {
 	e, _ := newTestExecutor(t)
 	needPrivateTmp(t, e)
 	stamp := fmt.Sprintf("capblock-test-%d", time.Now().UnixNano())
@@ -94,10 +95,10 @@ ls "$(dirname "$PWD")" >/dev/null 2>&1 || echo "cannot list above it"
 	t.Logf("the job's output:\n%s", log)
 }
 
-// TestPrivateTmpRefusedWhereItCannotBeApplied: an executor that must
+// TestJobTmpRefusedWhereItCannotBeApplied: an executor that must
 // contain its instances refuses a tmp limit it cannot apply; another
 // runs the instance on the host's /tmp, as Isolation says.
-func TestPrivateTmpRefusedWhereItCannotBeApplied(t *testing.T) {
+func TestJobTmpRefusedWhereItCannotBeApplied(t *testing.T) {
 	e, _ := newTestExecutor(t, withoutPrivateTmp())
 	if iso := e.Isolation(); iso.PrivateTmp || iso.TmpReason == "" {
 		t.Fatalf("Isolation = %+v, want no private /tmp, with a reason", iso)
@@ -144,12 +145,14 @@ func TestDiskLimitEndsTheJob(t *testing.T) {
 	if x.Code != 137 || !x.Signaled || !strings.Contains(x.Reason, "disk") || !strings.Contains(x.Reason, "4.0 MiB") {
 		t.Errorf("exit = %+v, want a SIGKILL for the disk limit of 4.0 MiB", x)
 	}
-	if log := readWholeLog(t, s.LogPath); !strings.Contains(log, "written\ncapblock: killed: the job's working directory is past its disk limit: "+dir) {
+	killed := regexp.MustCompile(`capblock: killed: the job's working directory is past its disk limit: ` + regexp.QuoteMeta(dir) +
+		` holds [0-9.]+ MiB on disk, and its limit is 4\.0 MiB; the job cannot run again until it holds less\n$`)
+	if log := readWholeLog(t, s.LogPath); !killed.MatchString(log) {
 		t.Errorf("the log does not say why the job ended:\n%s", log)
 	}
 
 	_, err := e.Start(s)
-	if !errors.Is(err, ErrDiskLimit) || !strings.Contains(err.Error(), dir+" holds 16 MiB on disk, and its limit is 4.0 MiB") {
+	if !errors.Is(err, ErrDiskLimit) || !strings.Contains(err.Error(), dir+" holds ") || !strings.Contains(err.Error(), "MiB on disk, and its limit is 4.0 MiB") {
 		t.Fatalf("Start of a job whose directory is full = %v, want ErrDiskLimit saying how full", err)
 	}
 	if log := readWholeLog(t, s.LogPath); !strings.Contains(log, "capblock: not started: the job's working directory is past its disk limit") {
@@ -165,9 +168,9 @@ func TestDiskLimitEndsTheJob(t *testing.T) {
 	}
 }
 
-// TestDiskUsageCountsWhatIsOnDisk: allocated blocks, each file once, no
+// TestJobDiskUsageCountsWhatIsOnDisk: allocated blocks, each file once, no
 // link followed.
-func TestDiskUsageCountsWhatIsOnDisk(t *testing.T) {
+func TestJobDiskUsageCountsWhatIsOnDisk(t *testing.T) {
 	dir := t.TempDir()
 	outside := t.TempDir()
 	write := func(path string, n int) {
@@ -217,15 +220,15 @@ while :; do sleep %s; done`, dir, sleeps[0], dir, sleeps[1]))
 	return script, sleeps
 }
 
-// TestSetDeadlineMovesIt: a deadline moved later before it comes does
+// TestJobDeadlineMovesWithSetDeadline: a deadline moved later before it comes does
 // not end the instance; moved close, it does, SIGTERM then SIGKILL, with
 // the reason on its exit.
-func TestSetDeadlineMovesIt(t *testing.T) {
+func TestJobDeadlineMovesWithSetDeadline(t *testing.T) {
 	e, _ := newTestExecutor(t)
 	dir := t.TempDir()
 	script, sleeps := deadlineJob(t, dir)
 	s := spec(t, "dl", script)
-	s.Limits = Limits{Deadline: time.Now().Add(1500 * time.Millisecond), StopGrace: 500 * time.Millisecond}
+	s.Limits = Limits{Deadline: time.Now().Add(2 * time.Second), StopGrace: time.Second}
 	inst := start(t, e, s)
 	eventually(t, "the job to start", func() bool { return fileExists(filepath.Join(dir, "started")) })
 	if err := e.SetDeadline("dl", 0, time.Now().Add(time.Hour)); err != nil {
@@ -238,7 +241,9 @@ func TestSetDeadlineMovesIt(t *testing.T) {
 	if fileExists(filepath.Join(dir, "term")) {
 		t.Fatal("the job got SIGTERM for the deadline it had been moved from")
 	}
-	at := time.Now().Add(time.Second)
+	// Far enough that the shim reads it (every second) before its SIGTERM
+	// is due, which leaves the job its grace to note it.
+	at := time.Now().Add(3 * time.Second)
 	if err := e.SetDeadline("dl", 0, at); err != nil {
 		t.Fatal(err)
 	}
@@ -279,7 +284,7 @@ func TestDeadlineServerHelper(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := Spec{JobID: "j", Command: []string{filepath.Join(jobDir, "job.sh")}, LogPath: filepath.Join(jobDir, "log"),
-		Limits: Limits{Deadline: deadline, StopGrace: time.Second}}
+		Limits: Limits{Deadline: deadline, StopGrace: 2 * time.Second}}
 	inst, err := e.Start(s)
 	if err != nil {
 		t.Fatal(err)
@@ -300,7 +305,7 @@ func TestJobEndsAtItsDeadlineWithItsServerGone(t *testing.T) {
 	if err := os.Rename(script, filepath.Join(jobDir, "job.sh")); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(4 * time.Second)
+	deadline := time.Now().Add(5 * time.Second)
 	server := exec.Command(os.Args[0], "-test.run=^TestDeadlineServerHelper$")
 	server.Env = append(os.Environ(), "EXECUTOR_DEADLINE_STATE="+stateDir, "EXECUTOR_DEADLINE_JOB="+jobDir,
 		"EXECUTOR_DEADLINE_AT="+deadline.Format(time.RFC3339Nano))

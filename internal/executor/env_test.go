@@ -68,11 +68,11 @@ func TestJobEnv(t *testing.T) {
 	}
 }
 
-// TestStartGivesTheProcessItsEnvironment: an instance's environment is
+// TestStartGivesTheJobItsEnvironment: an instance's environment is
 // the job's variables over a fixed base; nothing of the server's own
 // environment reaches it, its PATH above all: a root server's PATH names
 // root's folders (a pyenv's shims, a toolchain under /root).
-func TestStartGivesTheProcessItsEnvironment(t *testing.T) {
+func TestStartGivesTheJobItsEnvironment(t *testing.T) {
 	t.Setenv("CAPBLOCK_SERVER_SECRET", "must-not-leak")
 	t.Setenv("LANG", "de_DE.UTF-8")
 	t.Setenv("TMPDIR", t.TempDir())
