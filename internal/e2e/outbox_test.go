@@ -98,8 +98,8 @@ type finishRecorder struct {
 	done chan string
 }
 
-func (f finishRecorder) FinishAction(ctx context.Context, id string, at time.Time) (bool, error) {
-	changed, err := f.Store.FinishAction(ctx, id, at)
+func (f finishRecorder) FinishAction(ctx context.Context, epoch int64, id string, at time.Time) (bool, error) {
+	changed, err := f.Store.FinishAction(ctx, epoch, id, at)
 	if err == nil {
 		f.done <- id
 	}

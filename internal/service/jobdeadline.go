@@ -65,16 +65,14 @@ func (s *Service) runEnd(ctx context.Context, j core.Job) (time.Time, error) {
 
 // renewDeadlinesUntil renews the deadlines at once (an adopted
 // instance's lease may be about to run out), then every renewEvery, until
-// ctx ends or lost is closed.
-func (s *Service) renewDeadlinesUntil(ctx context.Context, lost <-chan struct{}) {
+// ctx ends (the lead ends).
+func (s *Service) renewDeadlinesUntil(ctx context.Context) {
 	tick := time.NewTicker(s.jobs.renewEvery())
 	defer tick.Stop()
 	for {
 		s.renewDeadlines(ctx)
 		select {
 		case <-ctx.Done():
-			return
-		case <-lost:
 			return
 		case <-tick.C:
 		}

@@ -14,8 +14,8 @@ import (
 // runJobs drives jobs while this replica leads: it opens the engine's
 // workloads (adopting the instances an earlier run of the server left
 // running), then moves jobs on whenever blocks change, a job is created
-// or an instance ends, until ctx ends or lost is closed.
-func (s *Service) runJobs(ctx context.Context, lost <-chan struct{}) {
+// or an instance ends, until ctx ends (the lead ends).
+func (s *Service) runJobs(ctx context.Context) {
 	if s.jobs == nil {
 		return
 	}
@@ -49,7 +49,7 @@ func (s *Service) runJobs(ctx context.Context, lost <-chan struct{}) {
 	// not hold up; they stop before the instances are let go.
 	renewCtx, stopRenewing := context.WithCancel(ctx)
 	var renewing sync.WaitGroup
-	renewing.Go(func() { s.renewDeadlinesUntil(renewCtx, lost) })
+	renewing.Go(func() { s.renewDeadlinesUntil(renewCtx) })
 	defer func() { stopRenewing(); renewing.Wait() }()
 	s.kickOutbox() // the instances' actions that waited for the runner
 	// The ends of instances that ended while no server watched come on
@@ -67,8 +67,6 @@ func (s *Service) runJobs(ctx context.Context, lost <-chan struct{}) {
 		s.reconcileJobs(ctx)
 		select {
 		case <-ctx.Done():
-			return
-		case <-lost:
 			return
 		case x := <-ins.Exits():
 			s.onExit(ctx, x)

@@ -145,15 +145,17 @@ const outboxPage = 100
 // was told to stop.
 const recordTimeout = 5 * time.Second
 
-// outboxRuntime is the worker's configuration and the channel that wakes
-// it after a commit of this process stored actions.
+// outboxRuntime is the worker's configuration, the channel that wakes it
+// after a commit of this process stored actions, and the name under
+// which this process holds the leader's lease (lease.go).
 type outboxRuntime struct {
-	opts OutboxOptions
-	kick chan struct{}
+	opts   OutboxOptions
+	kick   chan struct{}
+	holder string
 }
 
 func newOutboxRuntime(opts OutboxOptions) outboxRuntime {
-	return outboxRuntime{opts: opts.withDefaults(), kick: make(chan struct{}, 1)}
+	return outboxRuntime{opts: opts.withDefaults(), kick: make(chan struct{}, 1), holder: newID("replica")}
 }
 
 // blockAction is the engine action of kind on block b, as a decision
@@ -180,7 +182,11 @@ func (s *Service) kickOutbox() {
 // that one replica at a time applies actions. Without a backend nor a job
 // runner there is nothing to apply them through: the actions wait for a
 // server that has them.
-func (s *Service) startOutbox(ctx context.Context) (stop func()) {
+//
+// The worker claims and records actions under epoch, the epoch of the
+// leader's lease that Run holds while this replica leads; when the store
+// says the lease is lost, lose is called, which ends the lead.
+func (s *Service) startOutbox(ctx context.Context, epoch int64, lose func()) (stop func()) {
 	if s.backend == nil && s.jobs == nil {
 		return func() {}
 	}
@@ -188,7 +194,10 @@ func (s *Service) startOutbox(ctx context.Context) (stop func()) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		s.runOutbox(ctx)
+		if err := s.runOutbox(ctx, epoch); errors.Is(err, store.ErrLeaseLost) {
+			s.log.Warn("the outbox worker lost the leader's lease; the lead ends", "epoch", epoch, "err", err)
+			lose()
+		}
 	}()
 	return func() {
 		cancel()
@@ -198,39 +207,48 @@ func (s *Service) startOutbox(ctx context.Context) (stop func()) {
 
 // runOutbox applies the due actions whenever a commit of this process
 // stores some (a kick), another replica's does (the notice that follow
-// passes on as a kick), or every Poll, until ctx ends. It prunes the done
-// actions hourly.
-func (s *Service) runOutbox(ctx context.Context) {
-	w := &outboxWorker{svc: s, opts: s.outbox.opts}
+// passes on as a kick), or every Poll, until ctx ends, or until the
+// lease of epoch is lost, which it returns. It prunes the done actions
+// hourly.
+func (s *Service) runOutbox(ctx context.Context, epoch int64) error {
+	w := &outboxWorker{svc: s, opts: s.outbox.opts, epoch: epoch}
 	var pruned time.Time
 	for {
-		if err := w.pass(ctx); err != nil && ctx.Err() == nil {
+		err := w.pass(ctx)
+		if errors.Is(err, store.ErrLeaseLost) {
+			return err
+		}
+		if err != nil && ctx.Err() == nil {
 			s.log.Error("applying engine actions", "err", err)
 		}
 		pruned = w.prune(ctx, pruned)
 		select {
 		case <-ctx.Done():
-			return
+			return nil
 		case <-s.outbox.kick:
 		case <-time.After(w.opts.Poll):
 		}
 	}
 }
 
+// outboxWorker claims and records actions under epoch, the epoch of the
+// leader's lease that this replica holds: once a later term began, the
+// store refuses its claims and records (store.ErrLeaseLost).
 type outboxWorker struct {
-	svc  *Service
-	opts OutboxOptions
+	svc   *Service
+	opts  OutboxOptions
+	epoch int64
 }
 
-// pass applies the actions due now, a page at a time, until none is due:
-// an action done lets the next one of its block fall due, which the next
-// page takes. An action that waits (errWaiting) stays due, but is tried
-// once a pass. It stops at the first error of the store, leaving the rest
-// to the next pass.
+// pass claims and applies the actions due now, a page at a time, until
+// none is due: an action done lets the next one of its block fall due,
+// which the next page takes. An action that waits (errWaiting) stays
+// due, but is tried once a pass. It stops at the first error of the
+// store, leaving the rest to the next pass.
 func (w *outboxWorker) pass(ctx context.Context) error {
 	tried := map[string]bool{}
 	for {
-		due, err := w.svc.store.DueActions(ctx, w.opts.Clock.Now(), outboxPage)
+		due, err := w.svc.store.ClaimActions(ctx, w.epoch, w.opts.Clock.Now(), outboxPage)
 		if err != nil {
 			return err
 		}
@@ -294,14 +312,13 @@ func (w *outboxWorker) apply(ctx context.Context, a core.Action) error {
 	if err == nil {
 		recCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
 		defer cancel()
-		changed, ferr := w.svc.store.FinishAction(recCtx, a.ID, now)
+		changed, ferr := w.svc.store.FinishAction(recCtx, w.epoch, a.ID, now)
 		switch {
 		case ferr != nil:
 			return fmt.Errorf("recording action %s done: %w", a.ID, ferr)
 		case !changed:
-			// Another worker (a leader that had just lost the lead)
-			// recorded it, or it was failed meanwhile: the backend took
-			// it again, which it does as a no-op.
+			// Another worker recorded it, or it was failed meanwhile:
+			// the backend took it again, which it does as a no-op.
 			log.Info("engine action done, but another worker recorded it first")
 		default:
 			log.Debug("engine action done", "attempts", a.Attempts+1)
@@ -312,7 +329,7 @@ func (w *outboxWorker) apply(ctx context.Context, a core.Action) error {
 		// Not a failure: due again at once, tried at the next pass (a
 		// kick, or the poll), without an attempt counted.
 		log.Debug("an engine action waits", "why", wait.why)
-		if rerr := w.svc.store.RetryAction(ctx, a.ID, a.Attempts, now, wait.why); rerr != nil && !store.IsConflict(rerr) {
+		if rerr := w.svc.store.RetryAction(ctx, w.epoch, a.ID, a.Attempts, now, wait.why); rerr != nil && !store.IsConflict(rerr) {
 			return fmt.Errorf("recording that action %s waits: %w", a.ID, rerr)
 		}
 		return nil
@@ -320,7 +337,7 @@ func (w *outboxWorker) apply(ctx context.Context, a core.Action) error {
 	attempts := a.Attempts + 1
 	if errors.Is(err, backend.ErrPermanent) || w.opts.giveUp(a, attempts, now) {
 		log.Error("giving up on an engine action; an operator must see to it", "attempts", attempts, "err", err)
-		if ferr := w.svc.store.FailAction(ctx, a.ID, now, err.Error()); ferr != nil && !store.IsConflict(ferr) {
+		if ferr := w.svc.store.FailAction(ctx, w.epoch, a.ID, now, err.Error()); ferr != nil && !store.IsConflict(ferr) {
 			return fmt.Errorf("recording action %s failed: %w", a.ID, ferr)
 		}
 		w.svc.instanceNeverStarted(ctx, a, err)
@@ -328,7 +345,7 @@ func (w *outboxWorker) apply(ctx context.Context, a core.Action) error {
 	}
 	next := now.Add(w.opts.backoff(attempts))
 	log.Warn("an engine action failed; it is tried again", "attempts", attempts, "next", next, "err", err)
-	if rerr := w.svc.store.RetryAction(ctx, a.ID, attempts, next, err.Error()); rerr != nil && !store.IsConflict(rerr) {
+	if rerr := w.svc.store.RetryAction(ctx, w.epoch, a.ID, attempts, next, err.Error()); rerr != nil && !store.IsConflict(rerr) {
 		return fmt.Errorf("recording a failed try of action %s: %w", a.ID, rerr)
 	}
 	return nil

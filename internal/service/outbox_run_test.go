@@ -24,8 +24,8 @@ type finishes struct {
 	done chan string
 }
 
-func (f finishes) FinishAction(ctx context.Context, id string, at time.Time) (bool, error) {
-	changed, err := f.Full.FinishAction(ctx, id, at)
+func (f finishes) FinishAction(ctx context.Context, epoch int64, id string, at time.Time) (bool, error) {
+	changed, err := f.Full.FinishAction(ctx, epoch, id, at)
 	if err == nil {
 		f.done <- id
 	}
@@ -95,8 +95,8 @@ type sharedFinishes struct {
 	done chan string
 }
 
-func (f sharedFinishes) FinishAction(ctx context.Context, id string, at time.Time) (bool, error) {
-	changed, err := f.Store.FinishAction(ctx, id, at)
+func (f sharedFinishes) FinishAction(ctx context.Context, epoch int64, id string, at time.Time) (bool, error) {
+	changed, err := f.Store.FinishAction(ctx, epoch, id, at)
 	if err == nil {
 		f.done <- id
 	}

@@ -53,7 +53,12 @@ func newOutboxEnv(t *testing.T, opts OutboxOptions, blocks ...core.Block) *outbo
 		t.Fatal(err)
 	}
 	e.svc = svc
-	e.w = &outboxWorker{svc: svc, opts: svc.outbox.opts}
+	// The worker records under the lease's epoch, which Run would hold.
+	l, ok, err := pe.st.AcquireLease(t.Context(), "outbox-test", time.Hour)
+	if err != nil || !ok {
+		t.Fatalf("AcquireLease: %+v, ok %v, err %v", l, ok, err)
+	}
+	e.w = &outboxWorker{svc: svc, opts: svc.outbox.opts, epoch: l.Epoch}
 	return e
 }
 

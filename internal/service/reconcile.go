@@ -16,42 +16,36 @@ import (
 const rebaseAfter = 24 * time.Hour
 
 // Run drives the lifecycle until ctx ends. On a store that several
-// replicas share, it keeps the index current with the others' commits and
-// reconciles only while this replica holds the lead; otherwise it always
-// leads. It returns once every goroutine it started has ended, so that
-// the store may be closed after it.
+// replicas share, it keeps the index current with the others' commits.
+// It reconciles only while this replica holds the leader's lease (the
+// store's, with an epoch that grows with each term: see lease.go), which
+// a store of its own always grants at once. It returns once every
+// goroutine it started has ended, so that the store may be closed after
+// it.
 func (s *Service) Run(ctx context.Context) error {
-	co, shared := s.store.(store.Coordinator)
-	if !shared {
-		s.leading.Store(true) // a store of its own: this process always leads
-		s.lead(ctx, nil)
-		return nil
+	if co, shared := s.store.(store.Coordinator); shared {
+		followed := make(chan struct{})
+		go func() {
+			defer close(followed)
+			s.follow(ctx, co)
+		}()
+		defer func() { <-followed }() // nothing of the service outlives Run
 	}
-	followed := make(chan struct{})
-	go func() {
-		defer close(followed)
-		s.follow(ctx, co)
-	}()
-	defer func() { <-followed }() // nothing of the service outlives Run
 	for ctx.Err() == nil {
-		lost, release, ok, err := co.TryLead(ctx)
-		if err != nil && ctx.Err() == nil {
-			s.log.Error("trying to take the reconciler's lead", "err", err)
-		}
+		leadCtx, lose := context.WithCancel(ctx)
+		epoch, release, ok := s.holdLease(leadCtx, lose)
 		if !ok {
-			select {
-			case <-ctx.Done():
-			case <-time.After(leadRetry):
-			}
-			continue
+			lose()
+			continue // ctx ended
 		}
-		s.log.Info("this replica now runs the reconciler")
+		s.log.Info("this replica now runs the reconciler", "epoch", epoch)
 		s.leading.Store(true)
-		s.lead(ctx, lost)
+		s.lead(leadCtx, epoch, lose)
 		s.leading.Store(false)
+		lose()
 		release()
 		if ctx.Err() == nil {
-			s.log.Warn("this replica lost the reconciler's lead; another takes over")
+			s.log.Warn("this replica lost the leader's lease; another takes over", "epoch", epoch)
 		}
 	}
 	return nil
@@ -68,27 +62,28 @@ const leadRetry = time.Second
 func (s *Service) Leading() bool { return s.leading.Load() }
 
 // lead runs the workers that only the leader runs (webhook deliveries,
-// the engine actions of the outbox, the jobs, the standing orders), then
-// reconciles whenever a
-// step is due, and at least once a minute, until ctx ends or the lead is
-// lost; it returns once its workers have stopped. It also forgets the
+// the engine actions of the outbox under the lease's epoch, the jobs, the
+// standing orders), then reconciles whenever a step is due, and at least
+// once a minute, until ctx ends (the lease is lost, or the server stops);
+// it returns once its workers have stopped. lose ends the lead, when the
+// outbox finds the lease lost. It also forgets the
 // used offerings whose quotes have long expired, at once and then about
 // every hour.
 //
 // A crash or a change of leader between a commit and its engine step
 // needs no repair here: the step is an action stored by the commit, which
 // the new leader's outbox worker finds pending and applies.
-func (s *Service) lead(ctx context.Context, lost <-chan struct{}) {
+func (s *Service) lead(ctx context.Context, epoch int64, lose func()) {
 	stopWebhooks := s.startWebhooks(ctx) // only the leader delivers to webhooks
 	defer stopWebhooks()
-	stopOutbox := s.startOutbox(ctx) // and applies the engine actions
+	stopOutbox := s.startOutbox(ctx, epoch, lose) // and applies the engine actions
 	defer stopOutbox()
 	stopWatch := s.startEngineWatch(ctx) // and reads the engine's nodes
 	defer stopWatch()
 	jobsDone := make(chan struct{})
 	go func() {
 		defer close(jobsDone)
-		s.runJobs(ctx, lost)
+		s.runJobs(ctx)
 	}()
 	defer func() { <-jobsDone }()
 	var pruned, served time.Time
@@ -109,8 +104,6 @@ func (s *Service) lead(ctx context.Context, lost <-chan struct{}) {
 		}
 		select {
 		case <-ctx.Done():
-			return
-		case <-lost:
 			return
 		case <-s.ordersKick:
 			kicked = true

@@ -100,13 +100,14 @@ type Full interface {
 	Plans
 	SeriesOrders
 	Outbox
+	Leases
 	Health
 	Handovers
 }
 
 // Coordinator is implemented by drivers that several replicas share. A
 // replica keeps its in-memory index current by watching what the others
-// commit, and runs the reconciler only while it holds the lead.
+// commit; which replica leads is the leader's lease's to say (Leases).
 type Coordinator interface {
 	// WatchBlocks reports, shortly after each commit of any replica and in
 	// commit order, the blocks it changed, and whether it stored node
@@ -118,10 +119,6 @@ type Coordinator interface {
 	// it after the notices of every commit that had ended when Barrier
 	// was called.
 	Barrier(ctx context.Context, token string) error
-	// TryLead tries once to become the replica that runs the reconciler.
-	// On success, lost is closed if the lead is lost (the database
-	// connection that holds it broke) and release gives it up.
-	TryLead(ctx context.Context) (lost <-chan struct{}, release func(), ok bool, err error)
 }
 
 // Notice is what WatchBlocks reports: the blocks one commit changed, a

@@ -13,15 +13,24 @@ import (
 
 // Outbox is the durable queue of engine actions. Commit writes them
 // (Change.Actions) with the change that causes them; the outbox worker of
-// the leading replica reads what is due, applies it through the backend
-// and records the outcome here. It is an interface of its own, as Jobs
-// and Plans are, so that the worker and its tests depend on these methods
-// only. Every method is safe for concurrent use.
+// the leading replica claims what is due under its lease's epoch, applies
+// it through the backend and records the outcome here, under that epoch.
+// It is an interface of its own, as Jobs and Plans are, so that the worker
+// and its tests depend on these methods only. Every method is safe for
+// concurrent use.
 //
 // The actions of one subject run one at a time, in the order they were
 // stored (by commit, then by their order in Change.Actions): an action
 // waits while an older one of its subject is pending, and runs once that
 // one is done or failed.
+//
+// The records are fenced (see Leases): ClaimActions, FinishAction,
+// RetryAction and FailAction take effect only while the lease of their
+// epoch is current, checked in the statement or transaction that writes,
+// and a record takes effect only on an action claimed by its epoch. A
+// leader deposed while it applied an action (a process paused past its
+// lease, a partition) can therefore change nothing: its records are
+// refused with ErrLeaseLost, and the next leader claims the action again.
 //
 // The times of actions (and of node health) are stored to the
 // microsecond, truncated, the precision of PostgreSQL's timestamps: finer
@@ -32,25 +41,39 @@ type Outbox interface {
 	// are due at now: of each subject with pending actions, its oldest
 	// pending one, when its NextAt is not after now. They come ordered by
 	// NextAt, then CreatedAt, then ID. Its cost follows the pending
-	// actions that are due, not the stored ones.
+	// actions that are due, not the stored ones. It only reads: it
+	// claims nothing.
 	DueActions(ctx context.Context, now time.Time, limit int) ([]core.Action, error)
-	// FinishAction records a pending action done at at, and reports
-	// whether it did: changed is false, with no error, when the action
-	// had already left pending (done by another worker, or failed), which
-	// it then keeps as it was. An unknown id is ErrNotFound.
-	FinishAction(ctx context.Context, id string, at time.Time) (changed bool, err error)
-	// RetryAction records a failed try of a pending action: its attempts
-	// so far, when it is next due and why it failed (stored as
-	// CleanLastError leaves it). An action no longer
-	// pending is left as it is and the error wraps ErrConflict; an
+	// ClaimActions returns what DueActions returns, each action claimed
+	// by epoch (taken from any earlier epoch that claimed it), in one
+	// transaction that first checks that the lease of epoch is current:
+	// when it is not, the error wraps ErrLeaseLost and nothing is
+	// claimed. A driver that replicas share skips the due actions that
+	// another transaction holds at that moment.
+	ClaimActions(ctx context.Context, epoch int64, now time.Time, limit int) ([]core.Action, error)
+	// FinishAction records a pending action claimed by epoch done at at,
+	// and reports whether it did. When the lease of epoch is not current
+	// the error wraps ErrLeaseLost and the action is left as it is.
+	// Otherwise changed is false, with no error, when the action had
+	// already left pending (done by another worker, or failed) or is
+	// claimed by another epoch (or none), which it then keeps as it was.
+	// An unknown id is ErrNotFound.
+	FinishAction(ctx context.Context, epoch int64, id string, at time.Time) (changed bool, err error)
+	// RetryAction records a failed try of a pending action claimed by
+	// epoch: its attempts so far, when it is next due and why it failed
+	// (stored as CleanLastError leaves it). When the lease of epoch is
+	// not current the error wraps ErrLeaseLost; an action no longer
+	// pending, or claimed by another epoch, is left as it is and the
+	// error wraps ErrConflict; an unknown id is ErrNotFound.
+	RetryAction(ctx context.Context, epoch int64, id string, attempts int, nextAt time.Time, lastErr string) error
+	// FailAction gives up on a pending action claimed by epoch after a
+	// failed try: it becomes failed at at, with one attempt more and
+	// lastErr as its last error, and the next action of its subject may
+	// run. When the lease of epoch is not current the error wraps
+	// ErrLeaseLost; an action no longer pending, or claimed by another
+	// epoch, is left as it is and the error wraps ErrConflict; an
 	// unknown id is ErrNotFound.
-	RetryAction(ctx context.Context, id string, attempts int, nextAt time.Time, lastErr string) error
-	// FailAction gives up on a pending action after a failed try: it
-	// becomes failed at at, with one attempt more and lastErr as its
-	// last error, and the next action of its subject may run. An action
-	// no longer pending is left as it is and the error wraps
-	// ErrConflict; an unknown id is ErrNotFound.
-	FailAction(ctx context.Context, id string, at time.Time, lastErr string) error
+	FailAction(ctx context.Context, epoch int64, id string, at time.Time, lastErr string) error
 	// ActionsFor returns the actions of a subject in the order they were
 	// stored, pruned ones excepted.
 	ActionsFor(ctx context.Context, subject string) ([]core.Action, error)
@@ -142,4 +165,14 @@ func CleanLastError(msg string) string {
 // that is no longer pending.
 func ActionNotPending(what, id string, state core.ActionState) error {
 	return fmt.Errorf("%s action %s: it is %s, no longer pending: %w", what, id, state, ErrConflict)
+}
+
+// ActionNotClaimed is the error of RetryAction or FailAction under epoch
+// on a pending action that epoch did not claim (claimed is 0 when none
+// did): it is as good as gone for that epoch's worker.
+func ActionNotClaimed(what, id string, epoch, claimed int64) error {
+	if claimed == 0 {
+		return fmt.Errorf("%s action %s under epoch %d: no epoch claimed it: %w", what, id, epoch, ErrConflict)
+	}
+	return fmt.Errorf("%s action %s under epoch %d: epoch %d claimed it: %w", what, id, epoch, claimed, ErrConflict)
 }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -17,11 +16,9 @@ import (
 )
 
 // blocksChannel is the NOTIFY channel on which every commit names the
-// blocks it changed; leaderLockKey is the advisory lock of the replica
-// that runs the reconciler.
+// blocks it changed.
 const (
 	blocksChannel = "capblock_blocks"
-	leaderLockKey = 0x6362_1000
 	// maxPayload keeps NOTIFY payloads under PostgreSQL's 8000-byte limit.
 	maxPayload = 7000
 	// rewatchAfter is how long a broken watch waits before reconnecting.
@@ -242,55 +239,4 @@ func (s *Store) listen(ctx context.Context, out chan<- store.Notice) error {
 			return ctx.Err()
 		}
 	}
-}
-
-// TryLead takes the leader's advisory lock on a dedicated connection, so
-// that the lead ends with the replica: when its process or connection
-// dies, PostgreSQL releases the lock and another replica takes it.
-func (s *Store) TryLead(ctx context.Context) (<-chan struct{}, func(), bool, error) {
-	conn, err := pgx.ConnectConfig(ctx, s.pool.Config().ConnConfig.Copy())
-	if err != nil {
-		return nil, nil, false, fmt.Errorf("connecting to take the lead: %w", err)
-	}
-	var got bool
-	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, int64(leaderLockKey)).Scan(&got); err != nil || !got {
-		conn.Close(context.WithoutCancel(ctx))
-		if err != nil {
-			return nil, nil, false, fmt.Errorf("taking the lead: %w", err)
-		}
-		return nil, nil, false, nil
-	}
-	lost := make(chan struct{})
-	done := make(chan struct{})
-	var mu sync.Mutex // a pgx.Conn serves one caller at a time
-	go func() {       // watch the connection that holds the lock
-		defer close(lost)
-		t := time.NewTicker(time.Second)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
-				mu.Lock()
-				pctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-				err := conn.Ping(pctx)
-				cancel()
-				mu.Unlock()
-				if err != nil {
-					return
-				}
-			}
-		}
-	}()
-	var once sync.Once
-	release := func() {
-		once.Do(func() {
-			close(done)
-			mu.Lock()
-			defer mu.Unlock()
-			conn.Close(context.Background()) // closing the session releases the lock
-		})
-	}
-	return lost, release, true, nil
 }

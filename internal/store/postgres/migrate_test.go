@@ -183,3 +183,50 @@ func TestJournalsMigration(t *testing.T) {
 	// 3. Opening the store applies 0017.
 	storetest.CheckLedgerMigrated(t, openTemp(t, dsn))
 }
+
+// TestLeasesMigration upgrades a database with pending actions
+// (migrations 0001 to 0017) to the leader's lease and the actions' claims
+// (0018), and checks the result with storetest.CheckLeasesMigrated.
+func TestLeasesMigration(t *testing.T) {
+	ctx := t.Context()
+	dsn := pgtest.NewDatabase(t)
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+
+	// 1. The schema of version 17, from the migration files.
+	ms, err := migrations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, `CREATE TABLE schema_migrations (version integer PRIMARY KEY, name text NOT NULL,
+		applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range ms {
+		if m.Version > 17 {
+			break
+		}
+		if _, err := conn.Exec(ctx, m.SQL); err != nil {
+			t.Fatalf("applying %s: %v", m.Name, err)
+		}
+		if _, err := conn.Exec(ctx, `INSERT INTO schema_migrations (version, name) VALUES ($1, $2)`, m.Version, m.Name); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// 2. Actions as version 17 stored them, in their order.
+	for _, a := range storetest.ActionsV17() {
+		if _, err := conn.Exec(ctx, `INSERT INTO actions (`+actionColumns+`)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, NULL)`,
+			a.ID, string(a.Kind), a.Subject, a.Team, a.Payload, string(a.State), a.Attempts,
+			a.NextAt, a.LastError, a.CreatedAt); err != nil {
+			t.Fatalf("inserting action %s: %v", a.ID, err)
+		}
+	}
+
+	// 3. Opening the store applies 0018.
+	storetest.CheckLeasesMigrated(t, openTemp(t, dsn))
+}

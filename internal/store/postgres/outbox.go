@@ -1,9 +1,11 @@
 package postgres
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -15,9 +17,10 @@ import (
 // This file holds the state of 0010_actions_node_health: the outbox of
 // engine actions and the nodes' health, both written by Commit. The
 // worker's records of an action's outcome are single statements that
-// change the row only while it is pending: of two workers finishing one
-// action, the second waits for the first's row lock, then finds it done
-// and changes nothing.
+// change the row only while it is pending, claimed by the record's epoch
+// (0018_leases), and that epoch's lease current: of two records of one
+// action, the second waits for the first's row lock, then finds the row
+// as the first left it.
 
 const actionColumns = `id, kind, subject, team, payload, state, attempts, next_at, last_error, created_at, done_at`
 
@@ -25,7 +28,11 @@ const actionColumns = `id, kind, subject, team, payload, state, attempts, next_a
 // pending one of their subject. actions_due and actions_by_subject let it
 // read only the pending actions that are due, and stop at the limit $2
 // (NULL: none).
-const dueActionsSQL = `SELECT ` + actionColumns + ` FROM actions a
+const dueActionsSQL = `SELECT ` + actionColumns + dueActionsFrom
+
+// dueActionsFrom is the due actions' rows, in their order, as
+// dueActionsSQL and claimActionsSQL read them.
+const dueActionsFrom = ` FROM actions a
 	WHERE a.state = 'pending' AND a.next_at <= $1
 	  AND NOT EXISTS (SELECT 1 FROM actions o
 	                  WHERE o.subject = a.subject AND o.seq < a.seq AND o.state = 'pending')
@@ -63,62 +70,127 @@ func (s *Store) DueActions(ctx context.Context, now time.Time, limit int) ([]cor
 	return as, nil
 }
 
-// FinishAction records a pending action done.
-func (s *Store) FinishAction(ctx context.Context, id string, at time.Time) (bool, error) {
-	tag, err := s.pool.Exec(ctx, `UPDATE actions SET state = 'done', done_at = $1
-		WHERE id = $2 AND state = 'pending'`, at, id)
+// claimActionsSQL claims for epoch $3 the actions that dueActionsSQL
+// returns at $1, up to $2, and returns them (in no order). It locks the
+// due rows it claims and skips those that another transaction holds: a
+// record being written, or another claim.
+const claimActionsSQL = `WITH due AS (SELECT a.seq` + dueActionsFrom + `
+		FOR UPDATE OF a SKIP LOCKED)
+	UPDATE actions SET claim_epoch = $3 FROM due WHERE actions.seq = due.seq
+	RETURNING ` + claimedColumns
+
+// claimedColumns are actionColumns of the actions table in an UPDATE
+// that joins another.
+const claimedColumns = `actions.id, actions.kind, actions.subject, actions.team, actions.payload, actions.state,
+	actions.attempts, actions.next_at, actions.last_error, actions.created_at, actions.done_at`
+
+// leaseHeldSQL finds the lease of epoch $1 if it is current, and holds
+// it (FOR SHARE) until the transaction ends: a new term, or a release,
+// waits for the transaction, and the transaction waits for one under
+// way, then checks the lease as it left it.
+const leaseHeldSQL = `SELECT 1 FROM leases
+	WHERE name = '` + store.LeaderLease + `' AND epoch = $1 AND expires > clock_timestamp()
+	FOR SHARE`
+
+// ClaimActions claims the actions due at now for epoch, while its lease
+// is current: one transaction checks and holds the lease, then claims.
+func (s *Store) ClaimActions(ctx context.Context, epoch int64, now time.Time, limit int) ([]core.Action, error) {
+	var lim any // NULL: no limit
+	if limit > 0 {
+		lim = limit
+	}
+	var as []core.Action
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var one int
+		err := tx.QueryRow(ctx, leaseHeldSQL, epoch).Scan(&one)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return store.LeaseLost("claiming due actions", epoch)
+		}
+		if err != nil {
+			return dbError("claiming due actions: reading the leader's lease", err)
+		}
+		as, err = queryRows(ctx, tx, scanAction, claimActionsSQL, now, lim, epoch)
+		if err != nil {
+			return dbError("claiming due actions", err)
+		}
+		return nil
+	})
 	if err != nil {
-		return false, dbError("finishing action "+id, err)
+		return nil, err
 	}
-	if tag.RowsAffected() == 1 {
+	slices.SortFunc(as, func(a, b core.Action) int {
+		return cmp.Or(a.NextAt.Compare(b.NextAt), a.CreatedAt.Compare(b.CreatedAt), cmp.Compare(a.ID, b.ID))
+	})
+	return as, nil
+}
+
+// fence is the condition of a record of an action under an epoch: the
+// epoch claimed the action, and its lease is current, held (FOR SHARE)
+// until the statement's transaction ends, as leaseHeldSQL holds it. Its
+// parameter is numbered n (the epoch), which recordAction appends.
+func fence(n int) string {
+	return fmt.Sprintf(` AND claim_epoch = $%[1]d AND EXISTS (SELECT 1 FROM leases
+	WHERE name = '`+store.LeaderLease+`' AND epoch = $%[1]d AND expires > clock_timestamp() FOR SHARE)`, n)
+}
+
+// FinishAction records a pending action claimed by epoch done.
+func (s *Store) FinishAction(ctx context.Context, epoch int64, id string, at time.Time) (bool, error) {
+	err := s.recordAction(ctx, "finishing", epoch, id, `UPDATE actions SET state = 'done', done_at = $1
+		WHERE id = $2 AND state = 'pending'`+fence(3), at, id)
+	switch {
+	case err == nil:
 		return true, nil
+	case store.IsConflict(err): // no longer pending, or not this epoch's
+		return false, nil
 	}
-	if _, err := s.actionState(ctx, "finishing", id); err != nil {
-		return false, err
-	}
-	return false, nil
+	return false, err
 }
 
-// RetryAction records a failed try of a pending action.
-func (s *Store) RetryAction(ctx context.Context, id string, attempts int, nextAt time.Time, lastErr string) error {
-	return s.recordAction(ctx, "retrying", id, `UPDATE actions SET attempts = $1, next_at = $2, last_error = $3
-		WHERE id = $4 AND state = 'pending'`, attempts, nextAt, store.CleanLastError(lastErr), id)
+// RetryAction records a failed try of a pending action claimed by epoch.
+func (s *Store) RetryAction(ctx context.Context, epoch int64, id string, attempts int, nextAt time.Time, lastErr string) error {
+	return s.recordAction(ctx, "retrying", epoch, id, `UPDATE actions SET attempts = $1, next_at = $2, last_error = $3
+		WHERE id = $4 AND state = 'pending'`+fence(5), attempts, nextAt, store.CleanLastError(lastErr), id)
 }
 
-// FailAction gives up on a pending action.
-func (s *Store) FailAction(ctx context.Context, id string, at time.Time, lastErr string) error {
-	return s.recordAction(ctx, "failing", id, `UPDATE actions SET state = 'failed', attempts = attempts + 1,
-		last_error = $1, done_at = $2 WHERE id = $3 AND state = 'pending'`, store.CleanLastError(lastErr), at, id)
+// FailAction gives up on a pending action claimed by epoch.
+func (s *Store) FailAction(ctx context.Context, epoch int64, id string, at time.Time, lastErr string) error {
+	return s.recordAction(ctx, "failing", epoch, id, `UPDATE actions SET state = 'failed', attempts = attempts + 1,
+		last_error = $1, done_at = $2 WHERE id = $3 AND state = 'pending'`+fence(4), store.CleanLastError(lastErr), at, id)
 }
 
-// recordAction runs an update of a pending action; when it changes no row
-// it says why: the action is unknown, or no longer pending.
-func (s *Store) recordAction(ctx context.Context, what, id, query string, args ...any) error {
-	tag, err := s.pool.Exec(ctx, query, args...)
+// recordAction runs an update of a pending action under epoch, whose
+// query ends with fence(len(args)+1), in one statement. When it changes
+// no row it says why: the lease of epoch is not current (which it then
+// was not at the update either: a lease not current never is again),
+// the action is unknown, no longer pending, or not claimed by epoch.
+func (s *Store) recordAction(ctx context.Context, what string, epoch int64, id, query string, args ...any) error {
+	tag, err := s.pool.Exec(ctx, query, append(args, epoch)...)
 	if err != nil {
 		return dbError(what+" action "+id, err)
 	}
 	if tag.RowsAffected() == 1 {
 		return nil
 	}
-	state, err := s.actionState(ctx, what, id)
-	if err != nil {
-		return err
+	if current, err := s.leaseCurrent(ctx, epoch); err != nil {
+		return fmt.Errorf("%s action %s: %w", what, id, err)
+	} else if !current {
+		return store.LeaseLost(what+" action "+id, epoch)
 	}
-	return store.ActionNotPending(what, id, state)
-}
-
-// actionState reads an action's state, or ErrNotFound.
-func (s *Store) actionState(ctx context.Context, what, id string) (core.ActionState, error) {
-	var state string
-	err := s.pool.QueryRow(ctx, `SELECT state FROM actions WHERE id = $1`, id).Scan(&state)
+	var (
+		state   string
+		claimed int64
+	)
+	err = s.pool.QueryRow(ctx, `SELECT state, claim_epoch FROM actions WHERE id = $1`, id).Scan(&state, &claimed)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return "", fmt.Errorf("%s action %s: %w", what, id, store.ErrNotFound)
+		return fmt.Errorf("%s action %s: %w", what, id, store.ErrNotFound)
 	}
 	if err != nil {
-		return "", dbError(what+" action "+id, err)
+		return dbError(what+" action "+id, err)
 	}
-	return core.ActionState(state), nil
+	if core.ActionState(state) != core.ActionPending {
+		return store.ActionNotPending(what, id, core.ActionState(state))
+	}
+	return store.ActionNotClaimed(what, id, epoch, claimed)
 }
 
 // ActionsFor returns a subject's actions in the order they were stored.

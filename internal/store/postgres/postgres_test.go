@@ -45,6 +45,12 @@ func harness() storetest.Harness {
 			}
 			return open(t, dsn)
 		},
+		Replica: func(t *testing.T, s store.Full) store.Full {
+			mu.Lock()
+			dsn := dsns[s]
+			mu.Unlock()
+			return open(t, dsn)
+		},
 	}
 }
 

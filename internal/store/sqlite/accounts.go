@@ -399,8 +399,13 @@ func (w *commitTx) checkBudget(g core.BudgetGuard, journals []core.Journal) erro
 	return store.CheckBudget(g, spent, journals)
 }
 
+// querier is a *sql.DB or a *sql.Tx.
+type querier interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
 // queryRows runs a query and scans every row with scan.
-func queryRows[T any](ctx context.Context, db *sql.DB, scan func(rowScanner) (T, error), query string, args ...any) ([]T, error) {
+func queryRows[T any](ctx context.Context, db querier, scan func(rowScanner) (T, error), query string, args ...any) ([]T, error) {
 	rows, err := db.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, err

@@ -1,10 +1,12 @@
 package sqlite
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"capblock/internal/core"
@@ -27,7 +29,11 @@ const actionColumns = `id, kind, subject, team, payload, state, attempts, next_a
 // ?1 and looks each row's subject up in actions_by_subject, so that it
 // reads only the pending actions that are due, and stops at the limit ?2
 // (-1: none).
-const dueActionsSQL = `SELECT ` + actionColumns + ` FROM actions a
+const dueActionsSQL = `SELECT ` + actionColumns + dueActionsFrom
+
+// dueActionsFrom is the due actions' rows, in their order, as
+// dueActionsSQL and claimActionsSQL read them.
+const dueActionsFrom = ` FROM actions a
 	WHERE a.state = 'pending' AND a.next_at <= ?1
 	  AND NOT EXISTS (SELECT 1 FROM actions o
 	                  WHERE o.subject = a.subject AND o.seq < a.seq AND o.state = 'pending')
@@ -65,39 +71,82 @@ func (s *Store) DueActions(ctx context.Context, now time.Time, limit int) ([]cor
 	return as, nil
 }
 
-// FinishAction records a pending action done.
-func (s *Store) FinishAction(ctx context.Context, id string, at time.Time) (bool, error) {
-	res, err := s.w.ExecContext(ctx, `UPDATE actions SET state = 'done', done_at = ?
-		WHERE id = ? AND state = 'pending'`, unixMicros(at), id)
+// claimActionsSQL claims for epoch ?3 the actions that dueActionsSQL
+// returns at ?1, up to ?2, and returns them (in no order).
+const claimActionsSQL = `UPDATE actions SET claim_epoch = ?3
+	WHERE seq IN (SELECT a.seq` + dueActionsFrom + `)
+	RETURNING ` + actionColumns
+
+// ClaimActions claims the actions due at now for epoch, while its lease
+// is current. The check and the claim share one write transaction.
+func (s *Store) ClaimActions(ctx context.Context, epoch int64, now time.Time, limit int) ([]core.Action, error) {
+	if limit <= 0 {
+		limit = -1
+	}
+	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
-		return false, fmt.Errorf("finishing action %s: %w", id, err)
+		return nil, fmt.Errorf("claiming due actions: beginning: %w", err)
 	}
-	if n, err := res.RowsAffected(); err != nil {
-		return false, fmt.Errorf("finishing action %s: %w", id, err)
-	} else if n == 1 {
+	defer tx.Rollback()
+	if current, err := leaseCurrent(ctx, tx, epoch); err != nil {
+		return nil, fmt.Errorf("claiming due actions: %w", err)
+	} else if !current {
+		return nil, store.LeaseLost("claiming due actions", epoch)
+	}
+	as, err := queryRows(ctx, tx, scanAction, claimActionsSQL, unixMicros(now), limit, epoch)
+	if err != nil {
+		return nil, fmt.Errorf("claiming due actions: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, fmt.Errorf("claiming due actions: committing: %w", err)
+	}
+	slices.SortFunc(as, func(a, b core.Action) int {
+		return cmp.Or(a.NextAt.Compare(b.NextAt), a.CreatedAt.Compare(b.CreatedAt), cmp.Compare(a.ID, b.ID))
+	})
+	return as, nil
+}
+
+// fence is the condition of a record of an action under an epoch: the
+// epoch claimed the action, and its lease is current. Its parameters are
+// numbered n (the epoch) and n+1 (now), which recordAction appends.
+func fence(n int) string {
+	return fmt.Sprintf(` AND claim_epoch = ?%[1]d AND EXISTS (SELECT 1 FROM leases
+	WHERE name = '`+store.LeaderLease+`' AND epoch = ?%[1]d AND expires > ?%[2]d)`, n, n+1)
+}
+
+// FinishAction records a pending action claimed by epoch done.
+func (s *Store) FinishAction(ctx context.Context, epoch int64, id string, at time.Time) (bool, error) {
+	err := s.recordAction(ctx, "finishing", epoch, id, `UPDATE actions SET state = 'done', done_at = ?1
+		WHERE id = ?2 AND state = 'pending'`+fence(3), unixMicros(at), id)
+	switch {
+	case err == nil:
 		return true, nil
+	case store.IsConflict(err): // no longer pending, or not this epoch's
+		return false, nil
 	}
-	if _, err := s.actionState(ctx, "finishing", id); err != nil {
-		return false, err
-	}
-	return false, nil
+	return false, err
 }
 
-// RetryAction records a failed try of a pending action.
-func (s *Store) RetryAction(ctx context.Context, id string, attempts int, nextAt time.Time, lastErr string) error {
-	return s.recordAction(ctx, "retrying", id, `UPDATE actions SET attempts = ?, next_at = ?, last_error = ?
-		WHERE id = ? AND state = 'pending'`, attempts, unixMicros(nextAt), store.CleanLastError(lastErr), id)
+// RetryAction records a failed try of a pending action claimed by epoch.
+func (s *Store) RetryAction(ctx context.Context, epoch int64, id string, attempts int, nextAt time.Time, lastErr string) error {
+	return s.recordAction(ctx, "retrying", epoch, id, `UPDATE actions SET attempts = ?1, next_at = ?2, last_error = ?3
+		WHERE id = ?4 AND state = 'pending'`+fence(5), attempts, unixMicros(nextAt), store.CleanLastError(lastErr), id)
 }
 
-// FailAction gives up on a pending action.
-func (s *Store) FailAction(ctx context.Context, id string, at time.Time, lastErr string) error {
-	return s.recordAction(ctx, "failing", id, `UPDATE actions SET state = 'failed', attempts = attempts + 1,
-		last_error = ?, done_at = ? WHERE id = ? AND state = 'pending'`, store.CleanLastError(lastErr), unixMicros(at), id)
+// FailAction gives up on a pending action claimed by epoch.
+func (s *Store) FailAction(ctx context.Context, epoch int64, id string, at time.Time, lastErr string) error {
+	return s.recordAction(ctx, "failing", epoch, id, `UPDATE actions SET state = 'failed', attempts = attempts + 1,
+		last_error = ?1, done_at = ?2 WHERE id = ?3 AND state = 'pending'`+fence(4), store.CleanLastError(lastErr), unixMicros(at), id)
 }
 
-// recordAction runs an update of a pending action; when it changes no row
-// it says why: the action is unknown, or no longer pending.
-func (s *Store) recordAction(ctx context.Context, what, id, query string, args ...any) error {
+// recordAction runs an update of a pending action under epoch, whose
+// query ends with fence(len(args)+1), in one statement on the single
+// writer. When it changes no row it says why: the lease of epoch is not
+// current (which it then was not at the update either: a lease not
+// current never is again), the action is unknown, no longer pending, or
+// not claimed by epoch.
+func (s *Store) recordAction(ctx context.Context, what string, epoch int64, id, query string, args ...any) error {
+	args = append(args, epoch, storeNow())
 	res, err := s.w.ExecContext(ctx, query, args...)
 	if err != nil {
 		return fmt.Errorf("%s action %s: %w", what, id, err)
@@ -107,24 +156,26 @@ func (s *Store) recordAction(ctx context.Context, what, id, query string, args .
 	} else if n == 1 {
 		return nil
 	}
-	state, err := s.actionState(ctx, what, id)
-	if err != nil {
-		return err
+	if current, err := leaseCurrent(ctx, s.r, epoch); err != nil {
+		return fmt.Errorf("%s action %s: %w", what, id, err)
+	} else if !current {
+		return store.LeaseLost(what+" action "+id, epoch)
 	}
-	return store.ActionNotPending(what, id, state)
-}
-
-// actionState reads an action's state, or ErrNotFound.
-func (s *Store) actionState(ctx context.Context, what, id string) (core.ActionState, error) {
-	var state string
-	err := s.r.QueryRowContext(ctx, `SELECT state FROM actions WHERE id = ?`, id).Scan(&state)
+	var (
+		state   string
+		claimed int64
+	)
+	err = s.r.QueryRowContext(ctx, `SELECT state, claim_epoch FROM actions WHERE id = ?`, id).Scan(&state, &claimed)
 	if errors.Is(err, sql.ErrNoRows) {
-		return "", fmt.Errorf("%s action %s: %w", what, id, store.ErrNotFound)
+		return fmt.Errorf("%s action %s: %w", what, id, store.ErrNotFound)
 	}
 	if err != nil {
-		return "", fmt.Errorf("%s action %s: %w", what, id, err)
+		return fmt.Errorf("%s action %s: %w", what, id, err)
 	}
-	return core.ActionState(state), nil
+	if core.ActionState(state) != core.ActionPending {
+		return store.ActionNotPending(what, id, core.ActionState(state))
+	}
+	return store.ActionNotClaimed(what, id, epoch, claimed)
 }
 
 // ActionsFor returns a subject's actions in the order they were stored.

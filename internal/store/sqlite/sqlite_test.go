@@ -25,6 +25,9 @@ func harness() storetest.Harness {
 			}
 			return openTemp(t, path)
 		},
+		Replica: func(t *testing.T, s store.Full) store.Full {
+			return openTemp(t, s.(*Store).Path())
+		},
 	}
 }
 
@@ -136,19 +139,27 @@ func TestOverlapQueryUsesIndexes(t *testing.T) {
 // TestDueActionsQueryUsesIndexes guards the outbox worker's cost: the
 // due actions are read from the pending ones in order, up to the limit,
 // and each one's older pending actions are sought by subject; nothing is
-// scanned or sorted.
+// scanned or sorted. A claim reads them so, and updates each by its key.
 func TestDueActionsQueryUsesIndexes(t *testing.T) {
 	s := openTemp(t, filepath.Join(t.TempDir(), "capblock.db"))
-	text := queryPlan(t, s, dueActionsSQL, 0, 10)
-	for _, want := range []string{"SEARCH a USING INDEX actions_due (next_at<?)",
-		"SEARCH o USING INDEX actions_by_subject (subject=? AND seq<?)"} {
-		if !strings.Contains(text, want) {
-			t.Errorf("due actions query plan lacks %q:\n%s", want, text)
+	for name, text := range map[string]string{
+		"due actions":   queryPlan(t, s, dueActionsSQL, 0, 10),
+		"claim actions": queryPlan(t, s, claimActionsSQL, 0, 10, 1),
+	} {
+		want := []string{"SEARCH a USING INDEX actions_due (next_at<?)",
+			"SEARCH o USING INDEX actions_by_subject (subject=? AND seq<?)"}
+		if name == "claim actions" {
+			want = append(want, "SEARCH actions USING INTEGER PRIMARY KEY (rowid=?)")
 		}
-	}
-	for _, bad := range []string{"SCAN", "TEMP B-TREE"} {
-		if strings.Contains(text, bad) {
-			t.Errorf("due actions query plan has %q:\n%s", bad, text)
+		for _, w := range want {
+			if !strings.Contains(text, w) {
+				t.Errorf("%s query plan lacks %q:\n%s", name, w, text)
+			}
+		}
+		for _, bad := range []string{"SCAN", "TEMP B-TREE"} {
+			if strings.Contains(text, bad) {
+				t.Errorf("%s query plan has %q:\n%s", name, bad, text)
+			}
 		}
 	}
 }

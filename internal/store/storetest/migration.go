@@ -202,3 +202,39 @@ func CheckLedgerMigrated(t *testing.T, s store.Store) {
 		}
 	})
 }
+
+// ActionsV17 are the pending actions of a version-17 database, which
+// CheckLeasesMigrated expects a store to hold once it applied
+// 0018_leases: two of block b1, the second waiting for the first, and one
+// of b2 that a worker tried once. A migration test inserts them as
+// version 17 stored them: no epoch claimed them.
+func ActionsV17() []core.Action {
+	a := func(id string, kind core.ActionKind, subject string) core.Action {
+		return stored(makeAction(id, kind, subject, hour(0)))
+	}
+	tried := a("act-3", core.ActionActivate, "b2")
+	tried.Attempts, tried.LastError, tried.NextAt = 1, "connection refused", hour(0).Add(1500*time.Millisecond)
+	return []core.Action{a("act-1", core.ActionActivate, "b1"), a("act-2", core.ActionRelease, "b1"), tried}
+}
+
+// CheckLeasesMigrated checks a store opened on a version-17 database
+// that holds ActionsV17, after it applied 0018_leases: the actions are
+// kept as they were and due as before; no lease is current, so the first
+// term takes epoch 1; no epoch claimed the actions, so that term records
+// them only once it claimed them. It changes s.
+func CheckLeasesMigrated(t *testing.T, s store.Full) {
+	as := ActionsV17()
+	wantActions(t, s, "b1", as[0], as[1])
+	wantActions(t, s, "b2", as[2])
+	wantDue(t, s, hour(1), 0, "act-1", "act-3")
+
+	l := &leader{t: t, s: s, epoch: wantAcquired(t, s, "a", longTTL, 1).Epoch}
+	changed, err := s.FinishAction(t.Context(), l.epoch, "act-1", hour(1))
+	mustDo(t, "FinishAction of a migrated action", err)
+	if changed {
+		t.Fatalf("FinishAction of a migrated action changed it before epoch %d claimed it", l.epoch)
+	}
+	wantClaimed(t, s, l.epoch, hour(1), 0, "act-1", "act-3")
+	l.finish("act-1", hour(1), true)
+	wantClaimed(t, s, l.epoch, hour(1), 0, "act-2", "act-3")
+}

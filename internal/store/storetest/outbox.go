@@ -3,7 +3,6 @@ package storetest
 import (
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -16,6 +15,8 @@ import (
 
 // outboxTests check the outbox of engine actions: written by Commit
 // (Change.Actions), read and recorded by the methods of store.Outbox.
+// Their records are made by a leader (fencing.go) that holds the lease
+// and claims before it records; fencingTests check the fencing itself.
 var outboxTests = []struct {
 	name string
 	run  func(*testing.T, Harness)
@@ -74,16 +75,6 @@ func wantDue(t *testing.T, s store.Full, now time.Time, limit int, ids ...string
 		t.Fatalf("DueActions(%s, %d) ids (-want +got):\n%s", now.Format(time.RFC3339Nano), limit, diff)
 	}
 	return due
-}
-
-// finish finishes an action and fails the test unless changed is want.
-func finish(t *testing.T, s store.Full, id string, at time.Time, want bool) {
-	t.Helper()
-	changed, err := s.FinishAction(t.Context(), id, at)
-	mustDo(t, "FinishAction("+id+")", err)
-	if changed != want {
-		t.Fatalf("FinishAction(%s) changed = %v, want %v", id, changed, want)
-	}
 }
 
 // testActionsCommitted: the actions of a change are stored with it,
@@ -174,6 +165,7 @@ func testActionsInvalid(t *testing.T, h Harness) {
 // subjects, due actions come by NextAt, then CreatedAt, then id.
 func testDueActionsOnePerSubject(t *testing.T, h Harness) {
 	s := h.Open(t)
+	l := lead(t, s, "worker")
 	// b1's actions come in three commits, the later created earlier: the
 	// order stored is the order they run in.
 	mustCommit(t, s, actions(makeAction("b1-activate", core.ActionActivate, "b1", hour(2))))
@@ -192,12 +184,12 @@ func testDueActionsOnePerSubject(t *testing.T, h Harness) {
 	wantDue(t, s, hour(3), 3, "b2-activate", "b6-activate", "b1-activate")
 	wantDue(t, s, hour(1), 0, "b2-activate")
 
-	finish(t, s, "b1-activate", hour(3), true)
+	l.finish("b1-activate", hour(3), true)
 	wantDue(t, s, hour(3), 2, "b1-terminate", "b2-activate")
 	// A failed action lets the next one of its subject run.
-	mustDo(t, "FailAction", s.FailAction(t.Context(), "b1-terminate", hour(3), "no such reservation"))
+	mustDo(t, "FailAction", l.fail("b1-terminate", hour(3), "no such reservation"))
 	wantDue(t, s, hour(3), 1, "b1-release")
-	finish(t, s, "b1-release", hour(3), true)
+	l.finish("b1-release", hour(3), true)
 	wantDue(t, s, hour(3), 0, "b2-activate", "b6-activate", "b3-activate", "w-b5", "x-b4")
 }
 
@@ -216,24 +208,25 @@ func testDueActionsNextAt(t *testing.T, h Harness) {
 
 func testFinishAction(t *testing.T, h Harness) {
 	s := h.Open(t)
+	l := lead(t, s, "worker")
 	a := makeAction("act-1", core.ActionActivate, "b1", hour(0))
 	mustCommit(t, s, actions(a))
 	at := hour(1).Add(250 * time.Millisecond)
-	finish(t, s, "act-1", at, true)
+	l.finish("act-1", at, true)
 	// Again: nothing changes, not even the time.
-	finish(t, s, "act-1", hour(2), false)
+	l.finish("act-1", hour(2), false)
 	done := stored(a)
 	done.State, done.DoneAt = core.ActionDone, at
 	wantActions(t, s, "b1", done)
 	wantDue(t, s, hour(5), 0)
 
-	_, err := s.FinishAction(t.Context(), "nope", hour(1))
+	_, err := s.FinishAction(t.Context(), l.epoch, "nope", hour(1))
 	wantErr(t, "FinishAction of an unknown action", err, store.ErrNotFound)
 
 	// A failed action stays failed.
 	mustCommit(t, s, actions(makeAction("act-2", core.ActionRelease, "b2", hour(0))))
-	mustDo(t, "FailAction", s.FailAction(t.Context(), "act-2", hour(1), "gone"))
-	finish(t, s, "act-2", hour(2), false)
+	mustDo(t, "FailAction", l.fail("act-2", hour(1), "gone"))
+	l.finish("act-2", hour(2), false)
 	got, err := s.ActionsFor(t.Context(), "b2")
 	mustDo(t, "ActionsFor", err)
 	if len(got) != 1 || got[0].State != core.ActionFailed || !got[0].DoneAt.Equal(hour(1)) {
@@ -243,10 +236,11 @@ func testFinishAction(t *testing.T, h Harness) {
 
 func testRetryAction(t *testing.T, h Harness) {
 	s := h.Open(t)
+	l := lead(t, s, "worker")
 	a := makeAction("act-1", core.ActionActivate, "b1", hour(0))
 	mustCommit(t, s, actions(a, makeAction("act-2", core.ActionRelease, "b1", hour(0))))
 	next := hour(0).Add(2500 * time.Millisecond)
-	mustDo(t, "RetryAction", s.RetryAction(t.Context(), "act-1", 1, next, "connection refused"))
+	mustDo(t, "RetryAction", l.retry("act-1", 1, next, "connection refused"))
 	want := stored(a)
 	want.Attempts, want.NextAt, want.LastError = 1, next, "connection refused"
 	got, err := s.ActionsFor(t.Context(), "b1")
@@ -261,7 +255,7 @@ func testRetryAction(t *testing.T, h Harness) {
 	// A long error that is not valid UTF-8, with a NUL byte, is stored
 	// as valid UTF-8, without the NUL, cut short.
 	long := "bad \xff byte\x00 " + strings.Repeat("é", 5000)
-	mustDo(t, "RetryAction", s.RetryAction(t.Context(), "act-1", 2, next, long))
+	mustDo(t, "RetryAction", l.retry("act-1", 2, next, long))
 	got, err = s.ActionsFor(t.Context(), "b1")
 	mustDo(t, "ActionsFor", err)
 	if e := got[0].LastError; !utf8.ValidString(e) || strings.ContainsRune(e, 0) || len(e) > 2000 ||
@@ -269,11 +263,11 @@ func testRetryAction(t *testing.T, h Harness) {
 		t.Fatalf("action after a retry with a long, invalid error: attempts %d, error of %d bytes %.40q…", got[0].Attempts, len(e), e)
 	}
 
-	err = s.RetryAction(t.Context(), "nope", 1, next, "x")
+	err = l.retry("nope", 1, next, "x")
 	wantErr(t, "RetryAction of an unknown action", err, store.ErrNotFound)
 	// An action done meanwhile is not brought back.
-	finish(t, s, "act-1", hour(1), true)
-	err = s.RetryAction(t.Context(), "act-1", 3, hour(2), "late")
+	l.finish("act-1", hour(1), true)
+	err = l.retry("act-1", 3, hour(2), "late")
 	wantErr(t, "RetryAction of a done action", err, store.ErrConflict)
 	got, err = s.ActionsFor(t.Context(), "b1")
 	mustDo(t, "ActionsFor", err)
@@ -284,19 +278,20 @@ func testRetryAction(t *testing.T, h Harness) {
 
 func testFailAction(t *testing.T, h Harness) {
 	s := h.Open(t)
+	l := lead(t, s, "worker")
 	a := makeAction("act-1", core.ActionTerminate, "b1", hour(0))
 	mustCommit(t, s, actions(a))
-	mustDo(t, "RetryAction", s.RetryAction(t.Context(), "act-1", 4, hour(1), "timeout"))
+	mustDo(t, "RetryAction", l.retry("act-1", 4, hour(1), "timeout"))
 	at := hour(2).Add(time.Millisecond)
-	mustDo(t, "FailAction", s.FailAction(t.Context(), "act-1", at, "node gone"))
+	mustDo(t, "FailAction", l.fail("act-1", at, "node gone"))
 	want := stored(a)
 	want.State, want.Attempts, want.NextAt, want.LastError, want.DoneAt = core.ActionFailed, 5, hour(1), "node gone", at
 	wantActions(t, s, "b1", want)
 	wantDue(t, s, hour(5), 0)
 
-	err := s.FailAction(t.Context(), "act-1", hour(3), "again")
+	err := l.fail("act-1", hour(3), "again")
 	wantErr(t, "FailAction of a failed action", err, store.ErrConflict)
-	err = s.FailAction(t.Context(), "nope", hour(3), "x")
+	err = l.fail("nope", hour(3), "x")
 	wantErr(t, "FailAction of an unknown action", err, store.ErrNotFound)
 	wantActions(t, s, "b1", want)
 }
@@ -313,6 +308,7 @@ func wantCounts(t *testing.T, s store.Full, pending, failed int64) {
 
 func testActionCounts(t *testing.T, h Harness) {
 	s := h.Open(t)
+	l := lead(t, s, "worker")
 	wantCounts(t, s, 0, 0)
 	var as []core.Action
 	for i := range 5 {
@@ -320,9 +316,9 @@ func testActionCounts(t *testing.T, h Harness) {
 	}
 	mustCommit(t, s, actions(as...))
 	wantCounts(t, s, 5, 0)
-	finish(t, s, "act-0", hour(1), true)
-	mustDo(t, "FailAction", s.FailAction(t.Context(), "act-1", hour(1), "x"))
-	mustDo(t, "RetryAction", s.RetryAction(t.Context(), "act-2", 1, hour(2), "x"))
+	l.finish("act-0", hour(1), true)
+	mustDo(t, "FailAction", l.fail("act-1", hour(1), "x"))
+	mustDo(t, "RetryAction", l.retry("act-2", 1, hour(2), "x"))
 	wantCounts(t, s, 3, 1)
 }
 
@@ -330,14 +326,15 @@ func testActionCounts(t *testing.T, h Harness) {
 // before the time given, and only those.
 func testPruneActions(t *testing.T, h Harness) {
 	s := h.Open(t)
+	l := lead(t, s, "worker")
 	var as []core.Action
 	for i := range 5 {
 		as = append(as, makeAction(fmt.Sprintf("act-%d", i), core.ActionActivate, fmt.Sprintf("b%d", i), hour(0)))
 	}
 	mustCommit(t, s, actions(as...))
-	finish(t, s, "act-0", hour(1), true)
-	finish(t, s, "act-1", hour(3), true)
-	mustDo(t, "FailAction", s.FailAction(t.Context(), "act-2", hour(1), "x")) // failed: kept for operators
+	l.finish("act-0", hour(1), true)
+	l.finish("act-1", hour(3), true)
+	mustDo(t, "FailAction", l.fail("act-2", hour(1), "x")) // failed: kept for operators
 	n, err := s.PruneActions(t.Context(), hour(1))
 	mustDo(t, "PruneActions", err)
 	if n != 0 {
@@ -359,90 +356,15 @@ func testPruneActions(t *testing.T, h Harness) {
 	wantCounts(t, s, 2, 1)
 }
 
-// testActionsConcurrentWorkers runs 4 workers at once, each taking the
-// due actions and finishing them: every action is finished exactly once
-// (FinishAction reports the change to one worker only), and no action is
-// handed out before every older one of its subject was taken.
-func testActionsConcurrentWorkers(t *testing.T, h Harness) {
-	const workers, subjects, perSubject = 4, 10, 4
-	s := h.Open(t)
-	kinds := []core.ActionKind{core.ActionActivate, core.ActionTerminate, core.ActionRelease, core.ActionRelease}
-	// The id of a subject's i-th action ends in perSubject-1-i, so that
-	// the ids sort against the order the actions must run in.
-	id := func(subject, i int) string { return fmt.Sprintf("b%d-%d", subject, perSubject-1-i) }
-	var as []core.Action
-	for i := range perSubject {
-		for j := range subjects {
-			as = append(as, makeAction(id(j, i), kinds[i], fmt.Sprintf("b%d", j), hour(0)))
-		}
-	}
-	mustCommit(t, s, actions(as...))
-	var (
-		mu       sync.Mutex
-		taken    = map[string]bool{} // FinishAction was called on it
-		finished = map[string]int{}  // FinishAction reported a change
-		problems []string
-		wg       sync.WaitGroup
-	)
-	start := make(chan struct{})
-	for range workers {
-		wg.Go(func() {
-			<-start
-			for {
-				due, err := s.DueActions(t.Context(), hour(1), 3)
-				if err != nil {
-					t.Errorf("DueActions: %v", err)
-					return
-				}
-				if len(due) == 0 {
-					return
-				}
-				for _, a := range due {
-					var subject, suffix int
-					fmt.Sscanf(a.ID, "b%d-%d", &subject, &suffix)
-					mu.Lock()
-					for older := range perSubject - 1 - suffix {
-						if o := id(subject, older); !taken[o] {
-							problems = append(problems, fmt.Sprintf("%s was due before %s was taken", a.ID, o))
-						}
-					}
-					taken[a.ID] = true
-					mu.Unlock()
-					changed, err := s.FinishAction(t.Context(), a.ID, hour(1))
-					if err != nil {
-						t.Errorf("FinishAction(%s): %v", a.ID, err)
-						return
-					}
-					if changed {
-						mu.Lock()
-						finished[a.ID]++
-						mu.Unlock()
-					}
-				}
-			}
-		})
-	}
-	close(start)
-	wg.Wait()
-	if len(problems) > 0 {
-		t.Fatalf("out of order: %s", strings.Join(problems, "; "))
-	}
-	for _, a := range as {
-		if finished[a.ID] != 1 {
-			t.Errorf("action %s was finished %d times, want once", a.ID, finished[a.ID])
-		}
-	}
-	wantCounts(t, s, 0, 0)
-}
-
 func testActionsReopen(t *testing.T, h Harness) {
 	if h.Reopen == nil {
 		t.Skip("no Reopen in the harness")
 	}
 	s := h.Open(t)
+	l := lead(t, s, "worker")
 	a, b := makeAction("act-1", core.ActionActivate, "b1", hour(0)), makeAction("act-2", core.ActionRelease, "b1", hour(0))
 	mustCommit(t, s, actions(a, b))
-	finish(t, s, "act-1", hour(1), true)
+	l.finish("act-1", hour(1), true)
 	s = h.Reopen(t, s)
 	done := stored(a)
 	done.State, done.DoneAt = core.ActionDone, hour(1)

@@ -26,6 +26,20 @@ type Harness struct {
 	// Reopen closes s and returns a store on the same data, as a restart of
 	// the server would. When nil, the tests that need it are skipped.
 	Reopen func(t *testing.T, s store.Full) store.Full
+	// Replica returns another store on the data of s, open at the same
+	// time, as another replica (or process) would open it; the harness
+	// closes it when the test ends. When nil, the tests of replicas
+	// racing use s itself from several goroutines.
+	Replica func(t *testing.T, s store.Full) store.Full
+}
+
+// replica returns h.Replica(t, s), or s when the harness has none.
+func replica(t *testing.T, h Harness, s store.Full) store.Full {
+	t.Helper()
+	if h.Replica == nil {
+		return s
+	}
+	return h.Replica(t, s)
 }
 
 // Exercise runs the conformance suite as subtests of t.
@@ -68,6 +82,8 @@ func Exercise(t *testing.T, h Harness) {
 	tests = append(tests, seriesOrdersTests...)
 	tests = append(tests, sharedTests...)
 	tests = append(tests, outboxTests...)
+	tests = append(tests, leaseTests...)
+	tests = append(tests, fencingTests...)
 	tests = append(tests, healthTests...)
 	tests = append(tests, handoverTests...)
 	for _, tc := range tests {
