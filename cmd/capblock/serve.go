@@ -71,6 +71,8 @@ type serveFlags struct {
 	slurm slurmFlags
 	// kubeJobs are the flags of jobs on --backend kubernetes (servejobs.go).
 	kubeJobs kubeJobFlags
+	// localJobs are the flags of jobs run on this machine (servejobs.go).
+	localJobs localJobFlags
 	// admission are the flags of the admission webhooks (serveadmission.go).
 	admission admissionFlags
 }
@@ -114,6 +116,7 @@ POST /v1/admin/clock (or "capblock admin clock --advance 6h").`,
 	addKubeFlags(fl, &f.kube)
 	addSlurmFlags(fl, &f.slurm)
 	addKubeJobFlags(fl, &f.kubeJobs)
+	addLocalJobFlags(fl, &f.localJobs)
 	addAdmissionFlags(fl, &f.admission)
 	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fl.StringVar(&f.tlsCert, "tls-cert", "", "serve HTTPS with this certificate (PEM); needs --tls-key")

@@ -1,10 +1,14 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/dustin/go-humanize"
 	"github.com/spf13/pflag"
@@ -25,7 +29,9 @@ import (
 // processes of this machine: as root, each team's jobs run as a user of
 // their own, in cgroups, with limits; as another user the server cannot
 // isolate them, and runs none unless told to run them as itself with
-// --allow-unisolated-jobs.
+// --allow-unisolated-jobs. Isolated jobs get a /tmp of their own
+// (--job-tmp-size), or none run; unisolated ones share the host's, since
+// they may write wherever the server may.
 func jobsConfig(f serveFlags, dir string) (service.Config, error) {
 	var cfg service.Config
 	switch f.backend {
@@ -38,7 +44,7 @@ func jobsConfig(f serveFlags, dir string) (service.Config, error) {
 		}
 		return cfg, nil
 	}
-	limits, err := jobLimits(f)
+	limits, err := jobLimits(f, dir)
 	if err != nil {
 		return cfg, err
 	}
@@ -58,9 +64,12 @@ func jobsConfig(f serveFlags, dir string) (service.Config, error) {
 		if isolation.CgroupVersion == 0 {
 			limits.MemoryBytes, limits.PIDs = 0, 0 // nothing to apply them with
 		}
+		limits.TmpBytes = 0 // they run as the server's user, and may fill what it may
 		cfg.JobsDir, cfg.JobLimits = dir, limits
 	case os.Geteuid() == 0 && isolation.CgroupVersion == 0:
 		cfg.JobsOff = fmt.Sprintf("it cannot put jobs in cgroups of their own on this machine (%s); start it with --allow-unisolated-jobs to run jobs as its own user, uncontained (see Security model in the README)", isolation.Reason)
+	case os.Geteuid() == 0 && limits.TmpBytes > 0 && !isolation.PrivateTmp:
+		cfg.JobsOff = fmt.Sprintf("it cannot give jobs a /tmp of their own on this machine (%s); start it with --job-tmp-size 0 to let jobs share the host's /tmp, unbounded (see Security model in the README)", isolation.TmpReason)
 	case os.Geteuid() == 0:
 		if err := service.CheckJobsDirReachable(dir); err != nil {
 			cfg.JobsOff = err.Error()
@@ -73,8 +82,10 @@ func jobsConfig(f serveFlags, dir string) (service.Config, error) {
 	return cfg, nil
 }
 
-// jobLimits reads the limits of each job instance from the flags.
-func jobLimits(f serveFlags) (executor.Limits, error) {
+// jobLimits reads the limits of each job instance from the flags; a
+// disk limit in per cent is of the file system that holds the jobs
+// directory dir.
+func jobLimits(f serveFlags, dir string) (executor.Limits, error) {
 	mem, err := parseSize("--job-memory-limit", f.jobMemory)
 	if err != nil {
 		return executor.Limits{}, err
@@ -89,7 +100,69 @@ func jobLimits(f serveFlags) (executor.Limits, error) {
 	if f.jobPIDs < 0 {
 		return executor.Limits{}, usageError(fmt.Errorf("--job-pids-limit %d: want 0 (no limit) or more", f.jobPIDs))
 	}
-	return executor.Limits{MemoryBytes: mem, PIDs: f.jobPIDs, LogBytes: logs}, nil
+	tmp, err := humanize.ParseBytes(f.localJobs.tmpSize)
+	if err != nil || tmp > 1<<62 {
+		return executor.Limits{}, usageError(fmt.Errorf("--job-tmp-size %q: want a size such as 1GiB, or 0 to let jobs share the host's /tmp", f.localJobs.tmpSize))
+	}
+	disk, err := diskLimit(f.localJobs.diskLimit, dir)
+	if err != nil {
+		return executor.Limits{}, err
+	}
+	return executor.Limits{MemoryBytes: mem, PIDs: f.jobPIDs, LogBytes: logs, TmpBytes: int64(tmp), DiskBytes: disk}, nil
+}
+
+// localJobFlags are serve's flags of jobs run on this machine, beyond
+// the limits of serveFlags.
+type localJobFlags struct {
+	tmpSize   string
+	diskLimit string
+}
+
+// addLocalJobFlags defines the flags of jobs run on this machine.
+func addLocalJobFlags(fl *pflag.FlagSet, f *localJobFlags) {
+	fl.StringVar(&f.tmpSize, "job-tmp-size", "1GiB", "size of the /tmp, /dev/shm and /var/tmp of each job instance run as a user of its own: one tmpfs of its own, counted as its memory (0: jobs share the host's /tmp)")
+	fl.StringVar(&f.diskLimit, "job-disk-limit", "10%", "disk space that one job's working directory (its checkpoints included) may take: a size such as 200GiB, or a share of the file system that holds the jobs directory (0: no limit)")
+}
+
+// diskLimit reads --job-disk-limit: a size, or a per cent of the size of
+// the file system that holds dir (or, while dir does not exist, the
+// nearest directory above it that does).
+func diskLimit(s, dir string) (int64, error) {
+	if pct, ok := strings.CutSuffix(strings.TrimSpace(s), "%"); ok {
+		p, err := strconv.ParseFloat(pct, 64)
+		if err != nil || p <= 0 || p > 100 {
+			return 0, usageError(fmt.Errorf("--job-disk-limit %q: want a share of the jobs directory's file system above 0%% and up to 100%%, such as 10%%, or a size such as 200GiB", s))
+		}
+		size, err := fileSystemSize(dir)
+		if err != nil {
+			return 0, fmt.Errorf("--job-disk-limit %s: %w", s, err)
+		}
+		return int64(float64(size) * p / 100), nil
+	}
+	n, err := humanize.ParseBytes(s)
+	if err != nil || n > 1<<62 {
+		return 0, usageError(fmt.Errorf("--job-disk-limit %q: want a size such as 200GiB, a share of the jobs directory's file system such as 10%%, or 0 for no limit", s))
+	}
+	return int64(n), nil
+}
+
+// fileSystemSize is the size in bytes of the file system that holds dir,
+// or the nearest directory above it that exists.
+func fileSystemSize(dir string) (uint64, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return 0, fmt.Errorf("finding the jobs directory %s: %w", dir, err)
+	}
+	for d := abs; ; d = filepath.Dir(d) {
+		var st syscall.Statfs_t
+		err := syscall.Statfs(d, &st)
+		if err == nil {
+			return st.Blocks * uint64(st.Bsize), nil
+		}
+		if !errors.Is(err, fs.ErrNotExist) || d == filepath.Dir(d) {
+			return 0, fmt.Errorf("measuring the file system of the jobs directory %s: %w", abs, err)
+		}
+	}
 }
 
 // parseSize reads a size such as 16GiB, 512MB or 0.

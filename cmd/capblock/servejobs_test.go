@@ -2,7 +2,9 @@ package main
 
 import (
 	"os"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -90,5 +92,46 @@ func TestSlurmRunsNoJobsHere(t *testing.T) {
 	}
 	if cfg.JobsOff != "" || cfg.JobsDir != "" {
 		t.Errorf("jobs with --backend slurm --slurm-job-dir: JobsOff %q, JobsDir %q; want on, without the local jobs directory", cfg.JobsOff, cfg.JobsDir)
+	}
+}
+
+// TestServeBadLocalJobFlags: a bad size of the jobs' /tmp or disk is one
+// line saying what is wrong and what is wanted, exit status 2.
+func TestServeBadLocalJobFlags(t *testing.T) {
+	tests := map[string]struct {
+		args []string
+		want string
+	}{
+		"a tmp size that is no size": {[]string{"--job-tmp-size", "lots"}, `--job-tmp-size "lots": want a size such as 1GiB, or 0 to let jobs share the host's /tmp`},
+		"a disk limit of no size":    {[]string{"--job-disk-limit", "lots"}, `--job-disk-limit "lots": want a size such as 200GiB`},
+		"a share of nothing":         {[]string{"--job-disk-limit", "0%"}, `--job-disk-limit "0%": want a share of the jobs directory's file system above 0% and up to 100%`},
+		"a share beyond the whole":   {[]string{"--job-disk-limit", "150%"}, `above 0% and up to 100%`},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			db := t.TempDir() + "/capblock.db"
+			got := runApp(t.Context(), nil, append([]string{"serve", "--db", db, "--listen", "127.0.0.1:0"}, tc.args...)...)
+			if got.code != 2 || !strings.Contains(got.stderr, tc.want) || strings.Count(got.stderr, "\n") != 1 {
+				t.Errorf("serve %v: exit %d, stderr %q; want 2 and one line with %q", tc.args, got.code, got.stderr, tc.want)
+			}
+		})
+	}
+}
+
+// TestJobDiskLimit: --job-disk-limit is a size, or a share of the size of
+// the file system that holds the jobs directory, which need not exist
+// yet.
+func TestJobDiskLimit(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "not-yet", "capblock-jobs")
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(filepath.Dir(filepath.Dir(dir)), &st); err != nil {
+		t.Fatal(err)
+	}
+	whole := int64(st.Blocks) * st.Bsize
+	for in, want := range map[string]int64{"0": 0, "200GiB": 200 << 30, "10%": whole / 10, "100%": whole} {
+		got, err := diskLimit(in, dir)
+		if err != nil || got < want-1 || got > want+1 {
+			t.Errorf("diskLimit(%q) = %d, %v; want %d", in, got, err, want)
+		}
 	}
 }

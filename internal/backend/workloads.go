@@ -59,6 +59,16 @@ type KillNoticer interface {
 	NoticeKill(run string, instance int, at time.Time) error
 }
 
+// Deadliner is Instances whose instances end by themselves at a deadline
+// on the wall clock (Limits.Deadline), even with no server: the local
+// engine's shims. The service moves the deadline while it lives (an
+// extension, or a lease on a simulated clock).
+type Deadliner interface {
+	// SetDeadline moves the deadline of an instance of a run; an instance
+	// that does not run is not an error.
+	SetDeadline(run string, instance int, at time.Time) error
+}
+
 // Workload is one instance of a job's run, described without the engine:
 // what the service decided and stores.
 type Workload struct {

@@ -124,7 +124,8 @@ func TestJobContainment(t *testing.T) {
 	bin := buildBinary(t)
 	dir := passable(t, t.TempDir())
 	db := filepath.Join(dir, "capblock.db")
-	srv := startProcessWith(t, bin, db, ts(t0))
+	first, uids := testUIDRange()
+	srv := startProcessWith(t, bin, db, ts(t0), "--job-uid-range", uids)
 	useToken(t, srv.url, filepath.Join(dir, "admin.token"))
 	jobsDir := filepath.Join(dir, "capblock-jobs")
 
@@ -175,8 +176,8 @@ echo done
 			fmt.Sscanf(line, "uid %d gid %d groups %s", &uid, &gid, &groups)
 		}
 	}
-	if uid < 900000 || gid != uid || groups != strconv.Itoa(gid) || strconv.Itoa(uid) == victimUID {
-		t.Fatalf("the attacker's job ran as uid %d gid %d groups %s (the victim's: %s), want a uid of its own from 900000:\n%s", uid, gid, groups, victimUID, out)
+	if uid < first || uid > first+99 || gid != uid || groups != strconv.Itoa(gid) || strconv.Itoa(uid) == victimUID {
+		t.Fatalf("the attacker's job ran as uid %d gid %d groups %s (the victim's: %s), want a uid of its own from %s:\n%s", uid, gid, groups, victimUID, uids, out)
 	}
 	// 5. What it left running ended with it.
 	waitNoProcess(t, "sleep 4242")
@@ -205,7 +206,8 @@ func TestJobLogCap(t *testing.T) {
 	bin := buildBinary(t)
 	dir := passable(t, t.TempDir())
 	db := filepath.Join(dir, "capblock.db")
-	srv := startProcessWith(t, bin, db, ts(t0), "--job-log-limit", "4MiB")
+	_, uids := testUIDRange()
+	srv := startProcessWith(t, bin, db, ts(t0), "--job-log-limit", "4MiB", "--job-uid-range", uids)
 	useToken(t, srv.url, filepath.Join(dir, "admin.token"))
 	tn := newTenant(t, srv.url, "printers")
 	b := tn.buyL4(t, srv.url, t0.Add(time.Hour), 2)
@@ -245,8 +247,10 @@ func TestJobsShareNoGPU(t *testing.T) {
 	script := writeScript(t, `echo "start $(date +%s%N)" >> "`+marks+`.$1"; sleep 2; echo "end $(date +%s%N)" >> "`+marks+`.$1"`)
 	var first, second job
 	call(t, e.url, "POST", "/v1/jobs", map[string]any{"name": "a", "blockId": b.ID, "command": []string{script, "a"}}, &first)
+	// The second comes once the first runs: two jobs created before the
+	// runner's first pass start in the order of their ids.
+	waitJob(t, e, first.ID, func(j job) bool { return j.State == "running" })
 	call(t, e.url, "POST", "/v1/jobs", map[string]any{"name": "b", "blockId": b.ID, "command": []string{script, "b"}}, &second)
-	waitJob(t, e, first.ID, func(j job) bool { return j.State == "running" || j.State == "succeeded" })
 	// The first holds the GPU for 2 s: the second waits, saying why.
 	waitJob(t, e, second.ID, func(j job) bool {
 		return j.State == "pending" && strings.HasPrefix(j.Reason, "waiting_for_gpus: it needs 1 instances of block "+b.ID+" and 0 are free")
@@ -268,6 +272,15 @@ func TestJobsShareNoGPU(t *testing.T) {
 	if spans[0][0] < spans[1][1] && spans[1][0] < spans[0][1] {
 		t.Fatalf("two jobs ran on one GPU at once: %v", spans)
 	}
+}
+
+// testUIDRange is a range of 100 job users within the default range, one
+// per test process: servers of other databases on one machine refuse
+// overlapping ranges, and test runs of other checkouts may be running
+// theirs at the same time.
+func testUIDRange() (first int, flag string) {
+	first = 900000 + os.Getpid()%900*100
+	return first, fmt.Sprintf("%d-%d", first, first+99)
 }
 
 // passable lets other users pass through dir and the directories above

@@ -74,13 +74,17 @@ func writeRecord(stateDir string, r record) error {
 }
 
 // writeExit records how a run's command ended, for the executor to read
-// once the shim has exited: its status, then a line for an OOM kill and one
-// per problem met while supervising it.
-func writeExit(stateDir, runID string, status int, oomKilled bool, problem error) {
+// once the shim has exited: its status, then a line for an OOM kill, one
+// for why the shim ended it (reason, when it did) and one per problem met
+// while supervising it.
+func writeExit(stateDir, runID string, status int, oomKilled bool, reason string, problem error) {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%d\n", status)
 	if oomKilled {
 		b.WriteString("oom-killed\n")
+	}
+	if reason != "" {
+		fmt.Fprintf(&b, "reason: %s\n", strings.ReplaceAll(reason, "\n", " "))
 	}
 	if problem != nil {
 		for _, line := range strings.Split(problem.Error(), "\n") {
@@ -99,7 +103,7 @@ func writeFileAtomic(path string, b []byte) error {
 }
 
 func (e *Executor) removeRecord(runID string) {
-	for _, path := range []string{e.recordPath(runID), e.exitPath(runID)} {
+	for _, path := range []string{e.recordPath(runID), e.exitPath(runID), e.deadlinePath(runID)} {
 		_ = os.Remove(path)
 		_ = os.Remove(path + ".tmp")
 	}
@@ -262,6 +266,8 @@ func recordedExit(x Exit, exitFile string, pid int, killed bool) Exit {
 			for _, line := range lines[1:] {
 				if line == "oom-killed" {
 					x.OOMKilled = true
+				} else if why, ok := strings.CutPrefix(line, "reason: "); ok {
+					x.Reason = why
 				} else if msg, ok := strings.CutPrefix(line, "error: "); ok {
 					problems = append(problems, errors.New(msg))
 				}

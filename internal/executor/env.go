@@ -67,20 +67,33 @@ func JobEnv(p EnvParams) map[string]string {
 	return env
 }
 
-// inherited are the only variables a job takes from the server's own
-// environment; anything else (credentials, the server's configuration) stays
-// with the server.
-var inherited = []string{"PATH", "HOME", "LANG", "TMPDIR"}
+// DefaultPath is the PATH of a job that does not set its own: the
+// system's program directories. The server's own PATH is never passed
+// on: a root server's names folders of root's (a pyenv's shims, a
+// toolchain under /root) that a job should neither depend on nor be
+// handed.
+const DefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
-// childEnv returns the process environment of an instance: the inherited
-// set overlaid with the spec's variables, sorted so that it is reproducible.
-func childEnv(spec map[string]string) ([]string, error) {
-	env := map[string]string{}
-	for _, k := range inherited {
-		if v, ok := os.LookupEnv(k); ok {
-			env[k] = v
-		}
+// baseEnv is what every instance's environment starts from. Nothing is
+// taken from the server's own environment (credentials, the server's
+// configuration, its PATH): a job's environment is the same whoever
+// started the server and how. HOME is the working directory where there
+// is one (the local engine sets it to the job's directory anyway);
+// TMPDIR is /tmp, which is the instance's own where Limits.TmpBytes
+// applies.
+func baseEnv(dir string) map[string]string {
+	home := "/"
+	if dir != "" {
+		home = dir
 	}
+	return map[string]string{"PATH": DefaultPath, "HOME": home, "LANG": "C.UTF-8", "TMPDIR": "/tmp"}
+}
+
+// childEnv returns the process environment of an instance whose working
+// directory is dir: baseEnv overlaid with the spec's variables, sorted so
+// that it is reproducible.
+func childEnv(spec map[string]string, dir string) ([]string, error) {
+	env := baseEnv(dir)
 	for k, v := range spec {
 		if k == "" || strings.ContainsAny(k, "=\x00") {
 			return nil, fmt.Errorf("environment variable name %q is invalid", k)

@@ -68,12 +68,20 @@ func TestJobEnv(t *testing.T) {
 	}
 }
 
-func TestStartGivesTheProcessItsEnvironment(t *testing.T) {
+// TestStartGivesTheJobItsEnvironment: an instance's environment is
+// the job's variables over a fixed base; nothing of the server's own
+// environment reaches it, its PATH above all: a root server's PATH names
+// root's folders (a pyenv's shims, a toolchain under /root).
+func TestStartGivesTheJobItsEnvironment(t *testing.T) {
 	t.Setenv("CAPBLOCK_SERVER_SECRET", "must-not-leak")
-	t.Setenv("LANG", "C.UTF-8")
+	t.Setenv("LANG", "de_DE.UTF-8")
+	t.Setenv("TMPDIR", t.TempDir())
+	t.Setenv("PATH", "/root/.pyenv/shims:"+os.Getenv("PATH"))
 	e, _ := newTestExecutor(t)
 	out := filepath.Join(t.TempDir(), "env")
+	dir := t.TempDir()
 	s := spec(t, "env", "sh", "-c", `env >"$1"`, "sh", out)
+	s.Dir = dir
 	s.Env = JobEnv(EnvParams{
 		BlockID: "blk-1", PlanID: "plan-1", SegmentEnd: time.UnixMilli(1772370000000),
 		CheckpointDir: "/ckpt", RestartCount: 1, Rank: 0, WorldSize: 2,
@@ -95,23 +103,41 @@ func TestStartGivesTheProcessItsEnvironment(t *testing.T) {
 		got[k] = v
 	}
 	delete(got, "PWD") // set by the shell itself
-	want := map[string]string{}
+	want := map[string]string{
+		"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+		"HOME": dir, "LANG": "C.UTF-8", "TMPDIR": "/tmp",
+	}
 	for k, v := range s.Env {
 		want[k] = v
-	}
-	for _, k := range inherited {
-		if v, ok := os.LookupEnv(k); ok {
-			want[k] = v
-		}
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("environment of the process (-want +got):\n%s", diff)
 	}
 }
 
+// TestAJobMayChooseItsPath: the job's own PATH wins over the default,
+// both to find its command and in its environment.
+func TestAJobMayChooseItsPath(t *testing.T) {
+	e, _ := newTestExecutor(t)
+	bin := t.TempDir()
+	out := filepath.Join(t.TempDir(), "path")
+	if err := os.WriteFile(filepath.Join(bin, "mine"), []byte("#!/bin/sh\necho \"$PATH\" >\"$1\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	s := spec(t, "path", "mine", out)
+	s.Env = map[string]string{"PATH": bin + ":/usr/bin:/bin"}
+	start(t, e, s)
+	if x := nextExit(t, e); x.Code != 0 || x.Err != nil {
+		t.Fatalf("exit = %+v, want 0", x)
+	}
+	if b, err := os.ReadFile(out); err != nil || strings.TrimSpace(string(b)) != bin+":/usr/bin:/bin" {
+		t.Errorf("the job's PATH = %q, %v; want its own", b, err)
+	}
+}
+
 func TestChildEnvRejectsInvalidNames(t *testing.T) {
 	for _, env := range []map[string]string{{"": "x"}, {"A=B": "x"}, {"A": "x\x00y"}} {
-		if _, err := childEnv(env); err == nil {
+		if _, err := childEnv(env, ""); err == nil {
 			t.Errorf("childEnv(%q) succeeded, want an error", env)
 		}
 	}

@@ -29,6 +29,19 @@
 // which the command does not inherit: the command alone decides how to
 // react to them. Start returns once the command runs.
 //
+// The command's environment is a fixed base (PATH=DefaultPath, HOME, LANG,
+// TMPDIR) under the job's variables: nothing of the server's. With
+// Limits.TmpBytes the stage runs in a mount namespace of its own and
+// gives the command /tmp, /dev/shm and /var/tmp on one tmpfs of that size
+// (privatetmp.go). With Limits.DiskBytes the shim measures the working
+// directory and ends the command past the limit (diskuse.go). With
+// Limits.Deadline the shim ends the command by itself at that time on the
+// wall clock, SIGTERM and then SIGKILL of everything it started, whether
+// or not a server still watches it; SetDeadline moves it (deadline.go).
+// So a run outlives neither its time nor its server's last word on it,
+// and its shim exits when the run ends. Exit.Reason says why the shim
+// ended a run.
+//
 // A run's cgroups are created under the server's own cgroup, in a capblock
 // subtree: <own cgroup>/capblock/<run>; the subtree stays, its runs' cgroups
 // go with them. Under cgroup v2 (a cgroup2 file system at /sys/fs/cgroup)
@@ -78,13 +91,15 @@ type Spec struct {
 	// Instance is the instance's rank within the job.
 	Instance int
 	// Command is the program and its arguments; the program is looked up in
-	// the PATH of Env (or the inherited PATH) unless it holds a slash.
+	// the PATH of Env (or DefaultPath) unless it holds a slash.
 	Command []string
-	// Env is added to the inherited PATH, HOME, LANG and TMPDIR and wins over
-	// them; build it with JobEnv.
+	// Env is added to a fixed base, PATH=DefaultPath, HOME=Dir, LANG=C.UTF-8
+	// and TMPDIR=/tmp, and wins over it; nothing comes from the server's
+	// own environment. Build it with JobEnv.
 	Env map[string]string
 	// Dir is the working directory; empty means the server's own. The
-	// command enters it as its Credential.
+	// command enters it as its Credential. Limits.DiskBytes bounds what it
+	// holds.
 	Dir string
 	// LogPath is the file that stdout and stderr are appended to (relative
 	// to the server's working directory); missing directories are created,
@@ -120,6 +135,25 @@ type Limits struct {
 	// LogBytes bounds the log file, which keeps the newest output; at least
 	// MinLogBytes.
 	LogBytes int64
+	// TmpBytes gives the instance a /tmp, /dev/shm and /var/tmp of its
+	// own, one tmpfs of this size in a mount namespace of the instance's
+	// (see privatetmp.go): past it, writes there fail with ENOSPC, and
+	// the host's /tmp is never touched. It needs root (Isolation's
+	// PrivateTmp). Its pages are memory, and count against MemoryBytes.
+	TmpBytes int64
+	// DiskBytes bounds what the working directory (Spec.Dir) holds on
+	// disk: the shim refuses to start the command when the directory
+	// holds more, and ends it (SIGKILL) once it does, saying so in the
+	// log and on the Exit (see diskuse.go for how, and how closely).
+	DiskBytes int64
+	// Deadline is when the shim ends the instance by itself, on the wall
+	// clock, whether or not a server still watches it: SIGTERM at
+	// Deadline less StopGrace, SIGKILL to every process of the run at
+	// Deadline. SetDeadline moves it. Zero is none.
+	Deadline time.Time
+	// StopGrace is the time between the SIGTERM and the SIGKILL of a
+	// Deadline.
+	StopGrace time.Duration
 }
 
 // Instance is a running instance of a job.
@@ -160,6 +194,9 @@ type Exit struct {
 	// OOMKilled is true when the kernel killed a process of the instance
 	// for going past its memory limit.
 	OOMKilled bool
+	// Reason says why the shim ended the instance itself, when it did:
+	// its Deadline passed, or its working directory went past DiskBytes.
+	Reason string
 	// Err says what went wrong while watching the instance, if anything.
 	Err error
 	// Adopted is true when the instance was started by an earlier Executor.
@@ -176,6 +213,11 @@ type Isolation struct {
 	Memory, PIDs bool
 	// Reason says why cgroups, or some of their controllers, are not used.
 	Reason string
+	// PrivateTmp says whether Limits.TmpBytes can be applied: each
+	// instance's /tmp a tmpfs in a mount namespace of its own. TmpReason
+	// says why not.
+	PrivateTmp bool
+	TmpReason  string
 }
 
 var (
@@ -195,6 +237,9 @@ var (
 	// ErrLimitUnsupported is returned by Start, on an Executor made with
 	// RequireCgroups, for a limit that this machine's cgroups cannot apply.
 	ErrLimitUnsupported = errors.New("limit cannot be applied")
+	// ErrDiskLimit is returned by Start when the instance's working
+	// directory already holds more than Limits.DiskBytes.
+	ErrDiskLimit = errors.New("the job's working directory is past its disk limit")
 )
 
 // Option changes how New sets an Executor up.
@@ -204,12 +249,14 @@ type options struct {
 	requireCgroups bool
 	noCgroups      bool   // tests: run as without cgroups
 	cgroup2At      string // tests: use this cgroup2 mount
+	noPrivateTmp   bool   // tests: run as without mount namespaces
 }
 
 // RequireCgroups makes New fail with ErrNoCgroups where instances cannot run
 // in cgroups of their own, instead of falling back to process groups, and
-// Start fail with ErrLimitUnsupported for a limit that cannot be applied:
-// instances run contained and limited as asked, or not at all.
+// Start fail with ErrLimitUnsupported for a limit that cannot be applied
+// (a private /tmp too): instances run contained and limited as asked, or
+// not at all.
 func RequireCgroups() Option {
 	return func(o *options) { o.requireCgroups = true }
 }
@@ -307,6 +354,7 @@ func New(stateDir string, opts ...Option) (*Executor, error) {
 		return nil, fmt.Errorf("locking state directory %s: %w", stateDir, err)
 	}
 	cgroups, isolation := findCgroups(o)
+	isolation.PrivateTmp, isolation.TmpReason = findPrivateTmp(o)
 	if cgroups == nil && o.requireCgroups {
 		lock.Close()
 		return nil, fmt.Errorf("opening executor on %s: %w: %s", stateDir, ErrNoCgroups, isolation.Reason)
@@ -372,7 +420,14 @@ func (e *Executor) Start(spec Spec) (Instance, error) {
 	if err := e.checkSpec(spec); err != nil {
 		return Instance{}, fmt.Errorf("starting job %q instance %d: %w", spec.JobID, spec.Instance, err)
 	}
-	env, err := childEnv(spec.Env)
+	var err error
+	dir := spec.Dir
+	if dir != "" {
+		if dir, err = filepath.Abs(dir); err != nil {
+			return Instance{}, fmt.Errorf("starting job %s instance %d: finding the working directory: %w", spec.JobID, spec.Instance, err)
+		}
+	}
+	env, err := childEnv(spec.Env, dir)
 	if err != nil {
 		return Instance{}, fmt.Errorf("starting job %s instance %d: %w", spec.JobID, spec.Instance, err)
 	}
@@ -418,14 +473,18 @@ func (e *Executor) checkSpec(spec Spec) error {
 	switch {
 	case spec.JobID == "" || len(spec.Command) == 0 || spec.LogPath == "":
 		return errors.New("job id, command and log path are required")
-	case l.MemoryBytes < 0 || l.PIDs < 0 || l.LogBytes < 0:
+	case l.MemoryBytes < 0 || l.PIDs < 0 || l.LogBytes < 0 || l.TmpBytes < 0 || l.DiskBytes < 0 || l.StopGrace < 0:
 		return fmt.Errorf("limits must not be negative: %+v", l)
+	case l.DiskBytes > 0 && spec.Dir == "":
+		return errors.New("a disk limit needs a working directory of the job's own (Dir)")
 	case l.LogBytes > 0 && l.LogBytes < MinLogBytes:
 		return fmt.Errorf("log limit %d is below the least, %d bytes", l.LogBytes, MinLogBytes)
 	case e.strict && l.MemoryBytes > 0 && !e.isolation.Memory:
 		return fmt.Errorf("memory: %w: %s", ErrLimitUnsupported, e.isolation.Reason)
 	case e.strict && l.PIDs > 0 && !e.isolation.PIDs:
 		return fmt.Errorf("pids: %w: %s", ErrLimitUnsupported, e.isolation.Reason)
+	case e.strict && l.TmpBytes > 0 && !e.isolation.PrivateTmp:
+		return fmt.Errorf("a private /tmp: %w: %s", ErrLimitUnsupported, e.isolation.TmpReason)
 	}
 	return nil
 }

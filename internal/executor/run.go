@@ -1,6 +1,7 @@
 package executor
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -41,6 +42,21 @@ func (e *Executor) launch(spec Spec, env []string, program string, p *proc) (Ins
 			return Instance{}, nil, err
 		}
 	}
+	tmp := spec.Limits.TmpBytes
+	if !e.isolation.PrivateTmp {
+		tmp = 0 // not applied, as Isolation says (Start refused it where it must be)
+	}
+	var keep []string
+	if tmp > 0 {
+		keep = keptDirs(dir, spec.Env)
+	}
+	deadlineFile := e.deadlinePath(p.runID)
+	if err := writeDeadline(deadlineFile, spec.Limits.Deadline); err != nil {
+		if len(cgroups.Dirs) > 0 {
+			err = errors.Join(err, cgroups.remove())
+		}
+		return Instance{}, nil, err
+	}
 	startedAt := time.Now()
 	cfg := shimConfig{
 		Record: record{
@@ -51,9 +67,13 @@ func (e *Executor) launch(spec Spec, env []string, program string, p *proc) (Ins
 		StateDir: e.stateDir,
 		Command: stageConfig{
 			Program: program, Args: slices.Clone(spec.Command), Env: env, Dir: dir,
-			Credential: spec.Credential,
+			Credential: spec.Credential, TmpBytes: tmp, Keep: keep,
 		},
-		LogBytes: spec.Limits.LogBytes,
+		LogBytes:     spec.Limits.LogBytes,
+		DiskBytes:    spec.Limits.DiskBytes,
+		DeadlineFile: deadlineFile,
+		Deadline:     spec.Limits.Deadline,
+		StopGrace:    spec.Limits.StopGrace,
 	}
 
 	// 2. Start the shim and wait until it has started the command.
@@ -126,6 +146,8 @@ func startShim(cfg shimConfig) (*exec.Cmd, int, uint64, error) {
 		return cmd, pid, ticks, nil
 	}
 	switch {
+	case bytes.HasPrefix(line, []byte(diskLimitPrefix)):
+		return cmd, 0, 0, diskLimitError{msg: strings.TrimSpace(string(line[len(diskLimitPrefix):]))}
 	case len(line) > 0:
 		return cmd, 0, 0, errors.New(strings.TrimSpace(string(line)))
 	case err != nil:

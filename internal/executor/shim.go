@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -37,6 +38,8 @@ func init() {
 		syscall.Exit(runShim())
 	case stageArg0:
 		syscall.Exit(runStage())
+	case probeArg0:
+		syscall.Exit(runProbe())
 	}
 }
 
@@ -54,6 +57,15 @@ type shimConfig struct {
 	StateDir string
 	Command  stageConfig
 	LogBytes int64
+	// DiskBytes bounds what the command's working directory holds
+	// (Limits.DiskBytes).
+	DiskBytes int64
+	// DeadlineFile holds when the shim ends the run (Limits.Deadline),
+	// read again every deadlineCheckEvery; Deadline is its content at the
+	// start. StopGrace is the time from its SIGTERM to its SIGKILL.
+	DeadlineFile string
+	Deadline     time.Time
+	StopGrace    time.Duration
 }
 
 // stageConfig is what the shim tells the stage.
@@ -65,6 +77,12 @@ type stageConfig struct {
 	Credential *Credential
 	// Procs are the cgroup.procs files that the command joins, in order.
 	Procs []string
+	// TmpBytes, when not 0, is the size of the command's private /tmp
+	// (Limits.TmpBytes); the stage then runs in a mount namespace of its
+	// own. Keep are the directories of the server's for the job that
+	// stay visible under it (see privatetmp.go).
+	TmpBytes int64
+	Keep     []string
 }
 
 // drainLimit bounds how long the shim reads output after the command and
@@ -100,12 +118,17 @@ func runShim() int {
 		if c := cfg.Record.cgroups(); len(c.Dirs) > 0 {
 			err = errors.Join(err, c.kill(), c.remove())
 		}
+		if errors.Is(err, ErrDiskLimit) {
+			fmt.Fprint(status, diskLimitPrefix)
+		}
 		fmt.Fprintf(status, "%v\n", err)
 		return 1
 	}
 	fmt.Fprintf(status, "running %d %d\n", s.record.PGID, s.record.LeaderTicks)
 	status.Close()
-	return s.finish()
+	stop := make(chan struct{})
+	go s.watch(stop)
+	return s.finish(stop)
 }
 
 // shimRun is the shim's view of the run it supervises.
@@ -117,6 +140,14 @@ type shimRun struct {
 	cmd     *exec.Cmd
 	out     *os.File
 	pumped  chan error
+
+	// mu guards the ending of the run by the shim's own decision (end)
+	// against the reaping of the command, after which its process group
+	// id may be another's.
+	mu     sync.Mutex
+	reaped bool
+	// reason says why the shim ended the run, when it did.
+	reason string
 }
 
 // startRun opens the log, starts the command and records the run.
@@ -128,6 +159,13 @@ func startRun(cfg shimConfig) (*shimRun, error) {
 		return nil, err
 	}
 	s.log = log
+	if cfg.DiskBytes > 0 {
+		if err := checkDisk(cfg.Command.Dir, cfg.DiskBytes); err != nil {
+			fmt.Fprintf(log, "capblock: not started: %v\n", err)
+			log.Close()
+			return nil, err
+		}
+	}
 	out, in, err := os.Pipe()
 	if err != nil {
 		log.Close()
@@ -193,6 +231,9 @@ func startStage(cfg stageConfig, out *os.File) (*exec.Cmd, error) {
 		ExtraFiles:  []*os.File{cfgR, errW},
 		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
 	}
+	if cfg.TmpBytes > 0 {
+		cmd.SysProcAttr.Unshareflags = syscall.CLONE_NEWNS // see privatetmp.go
+	}
 	err = cmd.Start()
 	cfgR.Close()
 	errW.Close()
@@ -240,8 +281,9 @@ func pump(log *logWriter, out *os.File) error {
 }
 
 // finish waits for the command, ends what it left, records how it ended,
-// removes its cgroups and returns its status.
-func (s *shimRun) finish() int {
+// removes its cgroups and returns its status. It closes stopWatch, which
+// ends watch, once the command has ended.
+func (s *shimRun) finish(stopWatch chan struct{}) int {
 	var problems []error
 	pid := s.cmd.Process.Pid
 	// 1. Until the command is reaped its pid, and so its group id, cannot
@@ -252,6 +294,11 @@ func (s *shimRun) finish() int {
 	if err := s.killLeftovers(); err != nil {
 		problems = append(problems, err)
 	}
+	s.mu.Lock()
+	s.reaped = true
+	reason := s.reason
+	s.mu.Unlock()
+	close(stopWatch)
 	_ = s.cmd.Wait()
 	code := s.cmd.ProcessState.ExitCode()
 	if ws, ok := s.cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
@@ -264,6 +311,9 @@ func (s *shimRun) finish() int {
 		problems = append(problems, err)
 	}
 	s.out.Close()
+	if reason != "" {
+		fmt.Fprintf(s.log, "capblock: %s\n", reason)
+	}
 	if err := s.log.Close(); err != nil {
 		problems = append(problems, fmt.Errorf("closing the log: %w", err))
 	}
@@ -276,8 +326,86 @@ func (s *shimRun) finish() int {
 			problems = append(problems, err)
 		}
 	}
-	writeExit(s.cfg.StateDir, s.record.RunID, code, oom, errors.Join(problems...))
+	writeExit(s.cfg.StateDir, s.record.RunID, code, oom, reason, errors.Join(problems...))
 	return code
+}
+
+// watch ends the run by the shim's own decision until stopWatch is
+// closed: at its deadline, read again from the deadline file every
+// deadlineCheckEvery (SIGTERM StopGrace before it, SIGKILL at it), and
+// once its working directory holds more than its disk limit (SIGKILL at
+// once: a job past its limit must not write a checkpoint on the way out).
+func (s *shimRun) watch(stopWatch <-chan struct{}) {
+	deadline := s.cfg.Deadline
+	termSent := false
+	var nextDisk time.Time
+	for {
+		if s.cfg.DeadlineFile != "" {
+			if at, ok := readDeadline(s.cfg.DeadlineFile); ok {
+				deadline = at
+			}
+		}
+		now := time.Now()
+		wait := deadlineCheckEvery
+		if !deadline.IsZero() {
+			termAt := deadline.Add(-s.cfg.StopGrace)
+			reason := fmt.Sprintf("ended at its deadline, %s (SIGTERM %s before it, SIGKILL at it)", deadline.UTC().Format(time.RFC3339), s.cfg.StopGrace)
+			switch {
+			case !now.Before(deadline):
+				s.end(syscall.SIGKILL, reason)
+				return
+			case !now.Before(termAt) && !termSent:
+				s.end(syscall.SIGTERM, reason)
+				termSent = true
+			}
+			next := termAt
+			if termSent {
+				next = deadline
+			}
+			wait = min(wait, next.Sub(now))
+		}
+		if s.cfg.DiskBytes > 0 {
+			if !now.Before(nextDisk) {
+				began := time.Now()
+				err := checkDisk(s.cfg.Command.Dir, s.cfg.DiskBytes)
+				if errors.Is(err, ErrDiskLimit) {
+					s.end(syscall.SIGKILL, "killed: "+err.Error())
+					return
+				}
+				nextDisk = time.Now().Add(max(diskCheckEvery, diskCheckShare*time.Since(began)))
+			}
+			wait = min(wait, time.Until(nextDisk))
+		}
+		timer := time.NewTimer(max(wait, time.Millisecond))
+		select {
+		case <-stopWatch:
+			timer.Stop()
+			return
+		case <-timer.C:
+		}
+	}
+}
+
+// end sends sig to every process of the run, SIGKILL through
+// killLeftovers, unless the command has been reaped; the first reason
+// given is the one recorded.
+func (s *shimRun) end(sig syscall.Signal, reason string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.reaped {
+		return
+	}
+	if s.reason == "" {
+		s.reason = reason
+	}
+	switch {
+	case sig == syscall.SIGKILL:
+		_ = s.killLeftovers()
+	case len(s.cgroups.Dirs) > 0:
+		_ = s.cgroups.signal(sig)
+	default:
+		_ = killGroup(s.cmd.Process.Pid, sig)
+	}
 }
 
 // killLeftovers ends every process of the run: the cgroups' or, without
@@ -319,6 +447,11 @@ func runStage() int {
 	if os.Geteuid() == 0 {
 		if err := os.WriteFile("/proc/self/oom_score_adj", []byte("0"), 0); err != nil {
 			return fail(fmt.Errorf("resetting the OOM score: %w", err))
+		}
+	}
+	if cfg.TmpBytes > 0 {
+		if err := mountPrivateTmp(cfg.TmpBytes, cfg.Keep); err != nil {
+			return fail(fmt.Errorf("giving the job a /tmp of its own: %w", err))
 		}
 	}
 	for _, procs := range cfg.Procs {

@@ -204,7 +204,10 @@ func (s *Service) startInstance(ctx context.Context, ins backend.Instances, ref 
 	if j.Preemptible {
 		w.KillAt = b.End
 	}
+	// It never outlives its block, even without this server.
+	w.Limits.Deadline, w.Limits.StopGrace = s.wallDeadline(b.End), s.jobs.grace
 	s.jobs.mu.Lock()
+	s.jobs.deadlines[instanceKey{key, ref.Instance}] = w.Limits.Deadline
 	s.jobs.started[instanceKey{key, ref.Instance}] = true
 	s.jobs.seen[key] = true
 	s.jobs.markLive(key, ref.Instance)

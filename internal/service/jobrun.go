@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"encoding/json"
+	"sync"
 	"time"
 
 	"capblock/internal/backend"
@@ -36,6 +37,7 @@ func (s *Service) runJobs(ctx context.Context) {
 	s.jobs.started = map[instanceKey]bool{}
 	s.jobs.live = map[string]map[int]bool{}
 	s.jobs.holds = map[string]core.Job{}
+	s.jobs.deadlines = map[instanceKey]time.Time{}
 	for _, in := range adopted {
 		s.jobs.seen[in.Run] = true
 		s.jobs.started[instanceKey{in.Run, in.Instance}] = true
@@ -43,6 +45,12 @@ func (s *Service) runJobs(ctx context.Context) {
 	}
 	s.jobs.mu.Unlock()
 	s.holdAdopted(ctx, ins, adopted)
+	// The instances' deadlines move on beside the loop, which they must
+	// not hold up; they stop before the instances are let go.
+	renewCtx, stopRenewing := context.WithCancel(ctx)
+	var renewing sync.WaitGroup
+	renewing.Go(func() { s.renewDeadlinesUntil(renewCtx) })
+	defer func() { stopRenewing(); renewing.Wait() }()
 	s.kickOutbox() // the instances' actions that waited for the runner
 	// The ends of instances that ended while no server watched come on
 	// Exits shortly after Adopt; a run that neither runs nor ends by then
@@ -249,6 +257,7 @@ func (s *Service) onExit(ctx context.Context, x backend.InstanceExit) {
 	s.jobs.seen[x.JobID] = true
 	s.jobs.started[instanceKey{x.JobID, x.Instance}] = true
 	delete(s.jobs.live[x.JobID], x.Instance) // an end reported twice counts once
+	delete(s.jobs.deadlines, instanceKey{x.JobID, x.Instance})
 	ended := len(s.jobs.live[x.JobID]) == 0
 	if ended {
 		delete(s.jobs.live, x.JobID)
@@ -271,7 +280,11 @@ func (s *Service) onExit(ctx context.Context, x backend.InstanceExit) {
 		//    after the exit is recorded (which may stop the run).
 		defer s.chargeUnbilled(ctx, id, run)
 	}
-	s.log.Info("job instance exited", "job", id, "run", run, "instance", x.Instance, "code", x.Code, "signal", x.Signal)
+	if x.Reason != "" {
+		s.log.Warn("job instance ended by its supervisor", "job", id, "run", run, "instance", x.Instance, "code", x.Code, "reason", x.Reason)
+	} else {
+		s.log.Info("job instance exited", "job", id, "run", run, "instance", x.Instance, "code", x.Code, "signal", x.Signal)
+	}
 	var j, next core.Job
 	var step core.JobStep
 	for attempt := 1; ; attempt++ {

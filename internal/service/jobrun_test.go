@@ -75,6 +75,15 @@ func (r *recordedWorkloads) next(t *testing.T, n int) []string {
 // of two h100.8x, whose jobs run on a recording engine; the service
 // leads (Run) until the test ends.
 func jobRunner(t *testing.T) (*Service, *recordedWorkloads, *sqlite.Store) {
+	rec := newRecordedWorkloads()
+	svc, st := jobRunnerOn(t, clock.NewSim(planT0), planHour(-1), planHour(10), rec, nil)
+	return svc, rec, st
+}
+
+// jobRunnerOn is jobRunner on clk, with cb-a active from start to end,
+// its jobs run through w, and the service's runtime changed by tune
+// before it runs, when not nil.
+func jobRunnerOn(t *testing.T, clk clock.Clock, start, end time.Time, w backend.Workloads, tune func(*Service)) (*Service, *sqlite.Store) {
 	ctx := t.Context()
 	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "jobs.db"))
 	if err != nil {
@@ -82,7 +91,7 @@ func jobRunner(t *testing.T) (*Service, *recordedWorkloads, *sqlite.Store) {
 	}
 	t.Cleanup(func() { st.Close() })
 	b := core.Block{ID: "cb-a", Team: "t", InstanceType: "h100.8x", GPUModel: "H100", Count: 2, Zone: "z",
-		Start: planHour(-1), End: planHour(10), State: core.StateActive, CreatedAt: planT0.Add(-2 * time.Hour),
+		Start: start, End: end, State: core.StateActive, CreatedAt: start.Add(-time.Hour),
 		Fee:        core.Money{Minor: 1, Currency: "USD"},
 		Placements: []core.Placement{{Node: "n0", GPUs: []int{0, 1, 2, 3, 4, 5, 6, 7}}, {Node: "n1", GPUs: []int{0, 1, 2, 3, 4, 5, 6, 7}}}}
 	if err := st.Commit(ctx, store.Change{Insert: []core.Block{b}}); err != nil {
@@ -93,13 +102,15 @@ func jobRunner(t *testing.T) (*Service, *recordedWorkloads, *sqlite.Store) {
 	for _, n := range []string{"n0", "n1"} {
 		f.Nodes = append(f.Nodes, core.Node{Name: n, Zone: "z", Rack: "r", GPUModel: "H100", GPUs: 8, Health: core.Healthy})
 	}
-	rec := newRecordedWorkloads()
-	svc, err := New(ctx, Config{Fleet: f, Store: st, Clock: clock.NewSim(planT0), Log: slog.New(slog.DiscardHandler), Workloads: rec})
+	svc, err := New(ctx, Config{Fleet: f, Store: st, Clock: clk, Log: slog.New(slog.DiscardHandler), Workloads: w})
 	if err != nil {
 		t.Fatal(err)
 	}
+	if tune != nil {
+		tune(svc)
+	}
 	runService(t, svc)
-	return svc, rec, st
+	return svc, st
 }
 
 // TestJobRunsThroughWorkloads: a job on an active block of two whole-node
@@ -123,8 +134,12 @@ func TestJobRunsThroughWorkloads(t *testing.T) {
 	w := <-rec.starts
 	<-rec.starts
 	w.Block = core.Block{ID: w.Block.ID}
+	// On the simulated clock the deadline is a lease from now
+	// (TestJobDeadlines).
+	w.Limits.Deadline = time.Time{}
 	wantW := backend.Workload{JobID: j.ID, Run: run, Rank: 0, WorldSize: 2, Block: core.Block{ID: "cb-a"}, Slots: []int{0, 1},
-		GPUsPerInstance: 8, Command: []string{"python", "train.py"}, Env: map[string]string{"A": "1"}, Team: "t"}
+		GPUsPerInstance: 8, Command: []string{"python", "train.py"}, Env: map[string]string{"A": "1"}, Team: "t",
+		Limits: backend.Limits{StopGrace: 30 * time.Second}}
 	if diff := cmp.Diff(wantW, w); diff != "" {
 		t.Errorf("workload (-want +got):\n%s", diff)
 	}
@@ -226,4 +241,97 @@ func TestJobStoppedThroughAnotherReplica(t *testing.T) {
 	if diff := cmp.Diff([]string{"stop " + j.ID + "/1 0 after 30s"}, rec.next(t, 1)); diff != "" {
 		t.Errorf("the leader's calls (-want +got):\n%s", diff)
 	}
+}
+
+// deadlineWorkloads is a recording engine that keeps deadlines, as the
+// local engine does: each SetDeadline comes on deadlines.
+type deadlineWorkloads struct {
+	*recordedWorkloads
+	deadlines chan setDeadline
+}
+
+type setDeadline struct {
+	run      string
+	instance int
+	at       time.Time
+}
+
+func (d *deadlineWorkloads) Open() (backend.Instances, error) { return d, nil }
+
+func (d *deadlineWorkloads) SetDeadline(run string, instance int, at time.Time) error {
+	d.deadlines <- setDeadline{run, instance, at}
+	return nil
+}
+
+// TestJobDeadlines: each instance starts with a deadline on the wall
+// clock, after which its engine ends it by itself: on the wall clock the
+// block's end, moved when the block is extended; on a simulated clock a
+// lease, renewed while the runner runs.
+func TestJobDeadlines(t *testing.T) {
+	t.Run("wall clock: the block's end, moved by an extension", func(t *testing.T) {
+		ctx := t.Context()
+		now := time.Now().UTC().Truncate(time.Second)
+		d := &deadlineWorkloads{recordedWorkloads: newRecordedWorkloads(), deadlines: make(chan setDeadline, 16)}
+		svc, st := jobRunnerOn(t, clock.Wall{}, now.Add(-time.Hour), now.Add(3*time.Hour), d,
+			func(s *Service) { s.jobs.renew = 50 * time.Millisecond })
+		j, err := svc.CreateJob(ctx, "t", contract.JobRequest{BlockID: "cb-a", Command: []string{"train"}, InstanceCount: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := <-d.starts
+		if l := w.Limits; !l.Deadline.Equal(now.Add(3*time.Hour)) || l.StopGrace != 30*time.Second {
+			t.Errorf("limits %+v, want the block's end, %s, and a grace of 30s", l, now.Add(3*time.Hour))
+		}
+		time.Sleep(200 * time.Millisecond) // renewals that should move nothing
+		select {
+		case sd := <-d.deadlines:
+			t.Fatalf("deadline moved to %s without a change of the block", sd.at)
+		default:
+		}
+		b, err := st.GetBlock(ctx, "cb-a")
+		if err != nil {
+			t.Fatal(err)
+		}
+		was := b.Version
+		b.End = b.End.Add(2 * time.Hour)
+		b.Version++
+		if err := st.Commit(ctx, store.Change{Update: []store.BlockUpdate{{Block: b, ExpectedVersion: was}}}); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case sd := <-d.deadlines:
+			if want := (setDeadline{j.ID + "/1", 0, now.Add(5 * time.Hour)}); !sd.at.Equal(want.at) || sd.run != want.run || sd.instance != 0 {
+				t.Errorf("SetDeadline %+v, want %+v", sd, want)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("the extension did not move the deadline")
+		}
+	})
+	t.Run("simulated clock: a lease, renewed", func(t *testing.T) {
+		ctx := t.Context()
+		d := &deadlineWorkloads{recordedWorkloads: newRecordedWorkloads(), deadlines: make(chan setDeadline, 16)}
+		svc, _ := jobRunnerOn(t, clock.NewSim(planT0), planHour(-1), planHour(10), d,
+			func(s *Service) { s.jobs.renew = 50 * time.Millisecond })
+		j, err := svc.CreateJob(ctx, "t", contract.JobRequest{BlockID: "cb-a", Command: []string{"train"}, InstanceCount: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		started := time.Now()
+		w := <-d.starts
+		if lease := w.Limits.Deadline.Sub(started); lease < simDeadlineLease-5*time.Second || lease > simDeadlineLease+5*time.Second {
+			t.Errorf("deadline %s from now, want a lease of %s on a simulated clock", lease, simDeadlineLease)
+		}
+		last := w.Limits.Deadline
+		for range 2 {
+			select {
+			case sd := <-d.deadlines:
+				if sd.run != j.ID+"/1" || !sd.at.After(last) {
+					t.Errorf("SetDeadline %+v, want the lease of %s/1 renewed after %s", sd, j.ID, last)
+				}
+				last = sd.at
+			case <-time.After(10 * time.Second):
+				t.Fatal("the lease was not renewed")
+			}
+		}
+	})
 }

@@ -44,25 +44,58 @@ type jobRuntime struct {
 	holds map[string]core.Job
 	// teamUIDs caches the uid of each team's jobs.
 	teamUIDs map[string]int
+	// deadlines are the deadlines last given to the instances this
+	// runner watches (jobdeadline.go), renewed every renew (0:
+	// deadlineRenewEvery).
+	deadlines map[instanceKey]time.Time
+	renew     time.Duration
+	// uidClaim holds this server's claim on its range of job users among
+	// the servers of this machine; nil without a range.
+	uidClaim *uidClaim
 }
 
 // newJobs is the job runtime of cfg: its Workloads, else processes of
-// this machine in its JobsDir; nil when the server runs no jobs.
-func newJobs(cfg Config) (*jobRuntime, error) {
+// this machine in its JobsDir; nil when the server runs no jobs. With a
+// range of job users, it first claims the range among the servers of
+// this machine (claimUIDRange), for the database whose offering secret
+// is secret: two servers of different databases would give different
+// teams the same users.
+func newJobs(cfg Config, secret []byte) (*jobRuntime, error) {
 	w := cfg.Workloads
-	if w == nil {
-		if cfg.JobsDir == "" {
-			return nil, nil
+	if w == nil && cfg.JobsDir == "" {
+		return nil, nil
+	}
+	var claim *uidClaim
+	if !cfg.JobUIDs.IsZero() {
+		registry := cfg.JobUIDRegistry
+		if registry == "" {
+			registry = DefaultUIDRegistry
 		}
+		var err error
+		if claim, err = claimUIDRange(registry, cfg.JobUIDs, databaseOwner(secret)); err != nil {
+			return nil, err
+		}
+	}
+	if w == nil {
 		lw, err := local.NewWorkloads(cfg.JobsDir, !cfg.JobUIDs.IsZero())
 		if err != nil {
+			if claim != nil {
+				_ = claim.release()
+			}
 			return nil, err
 		}
 		w = lw
 	}
 	return &jobRuntime{workloads: w, grace: jobGrace, kick: make(chan struct{}, 1), uids: cfg.JobUIDs, limits: cfg.JobLimits,
 		seen: map[string]bool{}, started: map[instanceKey]bool{}, live: map[string]map[int]bool{}, holds: map[string]core.Job{},
-		teamUIDs: map[string]int{}}, nil
+		teamUIDs: map[string]int{}, deadlines: map[instanceKey]time.Time{}, uidClaim: claim}, nil
+}
+
+func (r *jobRuntime) renewEvery() time.Duration {
+	if r.renew > 0 {
+		return r.renew
+	}
+	return deadlineRenewEvery
 }
 
 // runKey names one run of a job to the engine: "<job id>/<run>".

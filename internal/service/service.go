@@ -58,7 +58,11 @@ type Config struct {
 	// in cgroups of their own; the zero range runs them as the server's
 	// user (unisolated), in cgroups where the machine allows.
 	JobUIDs UIDRange
-	// JobLimits bound each instance of a job.
+	// JobUIDRegistry is where the servers of this machine claim their
+	// ranges of job users (claimUIDRange); empty is DefaultUIDRegistry.
+	JobUIDRegistry string
+	// JobLimits bound each instance of a job; the service adds each
+	// instance's Deadline and StopGrace (jobdeadline.go).
 	JobLimits backend.Limits
 	// JobsOff says why this server runs no jobs, when JobsDir is empty
 	// on purpose; CreateJob answers with it.
@@ -172,7 +176,7 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 	if s.webhookLogRetention <= 0 {
 		s.webhookLogRetention = defaultWebhookLogRetention
 	}
-	if s.jobs, err = newJobs(cfg); err != nil {
+	if s.jobs, err = newJobs(cfg, secret); err != nil {
 		return nil, err
 	}
 	// The fleet's nodes are the backend's inventory; a node that live

@@ -210,6 +210,18 @@ func (li *localInstances) NoticeKill(run string, _ int, at time.Time) error {
 	return rewriteKillAt(li.l.dir, id, at)
 }
 
+// SetDeadline moves the deadline of a running instance, where the
+// runner keeps deadlines (the executor does).
+func (li *localInstances) SetDeadline(run string, instance int, at time.Time) error {
+	d, ok := li.r.(interface {
+		SetDeadline(string, int, time.Time) error
+	})
+	if !ok {
+		return nil
+	}
+	return d.SetDeadline(run, instance, at)
+}
+
 func (li *localInstances) Stop(run string, instance int, grace time.Duration) error {
 	return li.r.Stop(run, instance, grace)
 }
