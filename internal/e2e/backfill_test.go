@@ -106,6 +106,9 @@ while :; do sleep 0.05; done
 	waitFile(t, dir+"/polite.term")
 	waitFile(t, dir+"/stubborn.term")
 	waitGone(t, "the polite job", politePID)
+	// Its run is charged once its exit is reported, at the simulated
+	// moment it exited: wait for it before the clock moves on.
+	waitCharged(t, e, a.ID, "the polite job")
 	for _, id := range []string{a.ID, b.ID} {
 		if j := waitJob(t, e, id, func(j job) bool { return j.State == "pending" }); j.Reason != core.ReasonPreempted {
 			t.Errorf("job %s waits for %q, want preempted", id, j.Reason)
@@ -124,18 +127,7 @@ while :; do sleep 0.05; done
 	waitGone(t, "the stubborn job", stubbornPID)
 	// Its run is charged once its exit is reported, at the simulated
 	// moment of the kill: wait for it before the clock moves on.
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		entries, err := e.store.Ledger(t.Context(), e.team)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if slices.ContainsFunc(entries, func(le core.LedgerEntry) bool { return le.Subject == b.ID }) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the stubborn job's run was never charged")
-		}
-	}
+	waitCharged(t, e, b.ID, "the stubborn job")
 
 	// The start: the block is active, on time.
 	e.advance(5 * time.Second)
@@ -311,5 +303,22 @@ func TestBackfillRefusedBeyondBudgetOrQuota(t *testing.T) {
 	}
 	if js, err := e.store.ListJobs(t.Context(), "", false); err != nil || len(js) != 0 {
 		t.Errorf("refused jobs stored: %v %v", js, err)
+	}
+}
+
+// waitCharged waits until a job's run is charged to the team's ledger.
+func waitCharged(t *testing.T, e *env, jobID, what string) {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		entries, err := e.store.Ledger(t.Context(), e.team)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if slices.ContainsFunc(entries, func(le core.LedgerEntry) bool { return le.Subject == jobID }) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s's run was never charged", what)
+		}
 	}
 }
