@@ -274,22 +274,23 @@ func (s *Service) Reconcile(ctx context.Context) error {
 			c.Journals = append(c.Journals, refundJournal(core.JournalPaymentFailed, st.At, st.block, st.block.Fee, core.Money{}))
 		}
 	}
-	// Plans whose segments take a step record their own transitions.
-	if err := s.addPlanEvents(ctx, &c, steps); err != nil {
-		s.mu.Unlock()
-		return err
-	}
 	if len(c.Update) == 0 {
 		s.mu.Unlock()
 		return nil
 	}
-	// 2. Assume the steps, commit without the lock, then confirm them on
-	//    the index or forget them.
+	// 2. Assume the steps, then, without the lock, read the plans whose
+	//    segments take a step (they record their own transitions, from
+	//    the segments as stored before this change) and commit; then
+	//    confirm the steps on the index or forget them.
 	if err := s.assumeChange(c); err != nil {
 		s.mu.Unlock()
 		return fmt.Errorf("assuming %d lifecycle steps: %w", len(steps), err)
 	}
 	s.mu.Unlock()
+	if err := s.addPlanEvents(ctx, &c, steps); err != nil {
+		s.settle(changeKey(c), c, err)
+		return err
+	}
 	err := s.store.Commit(ctx, c)
 	s.settle(changeKey(c), c, err)
 	if store.IsConflict(err) {
