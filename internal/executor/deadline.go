@@ -58,13 +58,10 @@ func readDeadline(path string) (at time.Time, ok bool) {
 // it within deadlineCheckEvery, a SIGTERM already sent excepted. An
 // instance that does not run is not an error: there is nothing to end.
 func (e *Executor) SetDeadline(jobID string, instance int, at time.Time) error {
-	e.mu.Lock()
-	p := e.procs[key{jobID, instance}]
-	e.mu.Unlock()
+	p := e.settled(jobID, instance)
 	if p == nil {
 		return nil
 	}
-	<-p.ready
 	// Under the lock, so that the file is written before the run is
 	// forgotten (finish) and its files are removed (pump): none is left.
 	e.mu.Lock()

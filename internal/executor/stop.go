@@ -13,13 +13,10 @@ import (
 // arrives on Exits. Stopping an instance that does not run is not an error,
 // and stopping it again sends no second SIGTERM but may shorten the grace.
 func (e *Executor) Stop(jobID string, instance int, grace time.Duration) error {
-	e.mu.Lock()
-	p := e.procs[key{jobID, instance}]
-	e.mu.Unlock()
+	p := e.settled(jobID, instance)
 	if p == nil {
 		return nil
 	}
-	<-p.ready
 	e.mu.Lock()
 	if e.closed {
 		e.mu.Unlock()
@@ -110,4 +107,17 @@ func (e *Executor) Running() []Instance {
 		return a.Instance - b.Instance
 	})
 	return out
+}
+
+// settled returns the process of an instance once its start has settled
+// (p.ready: started, or failed to), or nil when the instance does not
+// run. It holds e.mu only to look it up.
+func (e *Executor) settled(jobID string, instance int) *proc {
+	e.mu.Lock()
+	p := e.procs[key{jobID, instance}]
+	e.mu.Unlock()
+	if p != nil {
+		<-p.ready
+	}
+	return p
 }
