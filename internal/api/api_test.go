@@ -313,15 +313,7 @@ func setClockOf(sim contract.SimClock, req contract.ClockRequest) (time.Time, er
 	if sim == nil {
 		return time.Time{}, core.ErrNotFound
 	}
-	var (
-		now time.Time
-		err error
-	)
-	if !req.Set.IsZero() {
-		now, err = sim.Set(req.Set)
-	} else {
-		now, err = sim.Advance(req.Advance)
-	}
+	now, err := req.Apply(sim)
 	if errors.Is(err, clock.ErrOutOfRange) {
 		return now, core.Invalidf("%s", err)
 	}

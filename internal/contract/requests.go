@@ -59,6 +59,14 @@ type ClockRequest struct {
 	Advance time.Duration
 }
 
+// Apply moves c as r says, and returns the time it then shows.
+func (r ClockRequest) Apply(c SimClock) (time.Time, error) {
+	if !r.Set.IsZero() {
+		return c.Set(r.Set)
+	}
+	return c.Advance(r.Advance)
+}
+
 // TransferRequest hands a block's hours on to another team: the whole
 // block before its start, else the rest from the next whole hour. Scope
 // is the caller's (see Service). Price, when above zero, is charged to

@@ -153,15 +153,7 @@ func (g *Guarded) SetClock(ctx context.Context, req contract.ClockRequest) (time
 	if sim == nil {
 		return time.Time{}, errWallClock
 	}
-	var (
-		now time.Time
-		err error
-	)
-	if !req.Set.IsZero() {
-		now, err = sim.Set(req.Set)
-	} else {
-		now, err = sim.Advance(req.Advance)
-	}
+	now, err := req.Apply(sim)
 	if errors.Is(err, clock.ErrOutOfRange) {
 		// The clock's message names the bound; the clock did not move.
 		return now, core.Invalidf("%s", err)
