@@ -23,6 +23,7 @@ import (
 	"capblock/internal/api"
 	"capblock/internal/awsapi"
 	"capblock/internal/awsapi/sagemaker"
+	"capblock/internal/backend"
 	"capblock/internal/clock"
 	"capblock/internal/console"
 	"capblock/internal/contract"
@@ -255,7 +256,7 @@ func serve(ctx context.Context, f serveFlags) error {
 	}
 	limiter := httpx.NewLimiter(f.rate, burst)
 	srv := &http.Server{
-		Handler: api.New(front, api.Options{Logger: log, Limiter: limiter, Registry: metrics(st, svc), Console: console.Handler(),
+		Handler: api.New(front, api.Options{Logger: log, Limiter: limiter, Registry: metrics(st, engine, svc), Console: console.Handler(),
 			AWS: awsEndpoint(front, svc.Fleet(), log, limiter)}),
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,
@@ -336,12 +337,15 @@ func loadSecretsKey(ctx context.Context, f serveFlags, st store.Full, log *slog.
 // metrics is the registry /metrics serves: the process, the HTTP layer
 // (added by the api), the store's own (PostgreSQL's pool and retries),
 // the service's (conflicts between replicas and how they were settled)
-// and whether this replica runs the reconciler.
-func metrics(st store.Full, svc *service.Service) *prometheus.Registry {
+// the engine's (its fenced writes and repairs, where it has them) and
+// whether this replica runs the reconciler.
+func metrics(st store.Full, engine backend.Backend, svc *service.Service) *prometheus.Registry {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	if c, ok := st.(interface{ Collectors() []prometheus.Collector }); ok {
-		reg.MustRegister(c.Collectors()...)
+	for _, x := range []any{st, engine} {
+		if c, ok := x.(interface{ Collectors() []prometheus.Collector }); ok {
+			reg.MustRegister(c.Collectors()...)
+		}
 	}
 	reg.MustRegister(svc.Collectors()...)
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{

@@ -59,6 +59,37 @@ func (c *Cluster) AddGPUNodes(ctx context.Context, n, gpus int, zone string, lab
 	return names, err
 }
 
+// RecreateGPUNode creates a GPU node named name again, as a cloud's
+// auto-repair does after deleting it: the labels of AddGPUNodes and no
+// others. It does not wait for it to be Ready.
+func (c *Cluster) RecreateGPUNode(ctx context.Context, name string, gpus int, zone string, labels map[string]string) error {
+	cs, err := kubernetes.NewForConfig(c.AdminConfig())
+	if err != nil {
+		return fmt.Errorf("making a client: %w", err)
+	}
+	if _, err := cs.CoreV1().Nodes().Create(ctx, gpuNode(name, gpus, zone, labels), metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("creating node %s: %w", name, err)
+	}
+	return nil
+}
+
+// AddCPUNode adds a fake node without GPUs, named name, and returns its
+// name. It does not wait for it to be Ready.
+func (c *Cluster) AddCPUNode(ctx context.Context, name string) (string, error) {
+	cs, err := kubernetes.NewForConfig(c.AdminConfig())
+	if err != nil {
+		return "", fmt.Errorf("making a client: %w", err)
+	}
+	node := gpuNode(name, 0, "zone-a", nil)
+	delete(node.Labels, GPUProductLabel)
+	delete(node.Status.Capacity, GPUResource)
+	delete(node.Status.Allocatable, GPUResource)
+	if _, err := cs.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
+		return "", fmt.Errorf("creating node %s: %w", name, err)
+	}
+	return name, nil
+}
+
 // gpuNode is a node as KWOK needs it: annotated as fake, its capacity in
 // its status (KWOK keeps what it finds there).
 func gpuNode(name string, gpus int, zone string, labels map[string]string) *corev1.Node {

@@ -162,6 +162,7 @@ func newOutboxRuntime(opts OutboxOptions) outboxRuntime {
 // stores one step twice.
 func (s *Service) blockAction(kind core.ActionKind, b core.Block, version int64) core.Action {
 	now := s.outbox.opts.Clock.Now()
+	b.Version = version // the engine records it, and refuses an older one (backend/converge.go)
 	return core.Action{ID: fmt.Sprintf("ac-%s-%d-%s", b.ID, version, kind), Kind: kind, Subject: b.ID, Team: b.Team,
 		Payload: backend.EncodeBlock(b), NextAt: now, CreatedAt: now}
 }

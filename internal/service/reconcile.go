@@ -80,6 +80,8 @@ func (s *Service) lead(ctx context.Context, epoch int64, lose func()) {
 	defer stopOutbox()
 	stopWatch := s.startEngineWatch(ctx) // and reads the engine's nodes
 	defer stopWatch()
+	stopConverge := s.startConverge(ctx, epoch) // and repairs what drifts from the store's truth
+	defer stopConverge()
 	jobsDone := make(chan struct{})
 	go func() {
 		defer close(jobsDone)

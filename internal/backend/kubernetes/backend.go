@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"sort"
 	"sync"
+	"sync/atomic"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -36,6 +37,14 @@ type Backend struct {
 
 	mu      sync.Mutex
 	skipped map[string]string // node → why the inventory leaves it out, as last logged
+
+	// The repairs (converge.go): the desired state, the nodes to compare
+	// with it, and what the fenced writes did.
+	conv     converger
+	drift    workqueue.TypedRateLimitingInterface[string]
+	written  atomic.Int64 // patches of blocks' labels that took effect
+	refused  atomic.Int64 // writes refused as older than the version recorded
+	repaired atomic.Int64 // nodes repaired
 }
 
 // New connects to the cluster, starts the informer on its Nodes and the
@@ -69,6 +78,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Backend, error) {
 		cfg: cfg, log: log, client: client,
 		reader:  nodeReader{models: cfg.GPUModels, sold: cfg.SoldModels, rackLabel: cfg.RackLabel, nodeLabels: cfg.NodeLabels},
 		taints:  workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]()),
+		drift:   workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]()),
 		skipped: map[string]string{},
 	}
 	// 2. The informer, trimmed to what the backend reads; every node it
@@ -77,8 +87,8 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Backend, error) {
 	inf := b.factory.Core().V1().Nodes()
 	b.nodes = inf.Lister()
 	if _, err := inf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    b.checkTaint,
-		UpdateFunc: func(_, obj any) { b.checkTaint(obj) },
+		AddFunc:    func(obj any) { b.checkTaint(obj); b.checkDrift(obj) },
+		UpdateFunc: func(_, obj any) { b.checkTaint(obj); b.checkDrift(obj) },
 	}); err != nil {
 		return nil, fmt.Errorf("watching the cluster's nodes: %w", err)
 	}
@@ -89,10 +99,12 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Backend, error) {
 		b.Close()
 		return nil, fmt.Errorf("listing the cluster's nodes at %s: not done after %v", rc.Host, cfg.SyncTimeout)
 	}
-	// 3. The taint workers.
+	// 3. The taint workers, and the repairs' (idle until Converge).
 	for range 4 {
 		b.done.Go(func() { b.runTaints(runCtx) })
+		b.done.Go(func() { b.runDrift(runCtx) })
 	}
+	b.done.Go(func() { b.runResync(runCtx) })
 	return b, nil
 }
 
@@ -121,9 +133,10 @@ func restConfig(cfg Config) (*rest.Config, error) {
 	return rc, nil
 }
 
-// Close stops the informer and the taint workers.
+// Close stops the informer, the taint workers and the repairs.
 func (b *Backend) Close() {
 	b.taints.ShutDown()
+	b.drift.ShutDown()
 	b.stop()
 	b.factory.Shutdown()
 	b.done.Wait()

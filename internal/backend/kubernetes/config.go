@@ -36,6 +36,9 @@ const (
 	// DefaultPodBlockLabel is the label by which a pod names the block it
 	// runs for.
 	DefaultPodBlockLabel = kubenames.DefaultPodBlockLabel
+	// DefaultResyncEvery is how often every node is compared with the
+	// desired state, besides on its changes.
+	DefaultResyncEvery = 30 * time.Second
 	// DefaultParallel bounds the API calls that one action has in flight.
 	DefaultParallel = 16
 )
@@ -82,6 +85,10 @@ type Config struct {
 	// SyncTimeout bounds New's wait for its first list of the nodes.
 	// Default 60 s.
 	SyncTimeout time.Duration
+	// ResyncEvery is how often, while the leader hands it a desired
+	// state, the backend compares every node with it, besides on every
+	// change of a node. Default DefaultResyncEvery.
+	ResyncEvery time.Duration
 	// Now is the clock Terminate reads the block's end on; default
 	// time.Now (actions follow the wall clock).
 	Now func() time.Time
@@ -141,6 +148,9 @@ func (cfg Config) withDefaults() (Config, error) {
 	if cfg.Parallel <= 0 {
 		cfg.Parallel = DefaultParallel
 	}
+	if cfg.ResyncEvery <= 0 {
+		cfg.ResyncEvery = DefaultResyncEvery
+	}
 	if cfg.SyncTimeout <= 0 {
 		cfg.SyncTimeout = time.Minute
 	}
@@ -179,7 +189,7 @@ func labelSafe(s string) string {
 // evicts them; and what capblock's jobs need (JobsPolicyRules).
 func PolicyRules() []rbacv1.PolicyRule {
 	return append([]rbacv1.PolicyRule{
-		{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"list", "watch", "patch"}},
+		{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get", "list", "watch", "patch"}},
 		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"list", "delete"}},
 		{APIGroups: []string{""}, Resources: []string{"pods/eviction"}, Verbs: []string{"create"}},
 	}, JobsPolicyRules()...)

@@ -2,10 +2,10 @@ package kubernetes
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -26,22 +26,23 @@ func (b *Backend) blockLabel(id string) string {
 }
 
 // Activate labels the block's nodes with its label and unlabels the
-// nodes it no longer holds (a replacement moved it off them). A node
-// missing from the cluster is skipped: the service records it
-// unhealthy and moves the block, which activates it again.
+// nodes it no longer holds (a replacement moved it off them), each write
+// fenced by the block's version (converge.go). A node missing from the
+// cluster is skipped: the service records it unhealthy and moves the
+// block, which activates it again.
 func (b *Backend) Activate(ctx context.Context, blk core.Block) error {
-	key, team := b.blockLabel(blk.ID), labelSafe(blk.Team)
 	nodes := placementNodes(blk)
+	hold := blockWrite{id: blk.ID, team: blk.Team, version: blk.Version, hold: true}
 	// 1. Label the block's nodes.
 	err := each(ctx, b.cfg.Parallel, nodes, func(ctx context.Context, name string) error {
-		return b.patchLabel(ctx, name, key, &team)
+		return b.writeBlock(ctx, name, hold)
 	})
 	if err != nil {
 		return fmt.Errorf("labelling the nodes of block %s: %w", blk.ID, err)
 	}
 	// 2. Unlabel the others, read from the API, not the cache: the cache
 	// may not show yet the labels of an earlier activation.
-	return b.unlabel(ctx, blk, func(name string) bool { return !contains(nodes, name) })
+	return b.unlabel(ctx, blk, nil, func(name string) bool { return !contains(nodes, name) })
 }
 
 // Terminate evicts the block's pods, through the Eviction API: each
@@ -79,10 +80,12 @@ func (b *Backend) Terminate(ctx context.Context, blk core.Block) error {
 }
 
 // Release removes the block's label from every node that carries it,
-// and deletes the block's pods that are left (each with its grace
+// and records the release on every node of the block's placement too,
+// so that a late activation of an older version finds it and is refused;
+// then it deletes the block's pods that are left (each with its grace
 // period). Another block's label is never touched.
 func (b *Backend) Release(ctx context.Context, blk core.Block) error {
-	if err := b.unlabel(ctx, blk, func(string) bool { return true }); err != nil {
+	if err := b.unlabel(ctx, blk, placementNodes(blk), func(string) bool { return true }); err != nil {
 		return err
 	}
 	pods, err := b.blockPods(ctx, blk)
@@ -107,45 +110,26 @@ func (b *Backend) Release(ctx context.Context, blk core.Block) error {
 	return nil
 }
 
-// unlabel removes the block's label from the nodes that carry it and
-// that drop selects.
-func (b *Backend) unlabel(ctx context.Context, blk core.Block, drop func(node string) bool) error {
+// unlabel gives up, for the block, the nodes that carry its label and
+// that drop selects, and records the release on the nodes of also.
+func (b *Backend) unlabel(ctx context.Context, blk core.Block, also []string, drop func(node string) bool) error {
 	key := b.blockLabel(blk.ID)
 	list, err := b.client.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: key})
 	if err != nil {
 		return fmt.Errorf("listing the nodes of block %s: %w", blk.ID, err)
 	}
-	var names []string
+	names := also
 	for _, n := range list.Items {
-		if drop(n.Name) {
+		if drop(n.Name) && !contains(names, n.Name) {
 			names = append(names, n.Name)
 		}
 	}
+	give := blockWrite{id: blk.ID, team: blk.Team, version: blk.Version, at: time.Now()}
 	err = each(ctx, b.cfg.Parallel, names, func(ctx context.Context, name string) error {
-		return b.patchLabel(ctx, name, key, nil)
+		return b.writeBlock(ctx, name, give)
 	})
 	if err != nil {
 		return fmt.Errorf("unlabelling the nodes of block %s: %w", blk.ID, err)
-	}
-	return nil
-}
-
-// patchLabel sets node's label key to *value, or removes it when value
-// is nil. A merge patch of one key: applied twice, or after another
-// change to the node, it leaves the same labels. A missing node is
-// skipped.
-func (b *Backend) patchLabel(ctx context.Context, node, key string, value *string) error {
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": map[string]*string{key: value}}})
-	if err != nil {
-		return fmt.Errorf("encoding a label: %w", err)
-	}
-	_, err = b.client.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: fieldManager})
-	switch {
-	case apierrors.IsNotFound(err):
-		b.log.Warn("a node of a block is not in the cluster", "node", node, "label", key)
-		return nil
-	case err != nil:
-		return fmt.Errorf("patching node %s: %w", node, err)
 	}
 	return nil
 }

@@ -160,11 +160,26 @@ func trimNode(obj any) (any, error) {
 	return &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: n.Name, UID: n.UID, ResourceVersion: n.ResourceVersion,
-			Labels: n.Labels, DeletionTimestamp: n.DeletionTimestamp,
+			Labels: n.Labels, Annotations: versionAnnotations(n.Annotations), DeletionTimestamp: n.DeletionTimestamp,
 		},
 		Spec: corev1.NodeSpec{Taints: n.Spec.Taints, Unschedulable: n.Spec.Unschedulable},
 		Status: corev1.NodeStatus{
 			Capacity: n.Status.Capacity, Allocatable: n.Status.Allocatable, Conditions: n.Status.Conditions,
 		},
 	}, nil
+}
+
+// versionAnnotations keeps, of a node's annotations, the versions of
+// blocks that capblock recorded (converge.go): the only ones it reads.
+func versionAnnotations(all map[string]string) map[string]string {
+	var out map[string]string
+	for k, v := range all {
+		if strings.HasPrefix(k, "version.") && strings.Contains(k, "/") {
+			if out == nil {
+				out = map[string]string{}
+			}
+			out[k] = v
+		}
+	}
+	return out
 }
