@@ -23,17 +23,24 @@ import (
 // the test lets it go, and then refuses it. capblock's activation of a
 // block on those nodes hangs half done, as when its server is killed in
 // the middle of it, with no fault of its own code.
+//
+// A hold may also end the other way: pass lets every later request
+// through at once, and allow then lets the held ones through too, late,
+// as a paused process's request lands when it resumes.
 type labelHold struct {
 	c       *cluster
 	name    string
 	held    chan string   // a node whose labelling is held
 	release chan struct{} // closed: every held request is refused
+	passing chan struct{} // closed: later requests are allowed at once
+	allowed chan struct{} // closed: every held request is allowed
 }
 
 // holdLabels starts the webhook and registers it for nodes.
 func (c *cluster) holdLabels(t *testing.T, pki testPKI, nodes []string) *labelHold {
 	t.Helper()
-	h := &labelHold{c: c, name: "e2e-hold-block-labels", held: make(chan string, 16), release: make(chan struct{})}
+	h := &labelHold{c: c, name: "e2e-hold-block-labels", held: make(chan string, 16), release: make(chan struct{}),
+		passing: make(chan struct{}), allowed: make(chan struct{})}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	must(t, err)
 	srv := &http.Server{Handler: http.HandlerFunc(h.review), ReadHeaderTimeout: 10 * time.Second}
@@ -78,19 +85,29 @@ func (h *labelHold) review(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "not an AdmissionReview", http.StatusBadRequest)
 		return
 	}
+	allow := false
 	if dry := review.Request.DryRun; dry == nil || !*dry { // a dry run is the test's probe: refused at once
 		select {
-		case h.held <- review.Request.Name:
+		case <-h.passing:
+			allow = true
 		default:
-		}
-		select {
-		case <-h.release:
-		case <-time.After(25 * time.Second):
-		case <-r.Context().Done():
+			select {
+			case h.held <- review.Request.Name:
+			default:
+			}
+			select {
+			case <-h.release:
+			case <-h.allowed:
+				allow = true
+			case <-time.After(25 * time.Second):
+			case <-r.Context().Done():
+			}
 		}
 	}
-	review.Response = &admissionv1.AdmissionResponse{UID: review.Request.UID, Allowed: false,
-		Result: &metav1.Status{Code: http.StatusForbidden, Message: "held by the test"}}
+	review.Response = &admissionv1.AdmissionResponse{UID: review.Request.UID, Allowed: allow}
+	if !allow {
+		review.Response.Result = &metav1.Status{Code: http.StatusForbidden, Message: "held by the test"}
+	}
 	review.Request = nil
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(review)
@@ -104,6 +121,12 @@ func (h *labelHold) let() {
 		close(h.release)
 	}
 }
+
+// pass allows every later request at once; the held ones stay held.
+func (h *labelHold) pass() { close(h.passing) }
+
+// allow allows every held request.
+func (h *labelHold) allow() { close(h.allowed) }
 
 // remove lets go and unregisters the webhook.
 func (h *labelHold) remove(t *testing.T) {
