@@ -29,11 +29,13 @@ type Backend struct {
 	client clientset.Interface
 	reader nodeReader
 
-	factory informers.SharedInformerFactory
-	nodes   listersv1.NodeLister
-	taints  workqueue.TypedRateLimitingInterface[string]
-	stop    context.CancelFunc
-	done    sync.WaitGroup
+	factory    informers.SharedInformerFactory
+	nodes      listersv1.NodeLister
+	podFactory informers.SharedInformerFactory // the blocks' pods (pods.go)
+	pods       cache.Indexer
+	taints     workqueue.TypedRateLimitingInterface[string]
+	stop       context.CancelFunc
+	done       sync.WaitGroup
 
 	mu      sync.Mutex
 	skipped map[string]string // node → why the inventory leaves it out, as last logged
@@ -95,13 +97,22 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Backend, error) {
 	runCtx, stop := context.WithCancel(context.Background())
 	b.stop = stop
 	b.factory.Start(runCtx.Done())
-	if !cache.WaitForCacheSync(sctx.Done(), inf.Informer().HasSynced) {
+	pods, err := b.startPods(runCtx)
+	if err != nil {
 		b.Close()
-		return nil, fmt.Errorf("listing the cluster's nodes at %s: not done after %v", rc.Host, cfg.SyncTimeout)
+		return nil, err
 	}
-	// 3. The taint workers, and the repairs' (idle until Converge).
+	if !cache.WaitForCacheSync(sctx.Done(), inf.Informer().HasSynced, pods.HasSynced) {
+		b.Close()
+		return nil, fmt.Errorf("listing the cluster's nodes and the blocks' pods at %s: not done after %v", rc.Host, cfg.SyncTimeout)
+	}
+	// 3. The taint workers, and the repairs' (idle until Converge), as
+	// many as an action's calls in flight: a block's nodes that drift
+	// together are repaired together.
 	for range 4 {
 		b.done.Go(func() { b.runTaints(runCtx) })
+	}
+	for range cfg.Parallel {
 		b.done.Go(func() { b.runDrift(runCtx) })
 	}
 	b.done.Go(func() { b.runResync(runCtx) })
@@ -139,6 +150,9 @@ func (b *Backend) Close() {
 	b.drift.ShutDown()
 	b.stop()
 	b.factory.Shutdown()
+	if b.podFactory != nil {
+		b.podFactory.Shutdown()
+	}
 	b.done.Wait()
 }
 

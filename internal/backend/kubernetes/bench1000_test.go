@@ -4,14 +4,19 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	clientset "k8s.io/client-go/kubernetes"
 
+	"capblock/internal/backend"
 	"capblock/internal/backend/kubernetes"
+	"capblock/internal/core"
 	"capblock/internal/kubetest"
 )
 
@@ -21,6 +26,9 @@ import (
 //	discovery   from New to an Inventory of all 1,000 nodes (≤ 3 s)
 //	activate64  from a 64-node block's Activate to all 64 nodes seen
 //	            labelled by a watch on the block's label (≤ 1 s)
+//	drift64     from the removal by hand of an active block's label from
+//	            its 64 nodes, all at once, to all 64 seen labelled again
+//	            by the backend's repairs (≤ 2 s)
 //
 // Each activation is of a new block on the same 64 nodes, by a backend
 // made for it and released after (neither is timed): the backend's
@@ -108,6 +116,73 @@ func BenchmarkCluster1000(b *testing.B) {
 			b.StartTimer()
 		}
 		b.ReportMetric(float64(returned.Microseconds())/1000/float64(i), "ms/activate-returned")
+		reportSpread(b, took)
+	})
+
+	b.Run("drift64", func(b *testing.B) {
+		be, err := kubernetes.New(b.Context(), cfg, log)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer be.Close()
+		blk := block("cb-drift", "team-a", nodes[:64]...)
+		blk.Version = 1
+		key := kubernetes.DefaultBlockLabelDomain + "/" + blk.ID
+		be.Converge(&backend.Desired{Epoch: 1, Blocks: []core.Block{blk}})
+		defer be.Converge(nil)
+		fast := c.AdminConfig()
+		fast.QPS, fast.Burst = 1000, 1000 // the drift itself must not wait on the client's limit
+		hand := clientset.NewForConfigOrDie(fast)
+		waitLabelled := func(w watch.Interface, drifted map[string]bool) {
+			labelled := map[string]bool{}
+			for len(labelled) < 64 {
+				select {
+				case ev := <-w.ResultChan():
+					n, ok := ev.Object.(*corev1.Node)
+					if !ok {
+						continue
+					}
+					switch ev.Type {
+					case watch.Deleted:
+						delete(labelled, n.Name)
+						drifted[n.Name] = true
+					case watch.Added, watch.Modified:
+						if drifted == nil || drifted[n.Name] {
+							labelled[n.Name] = true
+						}
+					}
+				case <-time.After(30 * time.Second):
+					b.Fatalf("%d of the 64 nodes labelled again in 30 s", len(labelled))
+				}
+			}
+		}
+		w, err := admin.CoreV1().Nodes().Watch(b.Context(), metav1.ListOptions{LabelSelector: key})
+		if err != nil {
+			b.Fatal(err)
+		}
+		waitLabelled(w, nil) // the repairs label them a first time
+		w.Stop()
+		remove := []byte(fmt.Sprintf(`{"metadata":{"labels":{%q:null}}}`, key))
+		var took []time.Duration
+		for b.Loop() {
+			w, err := admin.CoreV1().Nodes().Watch(b.Context(), metav1.ListOptions{LabelSelector: key})
+			if err != nil {
+				b.Fatal(err)
+			}
+			start := time.Now()
+			var wg sync.WaitGroup
+			for _, name := range nodes[:64] {
+				wg.Go(func() {
+					if _, err := hand.CoreV1().Nodes().Patch(b.Context(), name, types.MergePatchType, remove, metav1.PatchOptions{}); err != nil {
+						b.Error(err)
+					}
+				})
+			}
+			wg.Wait()
+			waitLabelled(w, map[string]bool{})
+			took = append(took, time.Since(start))
+			w.Stop()
+		}
 		reportSpread(b, took)
 	})
 }

@@ -290,6 +290,9 @@ func (b *Backend) queueAll() {
 	for _, n := range all {
 		b.drift.Add(n.Name)
 	}
+	for _, key := range b.pods.ListKeys() {
+		b.drift.Add("pod:" + key)
+	}
 }
 
 // checkDrift queues a node that the informer added or changed.
@@ -346,6 +349,9 @@ func (b *Backend) repair(ctx context.Context, name string) (again time.Duration,
 	v := b.currentView()
 	if v == nil {
 		return 0, nil
+	}
+	if strings.HasPrefix(name, "pod:") {
+		return b.repairPod(ctx, v, name)
 	}
 	cached, err := b.nodes.Get(name)
 	if apierrors.IsNotFound(err) {

@@ -2,6 +2,7 @@ package kubernetes_test
 
 import (
 	"encoding/json"
+	"slices"
 	"testing"
 	"time"
 
@@ -145,6 +146,24 @@ func TestConvergence(t *testing.T) {
 		}
 		// blk-c went the same way (activated above, unknown to the desired state).
 		waitLabels("blk-c's label went too", kubernetes.DefaultBlockLabelDomain+"/blk-c", map[string]string{})
+	})
+	t.Run("pods of a block that is over", func(t *testing.T) {
+		podLabel := kubernetes.DefaultPodBlockLabel
+		c.runPod(t, "of-live-block", nodes[0], map[string]string{podLabel: "blk-a"})
+		c.runPod(t, "of-ended-block", nodes[0], map[string]string{podLabel: "blk-gone"})
+		cpu, err := c.AddCPUNode(ctx, "cpu-1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.runPod(t, "on-unsold-node", cpu, map[string]string{podLabel: "blk-gone"})
+		c.runPod(t, "of-no-block", nodes[0], nil)
+		kubetest.Eventually(t, "the pod of the ended block is deleted", func() (bool, error) {
+			return !slices.Contains(c.pods(t), "of-ended-block"), nil
+		})
+		time.Sleep(500 * time.Millisecond)
+		if got, want := c.pods(t), []string{"of-live-block", "of-no-block", "on-unsold-node"}; !slices.Equal(got, want) {
+			t.Fatalf("pods left: %v, want %v", got, want)
+		}
 	})
 	t.Run("no repairs once told to stop", func(t *testing.T) {
 		be.Converge(nil)

@@ -7,7 +7,6 @@ import (
 	"sync"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -141,23 +140,6 @@ type podRef struct {
 }
 
 func (p podRef) String() string { return p.namespace + "/" + p.name }
-
-// blockPods lists the block's pods that are not already leaving: those
-// whose label names the block, in every namespace.
-func (b *Backend) blockPods(ctx context.Context, blk core.Block) ([]podRef, error) {
-	sel := b.cfg.PodBlockLabel + "=" + labelSafe(blk.ID)
-	list, err := b.client.CoreV1().Pods(corev1.NamespaceAll).List(ctx, metav1.ListOptions{LabelSelector: sel})
-	if err != nil {
-		return nil, fmt.Errorf("listing the pods of block %s: %w", blk.ID, err)
-	}
-	var out []podRef
-	for _, p := range list.Items {
-		if p.DeletionTimestamp == nil {
-			out = append(out, podRef{namespace: p.Namespace, name: p.Name, node: p.Spec.NodeName, uid: p.UID})
-		}
-	}
-	return out, nil
-}
 
 // placementNodes are the block's nodes, each once.
 func placementNodes(blk core.Block) []string {
