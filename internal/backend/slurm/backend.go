@@ -38,8 +38,17 @@ type Backend struct {
 	// wrote is each reservation as this process last wrote it, created
 	// or updated (remembered); Reserve moves it without reading it.
 	wrote map[string]reservation
+	// held is the version of each block's reservation that this process
+	// last wrote or read (fence.go).
+	held map[string]heldVersion
 
-	commands atomic.Int64 // reservation commands run, for the tests
+	// versionsInSlurm: the reservations record their block's version in
+	// Slurm (fence.go); else only held does.
+	versionsInSlurm bool
+	locks           blockLocks // one writer of a reservation at a time
+
+	commands    atomic.Int64 // reservation commands run, for the tests
+	staleWrites atomic.Int64 // writes the version fence refused
 }
 
 // New finds Slurm's commands, asks the controller for its
@@ -56,7 +65,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Backend, error) {
 	}
 	b := &Backend{cfg: cfg, log: log, paths: map[string]string{},
 		skipped: map[string]string{}, gpus: map[string]int{}, unmapped: map[string]bool{}, names: map[string]string{},
-		exists: map[string]bool{}, wrote: map[string]reservation{}}
+		exists: map[string]bool{}, wrote: map[string]reservation{}, held: map[string]heldVersion{}}
 	// 1. The commands, and an environment that reads and writes every
 	// time in UTC, whatever the zone of capblock's host or of slurmctld:
 	// scontrol reads and prints times in its own process's zone.
@@ -94,6 +103,14 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Backend, error) {
 	}
 	if b.cfg.Zone == "" {
 		return nil, errors.New("slurmctld's configuration names no ClusterName; give the nodes' zone with --slurm-zone")
+	}
+	// Where the blocks' versions are recorded (fence.go): in the
+	// reservations, unless a burst buffer plugin would read the field.
+	if bb := configValue(out, "BurstBufferType"); versionsInSlurm(bb) {
+		b.versionsInSlurm = true
+	} else {
+		log.Warn("the Slurm cluster has a burst buffer plugin: the blocks' versions are not recorded in their reservations, and the version fence holds within this process only",
+			"burstBufferType", bb)
 	}
 	b.reader = nodeReader{models: cfg.GPUModels, sold: cfg.SoldModels, partitions: cfg.Partitions,
 		zone: b.cfg.Zone, rackFeature: cfg.RackFeature, zoneFeature: cfg.ZoneFeature}
