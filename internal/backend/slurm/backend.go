@@ -46,9 +46,11 @@ type Backend struct {
 	// Slurm (fence.go); else only held does.
 	versionsInSlurm bool
 	locks           blockLocks // one writer of a reservation at a time
+	conv            converger  // Converge's loop (converge.go)
 
 	commands    atomic.Int64 // reservation commands run, for the tests
 	staleWrites atomic.Int64 // writes the version fence refused
+	polls       atomic.Int64 // convergence passes done, for the tests
 }
 
 // New finds Slurm's commands, asks the controller for its
@@ -130,9 +132,11 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Backend, error) {
 	return b, nil
 }
 
-// Close stops the scontrol sessions. Commands that run meanwhile fail;
-// those that follow run a process each.
+// Close stops the convergence (Converge) and waits for its pass in
+// progress, then stops the scontrol sessions. Commands that run
+// meanwhile fail; those that follow run a process each.
 func (b *Backend) Close() {
+	b.stopConverging(true)
 	if b.sessions != nil {
 		b.sessions.close()
 	}
@@ -259,6 +263,11 @@ func slurmSays(err error, text string) bool {
 // of its own. Words holding a space or a quote, which a session would
 // read otherwise than a process, run in a process.
 func (b *Backend) scontrol(ctx context.Context, args ...string) (string, error) {
+	// A session sends the command before it watches ctx: a command of a
+	// stopped convergence pass must not be sent at all.
+	if err := ctx.Err(); err != nil {
+		return "", err
+	}
 	b.commands.Add(1)
 	if b.sessions != nil && !b.sessions.isClosed() && !slices.ContainsFunc(args, func(a string) bool {
 		return a == "" || strings.ContainsAny(a, " \t\n\r\"'#")
