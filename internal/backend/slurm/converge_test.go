@@ -46,6 +46,12 @@ func TestConverge(t *testing.T) {
 			recordedVersion(t, c, a.ID) == fmt.Sprintf("capblock:v=%d", a.Version)
 	}
 	eventually(t, "the block's reservation holds its nodes, window, users and version", holds)
+	// Once it holds, a pass is one read and no write.
+	commands, polls := be.Commands(), be.Polls()
+	awaitPolls(t, be, 3)
+	if n, p := be.Commands()-commands, be.Polls()-polls; n > p+1 {
+		t.Errorf("%d commands in %d passes over a reservation that holds, want one read each", n, p)
+	}
 
 	t.Run("deleted by hand", func(t *testing.T) {
 		c.Scontrol(t, "delete", "ReservationName="+a.ID)
