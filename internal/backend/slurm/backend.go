@@ -38,8 +38,19 @@ type Backend struct {
 	// wrote is each reservation as this process last wrote it, created
 	// or updated (remembered); Reserve moves it without reading it.
 	wrote map[string]reservation
+	// held is the version of each block's reservation that this process
+	// last wrote or read (fence.go).
+	held map[string]heldVersion
 
-	commands atomic.Int64 // reservation commands run, for the tests
+	// versionsInSlurm: the reservations record their block's version in
+	// Slurm (fence.go); else only held does.
+	versionsInSlurm bool
+	locks           blockLocks // one writer of a reservation at a time
+	conv            converger  // Converge's loop (converge.go)
+
+	commands    atomic.Int64 // reservation commands run, for the tests
+	staleWrites atomic.Int64 // writes the version fence refused
+	polls       atomic.Int64 // convergence passes done, for the tests
 }
 
 // New finds Slurm's commands, asks the controller for its
@@ -56,7 +67,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Backend, error) {
 	}
 	b := &Backend{cfg: cfg, log: log, paths: map[string]string{},
 		skipped: map[string]string{}, gpus: map[string]int{}, unmapped: map[string]bool{}, names: map[string]string{},
-		exists: map[string]bool{}, wrote: map[string]reservation{}}
+		exists: map[string]bool{}, wrote: map[string]reservation{}, held: map[string]heldVersion{}}
 	// 1. The commands, and an environment that reads and writes every
 	// time in UTC, whatever the zone of capblock's host or of slurmctld:
 	// scontrol reads and prints times in its own process's zone.
@@ -95,6 +106,14 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Backend, error) {
 	if b.cfg.Zone == "" {
 		return nil, errors.New("slurmctld's configuration names no ClusterName; give the nodes' zone with --slurm-zone")
 	}
+	// Where the blocks' versions are recorded (fence.go): in the
+	// reservations, unless a burst buffer plugin would read the field.
+	if bb := configValue(out, "BurstBufferType"); versionsInSlurm(bb) {
+		b.versionsInSlurm = true
+	} else {
+		log.Warn("the Slurm cluster has a burst buffer plugin: the blocks' versions are not recorded in their reservations, and the version fence holds within this process only",
+			"burstBufferType", bb)
+	}
 	b.reader = nodeReader{models: cfg.GPUModels, sold: cfg.SoldModels, partitions: cfg.Partitions,
 		zone: b.cfg.Zone, rackFeature: cfg.RackFeature, zoneFeature: cfg.ZoneFeature}
 	// 3. The reservation commands' sessions: the first starts now, so
@@ -113,9 +132,11 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Backend, error) {
 	return b, nil
 }
 
-// Close stops the scontrol sessions. Commands that run meanwhile fail;
-// those that follow run a process each.
+// Close stops the convergence (Converge) and waits for its pass in
+// progress, then stops the scontrol sessions. Commands that run
+// meanwhile fail; those that follow run a process each.
 func (b *Backend) Close() {
+	b.stopConverging(true)
 	if b.sessions != nil {
 		b.sessions.close()
 	}
@@ -242,6 +263,11 @@ func slurmSays(err error, text string) bool {
 // of its own. Words holding a space or a quote, which a session would
 // read otherwise than a process, run in a process.
 func (b *Backend) scontrol(ctx context.Context, args ...string) (string, error) {
+	// A session sends the command before it watches ctx: a command of a
+	// stopped convergence pass must not be sent at all.
+	if err := ctx.Err(); err != nil {
+		return "", err
+	}
 	b.commands.Add(1)
 	if b.sessions != nil && !b.sessions.isClosed() && !slices.ContainsFunc(args, func(a string) bool {
 		return a == "" || strings.ContainsAny(a, " \t\n\r\"'#")

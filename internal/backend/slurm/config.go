@@ -24,6 +24,9 @@ const (
 	// reservation (Slurm refuses to delete one in use); the outbox calls
 	// again after that.
 	DefaultReleaseWait = 15 * time.Second
+	// DefaultConvergePoll is how often the convergence (Converge) reads
+	// the reservations and repairs them.
+	DefaultConvergePoll = 2 * time.Second
 )
 
 // Config is what the Slurm backend is built from; the zero value drives
@@ -70,7 +73,12 @@ type Config struct {
 	// ReleaseWait bounds Release's wait for cancelled jobs. Default
 	// DefaultReleaseWait.
 	ReleaseWait time.Duration
-	// Now is the clock the backend compares the blocks' windows with;
+	// ConvergePoll is how often the convergence reads the reservations
+	// and repairs what differs from the desired state. Default
+	// DefaultConvergePoll.
+	ConvergePoll time.Duration
+	// Now is the clock the backend compares the blocks' windows with,
+	// and on which the convergence measures backend.UnknownGrace;
 	// default time.Now (actions follow the wall clock).
 	Now func() time.Time
 	// Scontrol is how the reservation commands (create, update, delete
@@ -134,6 +142,9 @@ func (cfg Config) withDefaults() (Config, error) {
 	}
 	if cfg.ReleaseWait <= 0 {
 		cfg.ReleaseWait = DefaultReleaseWait
+	}
+	if cfg.ConvergePoll <= 0 {
+		cfg.ConvergePoll = DefaultConvergePoll
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now

@@ -48,4 +48,76 @@
 // accounting. No MAINT (it would charge the nodes' time as maintenance),
 // no REPLACE_DOWN (capblock chooses the replacements), no PURGE_COMP (a
 // block outlives its jobs).
+//
+// # Convergence
+//
+// The actions tell Slurm what changed, once; the convergence
+// (converge.go) keeps it told. The leader hands the backend the desired
+// state (backend.Converger: the live blocks at their stored versions,
+// and the unsettled ones), and every Config.ConvergePoll (default 2 s)
+// the backend reads every reservation (`scontrol show reservation`, one
+// command) and compares:
+//
+//   - a live block whose reservation is missing, or differs from the
+//     block (nodes, a start not yet reached, end, users, accounts, its
+//     version), is repaired: read again under the block's lock, then
+//     created or updated, as Activate does;
+//   - a reservation named like a block (cb-…) whose block is not live
+//     is deleted: at once if it records no version of capblock's (this
+//     capblock did not write it so), else once it has stayed unknown for
+//     backend.UnknownGrace, since the leader's index may not yet show a
+//     block that an action already reserved. Slurm refuses to delete a
+//     reservation in which jobs run: the pass leaves the jobs be
+//     (Release cancels them, on a block the store has settled) and tries
+//     again at the next;
+//   - the blocks in Unsettled are left alone, and so is every
+//     reservation whose name is not a block's: an operator's
+//     maintenance on the same nodes (MAINT lets it share them) is never
+//     touched.
+//
+// A repair skips a block whose action holds its lock at that moment
+// (the next pass looks again); an action waits for a repair in
+// progress. Converge(nil) stops the passes (the one in progress is
+// cancelled), and Close does too, for good.
+//
+// # The version fence
+//
+// Each write of a block's reservation records the block's version
+// (core.Block.Version, from the action's payload or the desired state).
+// Slurm 22.05 has no comment on reservations: `scontrol create
+// reservation … Comment=…` and `scontrol update … Comment=…` are refused
+// ("Unknown parameter Comment"); the Features of a reservation of named
+// nodes cannot be updated, and would choose nodes. What Slurm keeps,
+// prints and saves with its state, and does not otherwise read when no
+// burst buffer plugin is configured, is the reservation's BurstBuffer
+// field: the backend writes "BurstBuffer=capblock:v=<version>" there,
+// and only when slurmctld's BurstBufferType is unset (New reads it).
+// Where a plugin is configured the field would be a request for buffer
+// space, and the versions are kept in the backend's memory only (New
+// logs a warning). Slurm 23.02 added a Comment to reservations, which
+// this backend does not use yet.
+//
+// A Reserve, Activate, Release or repair of an older version than the
+// one the reservation records, or than the one this process last wrote
+// or read of it (its memory also keeps the version of a release, after
+// the reservation is gone), is refused: nothing is applied, a warning
+// is logged, StaleWrites counts it, and the action reports success,
+// since the engine already holds a later version and no retry could
+// apply this one (fenced, in fence.go). Terminate, which writes no
+// reservation, is fenced by the memory only. A pass whose desired state
+// is older than the reservation leaves it be, quietly: the leader's
+// index lags behind the action that wrote it.
+//
+// What the fence cannot do. Slurm has no conditional update: the check
+// reads the reservation, then writes, and a write of another process
+// between the two is not seen. Reserve's fast path (updateRemembered)
+// writes from what this process last wrote, without reading, so that
+// until it reads again its fence is its memory: a pass of the
+// convergence forgets what it remembers of a reservation that it reads
+// otherwise (another process wrote it), and Converge(nil), when this
+// replica stops leading, forgets all it remembers, so that a late write
+// reads first. A deleted reservation records nothing in Slurm: a late
+// write from another process may create it again, and the leader's
+// convergence deletes it after UnknownGrace. On a cluster with a burst
+// buffer plugin the fence holds within one process only.
 package slurm

@@ -31,3 +31,11 @@ func (b *Backend) SessionPIDs() []int {
 
 // Commands is how many reservation commands the backend has run.
 func (b *Backend) Commands() int64 { return b.commands.Load() }
+
+// Polls is how many convergence passes the backend has done.
+func (b *Backend) Polls() int64 { return b.polls.Load() }
+
+// KeepVersionsInMemory makes the backend record the blocks' versions
+// only in its memory, as on a cluster with a burst buffer plugin. Call
+// it before the backend's first write.
+func (b *Backend) KeepVersionsInMemory() { b.versionsInSlurm = false }

@@ -49,8 +49,19 @@ func parseJobs(out string) []resvJob {
 // capblock stops meanwhile; pending jobs are cancelled, since no new
 // work starts in a terminating block. A job whose end is already within
 // the grace is left alone: that is how a second call, after a crash,
-// signals no job twice. Release cancels what is left at the end.
+// signals no job twice. Release cancels what is left at the end. A
+// termination older than the version this process holds of the block
+// is refused (fenced; Slurm's record is not read, since Terminate
+// writes no reservation).
 func (b *Backend) Terminate(ctx context.Context, blk core.Block) error {
+	return b.fenced("terminate", blk, b.terminate(ctx, blk))
+}
+
+func (b *Backend) terminate(ctx context.Context, blk core.Block) error {
+	if err := b.checkHeld(blk); err != nil {
+		return err
+	}
+	b.hold(blk.ID, blk.Version)
 	jobs, err := b.jobsIn(ctx, blk.ID)
 	if err != nil {
 		return err
@@ -94,7 +105,35 @@ func (b *Backend) Terminate(ctx context.Context, blk core.Block) error {
 // up to ReleaseWait for them to end; if some have not, it fails, and
 // the outbox calls it again. A reservation already gone (deleted, or
 // ended: Slurm purges a reservation at its end) is released.
+//
+// A release older than the version the engine holds of the block (the
+// reservation's record, read first, or this process's memory) is
+// refused (fenced). Once deleted, the reservation records nothing in
+// Slurm; this process keeps the version released, so that its own late
+// writes of the block are refused, and a reservation re-created by
+// another process's late write is deleted by the leader's convergence
+// (converge.go), the block being no longer live.
 func (b *Backend) Release(ctx context.Context, blk core.Block) error {
+	lock := b.locks.of(blk.ID)
+	lock.Lock()
+	defer lock.Unlock()
+	return b.fenced("release", blk, b.release(ctx, blk))
+}
+
+func (b *Backend) release(ctx context.Context, blk core.Block) error {
+	if err := b.checkHeld(blk); err != nil {
+		return err
+	}
+	have, found, err := b.show(ctx, blk.ID)
+	if err != nil {
+		return err
+	}
+	if found {
+		if err := checkRecorded(have, reservation{name: blk.ID, version: blk.Version}); err != nil {
+			return err
+		}
+	}
+	b.hold(blk.ID, blk.Version)
 	jobs, err := b.jobsIn(ctx, blk.ID)
 	if err != nil {
 		return err

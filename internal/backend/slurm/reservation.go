@@ -33,12 +33,19 @@ type reservation struct {
 	flags      []string
 	active     bool // started: its start can no longer move
 	overlap    bool // it holds part of a node, which another block may share
+	// version is the block's version that capblock last wrote it at;
+	// versioned, that Slurm records it (fence.go): read from its
+	// BurstBuffer field, or, of a reservation to write, to be written
+	// there.
+	version   int64
+	versioned bool
 }
 
 // parseReservation reads a reservation from its one-line record.
 func parseReservation(r record) (reservation, error) {
 	res := reservation{name: r["ReservationName"], users: sorted(r.list("Users")), accounts: sorted(r.list("Accounts")),
 		flags: r.list("Flags"), active: r["State"] == "ACTIVE"}
+	res.version, res.versioned = parseVersion(r["BurstBuffer"])
 	var err error
 	if res.nodes, err = expandHostlist(r["Nodes"]); err != nil {
 		return res, err
@@ -62,9 +69,10 @@ func sorted(s []string) []string {
 }
 
 // want is the reservation that block b should have: its nodes, its
-// window, its team's Slurm users and accounts.
+// window, its team's Slurm users and accounts, and its version.
 func (b *Backend) want(ctx context.Context, blk core.Block) (reservation, error) {
-	res := reservation{name: blk.ID, start: blk.Start.UTC().Truncate(time.Second), end: blk.End.UTC().Truncate(time.Second)}
+	res := reservation{name: blk.ID, start: blk.Start.UTC().Truncate(time.Second), end: blk.End.UTC().Truncate(time.Second),
+		version: blk.Version, versioned: b.versionsInSlurm}
 	whole := true
 	for _, p := range blk.Placements {
 		if !slices.Contains(res.nodes, p.Node) {
@@ -149,7 +157,19 @@ func (b *Backend) access(ctx context.Context, team string) (Access, error) {
 // it wrote, without reading it first, one call: a move, an extension, a
 // retry; if Slurm refuses that update, or the process does not remember
 // the reservation, it is read and updated, as Activate does.
+//
+// A write older than the version the engine holds is refused (fenced).
 func (b *Backend) Reserve(ctx context.Context, blk core.Block) error {
+	lock := b.locks.of(blk.ID)
+	lock.Lock()
+	defer lock.Unlock()
+	return b.fenced("reserve", blk, b.reserve(ctx, blk))
+}
+
+func (b *Backend) reserve(ctx context.Context, blk core.Block) error {
+	if err := b.checkHeld(blk); err != nil {
+		return err
+	}
 	want, err := b.want(ctx, blk)
 	if err != nil {
 		return err
@@ -185,8 +205,19 @@ func (b *Backend) Reserve(ctx context.Context, blk core.Block) error {
 // an extension moved its end. It always reads the reservation first,
 // whatever this process remembers writing: from the block's start its
 // jobs run there, and whatever an operator changed by hand since
-// capblock last wrote it is repaired then.
+// capblock last wrote it is repaired then. A write older than the
+// version the engine holds is refused (fenced).
 func (b *Backend) Activate(ctx context.Context, blk core.Block) error {
+	lock := b.locks.of(blk.ID)
+	lock.Lock()
+	defer lock.Unlock()
+	return b.fenced("activate", blk, b.activate(ctx, blk))
+}
+
+func (b *Backend) activate(ctx context.Context, blk core.Block) error {
+	if err := b.checkHeld(blk); err != nil {
+		return err
+	}
 	want, err := b.want(ctx, blk)
 	if err != nil {
 		return err
@@ -262,9 +293,13 @@ func (b *Backend) updateRemembered(ctx context.Context, last, want reservation, 
 // anything. It remembers the reservation as written, or forgets it
 // when Slurm refuses.
 func (b *Backend) update(ctx context.Context, have, want reservation, now time.Time) error {
+	if err := checkRecorded(have, want); err != nil {
+		return err
+	}
 	args := updateArgs(have, want, now)
 	if len(args) == 0 {
 		b.remember(have)
+		b.hold(want.name, want.version)
 		return nil
 	}
 	_, err := b.scontrol(ctx, append([]string{"update", "ReservationName=" + want.name}, args...)...)
@@ -278,6 +313,7 @@ func (b *Backend) update(ctx context.Context, have, want reservation, now time.T
 		return refusal(fmt.Errorf("updating reservation %s: %w", want.name, err))
 	}
 	b.remember(updated(have, want, now))
+	b.hold(want.name, want.version)
 	b.log.Info("updated a block's Slurm reservation", "block", want.name, "changes", strings.Join(args, " "))
 	return nil
 }
@@ -404,6 +440,9 @@ func (b *Backend) show(ctx context.Context, name string) (res reservation, found
 		if r["ReservationName"] == name {
 			res, err := parseReservation(r)
 			b.setKnown(name, err == nil)
+			if err == nil && res.versioned {
+				b.hold(name, res.version)
+			}
 			return res, err == nil, err
 		}
 	}
@@ -465,6 +504,7 @@ func (b *Backend) create(ctx context.Context, want reservation, now time.Time) e
 	}
 	b.setKnown(want.name, true)
 	b.remember(created(want, now))
+	b.hold(want.name, want.version)
 	b.log.Info("created a block's Slurm reservation", "block", want.name, "nodes", strings.Join(want.nodes, ","),
 		"start", want.start, "end", want.end)
 	return nil
@@ -484,6 +524,9 @@ func createArgs(want reservation) []string {
 	if len(want.accounts) > 0 {
 		args = append(args, "Accounts="+strings.Join(want.accounts, ","))
 	}
+	if want.versioned {
+		args = append(args, versionArg(want.version))
+	}
 	return args
 }
 
@@ -497,7 +540,8 @@ func startArg(start, now time.Time) string {
 }
 
 // updateArgs are the fields of `scontrol update` that bring have to
-// want at now; none when they agree. The start of a reservation that
+// want at now; none when they agree. The version is recorded when
+// want records it and have holds another. The start of a reservation that
 // has begun cannot move (Slurm refuses); an end that has passed is left
 // to Release. New nodes need IGNORE_JOBS again: Slurm checks the jobs
 // running on them at each update.
@@ -520,6 +564,9 @@ func updateArgs(have, want reservation, now time.Time) []string {
 	}
 	args = append(args, listArgs("Users", have.users, want.users)...)
 	args = append(args, listArgs("Accounts", have.accounts, want.accounts)...)
+	if want.versioned && (!have.versioned || have.version != want.version) {
+		args = append(args, versionArg(want.version))
+	}
 	return args
 }
 

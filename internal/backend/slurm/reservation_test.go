@@ -60,6 +60,13 @@ func TestUpdateArgs(t *testing.T) {
 		"other users":                       {have: base, want: with(func(r *reservation) { r.users = []string{"bob", "carol"} }), args: []string{"Users=bob,carol"}},
 		"accounts instead of users": {have: base, want: with(func(r *reservation) { r.users = nil; r.accounts = []string{"ml"} }),
 			args: []string{"Users=-alice", "Accounts=ml"}},
+		"a later version": {have: with(func(r *reservation) { r.version, r.versioned = 3, true }),
+			want: with(func(r *reservation) { r.version, r.versioned = 4, true }), args: []string{"BurstBuffer=capblock:v=4"}},
+		"no version recorded yet": {have: base, want: with(func(r *reservation) { r.version, r.versioned = 4, true }),
+			args: []string{"BurstBuffer=capblock:v=4"}},
+		"the same version": {have: with(func(r *reservation) { r.version, r.versioned = 4, true }),
+			want: with(func(r *reservation) { r.version, r.versioned = 4, true })},
+		"versions kept in memory": {have: base, want: with(func(r *reservation) { r.version = 4 })},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -75,5 +82,31 @@ func TestParseJobs(t *testing.T) {
 	want := []resvJob{{id: "12", state: "RUNNING", end: time.Date(2026, 12, 1, 20, 3, 30, 0, time.UTC)}, {id: "13", state: "PENDING"}}
 	if diff := cmp.Diff(want, got, cmp.AllowUnexported(resvJob{})); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
+	}
+}
+
+// TestParseVersion: only a BurstBuffer field that capblock wrote holds a
+// version.
+func TestParseVersion(t *testing.T) {
+	type got struct {
+		V  int64
+		OK bool
+	}
+	tests := map[string]got{
+		"capblock:v=7":  {7, true},
+		"capblock:v=0":  {0, true},
+		"(null)":        {},
+		"":              {},
+		"capblock:v=x":  {},
+		"datawarp:10GB": {},
+	}
+	for field, want := range tests {
+		v, ok := parseVersion(field)
+		if diff := cmp.Diff(want, got{v, ok}); diff != "" {
+			t.Errorf("%q (-want +got):\n%s", field, diff)
+		}
+	}
+	if v, ok := parseVersion(versionArg(12)[len("BurstBuffer="):]); v != 12 || !ok {
+		t.Errorf("versionArg(12) reads back as %d, %v", v, ok)
 	}
 }
