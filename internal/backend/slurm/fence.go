@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"capblock/internal/core"
 )
 
@@ -137,4 +139,14 @@ func (l *blockLocks) of(name string) *sync.Mutex {
 	h := fnv.New32a()
 	h.Write([]byte(name))
 	return &l[h.Sum32()%uint32(len(l))]
+}
+
+// Collectors are the backend's metrics, for /metrics: the writes the
+// fence refused.
+func (b *Backend) Collectors() []prometheus.Collector {
+	return []prometheus.Collector{
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "capblock_engine_stale_writes_refused_total",
+			Help: "Writes of a block's Slurm reservation refused because the engine holds a later version of the block."},
+			func() float64 { return float64(b.staleWrites.Load()) }),
+	}
 }
