@@ -10,7 +10,15 @@ import (
 // whole-node block, tentative blocks of its pool are re-packed around it
 // (and it moves too when it is tentative itself). Placements in the plan
 // are the block's placements afterwards.
+//
+// b must be the indexed version of the block: a block the index no
+// longer holds (cancelled meanwhile) or holds at another version (changed
+// meanwhile) is ErrConflict, so that the caller reads it again.
 func (ix *Index) PlaceExtension(b Block, newEnd time.Time, now time.Time) (PlacementPlan, error) {
+	cur, ok := ix.blocks[b.ID]
+	if !ok || cur.Version != b.Version {
+		return PlacementPlan{}, fmt.Errorf("%w: block %s changed since it was read", ErrConflict, b.ID)
+	}
 	s, e := ix.hourOf(b.End), ix.hourOf(newEnd)
 	ix.grow(e)
 	nope := fmt.Errorf("%w: the GPUs of block %s are not free from %s to %s", ErrNoCapacity, b.ID,
@@ -43,10 +51,10 @@ func (ix *Index) PlaceExtension(b Block, newEnd time.Time, now time.Time) (Place
 	}
 	if b.Movable(now, ix.Fleet.Limits) {
 		// It is one of the tentative blocks: re-pack it with its new end.
-		ext := *ix.blocks[b.ID]
+		ext := *cur
 		ext.End = newEnd
 		ix.blocks[b.ID] = &ext
-		defer func() { ix.blocks[b.ID] = &b }()
+		defer func() { ix.blocks[b.ID] = cur }()
 		plan, ok := ix.repack(p, repackItem{count: 0, s: s, e: e}, now)
 		if !ok {
 			return PlacementPlan{}, nope
