@@ -26,6 +26,7 @@ import (
 	"capblock/internal/seal"
 	"capblock/internal/service"
 	"capblock/internal/store/sqlite"
+	"capblock/internal/testproc"
 )
 
 var t0 = time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
@@ -84,6 +85,9 @@ func startWith(t *testing.T, fleetYAML string, cfg service.Config, opts api.Opti
 		t.Fatal(err)
 	}
 	db := filepath.Join(t.TempDir(), "capblock.db")
+	// The jobs' shims outlive the service by design (a next server adopts
+	// them): the test ends them, before its folder goes.
+	t.Cleanup(func() { testproc.KillUnder(filepath.Dir(db)) })
 	st, err := sqlite.Open(ctx, db)
 	if err != nil {
 		t.Fatal(err)

@@ -18,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"capblock/internal/store/pgtest"
+	"capblock/internal/testproc"
 )
 
 // replica is one `capblock serve` process on a shared PostgreSQL database.
@@ -37,6 +38,7 @@ func startReplicas(t testing.TB, n int) (dsn string, rs []*replica) {
 	dsn = pgtest.Start(t).NewDatabase(t)
 	bin := buildBinary(t)
 	dir := t.TempDir()
+	t.Cleanup(func() { testproc.KillUnder(dir) }) // the jobs' shims, once the replicas are killed
 	tokenFile := filepath.Join(dir, "admin.token")
 	for i := range n {
 		r := &replica{logs: &syncBuffer{}}

@@ -12,6 +12,9 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -126,4 +129,60 @@ func FreePorts(n int) ([]int, error) {
 		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
 	}
 	return ports, nil
+}
+
+// KillUnder kills, with SIGKILL, every process of this machine (but the
+// calling one) whose working directory or command line names a path
+// under dir: the processes a test started there that outlive what
+// started them (a job's shim and its script, left running by design
+// when their server stops, for the next server to adopt). Tests call it
+// from a cleanup, before dir is removed. It reports how many it killed.
+func KillUnder(dir string) int {
+	dir = filepath.Clean(dir) + string(filepath.Separator)
+	self := os.Getpid()
+	killed := 0
+	for range 3 { // a killed shim's children are seen at the next pass
+		entries, err := os.ReadDir("/proc")
+		if err != nil {
+			return killed
+		}
+		found := 0
+		for _, e := range entries {
+			pid, err := strconv.Atoi(e.Name())
+			if err != nil || pid == self {
+				continue
+			}
+			if !namesUnder(pid, dir) {
+				continue
+			}
+			if syscall.Kill(pid, syscall.SIGKILL) == nil {
+				found++
+			}
+		}
+		killed += found
+		if found == 0 {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return killed
+}
+
+// namesUnder reports whether process pid works in dir or names a path
+// under it in its command line.
+func namesUnder(pid int, dir string) bool {
+	proc := "/proc/" + strconv.Itoa(pid)
+	if cwd, err := os.Readlink(proc + "/cwd"); err == nil && strings.HasPrefix(cwd+"/", dir) {
+		return true
+	}
+	cmdline, err := os.ReadFile(proc + "/cmdline")
+	if err != nil {
+		return false
+	}
+	for _, arg := range bytes.Split(cmdline, []byte{0}) {
+		if bytes.Contains(arg, []byte(dir)) {
+			return true
+		}
+	}
+	return false
 }
