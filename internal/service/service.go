@@ -92,7 +92,8 @@ type Config struct {
 
 // Service implements the use cases. It is safe for concurrent use: reads
 // of the index take mu shared, decisions take it exclusively to decide
-// and assume, and again to confirm or forget; a commit runs without it.
+// and assume, and again to confirm or forget; a commit runs without it,
+// and so does every other call of the store (indexLock).
 type Service struct {
 	fleet   core.Fleet
 	store   store.Full
@@ -103,7 +104,7 @@ type Service struct {
 	// secretsKey seals the access keys' secrets; nil when there is none.
 	secretsKey *seal.Key
 
-	mu    sync.RWMutex
+	mu    indexLock
 	index *core.Index
 	// settled is broadcast, under mu, each time a decision in flight on
 	// the index is confirmed or forgotten (see decideLocked).
@@ -156,6 +157,9 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.Wall{}
+	}
+	if checkStore != nil {
+		cfg.Store = checkStore(cfg.Store)
 	}
 	secret, err := SigningSecret(ctx, cfg.Store, cfg.SecretsKey, cfg.Log)
 	if err != nil {
