@@ -190,7 +190,7 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := s.loadHealth(ctx); err != nil {
+	if s.health, err = s.readHealth(ctx); err != nil {
 		return nil, err
 	}
 	blocks, err := s.store.ListBlocks(ctx, store.BlockFilter{States: liveStates})
@@ -199,7 +199,9 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 	}
 	missing := missingNodes(nodes, blocks)
 	s.fleet.Nodes = append(nodes, missing...)
-	if err := s.buildIndex(blocks); err != nil {
+	fleet := s.fleet
+	fleet.Nodes = s.currentNodes()
+	if s.index, err = s.newIndex(fleet, blocks); err != nil {
 		return nil, err
 	}
 	if err := s.reportMissing(ctx, missing); err != nil {
@@ -212,30 +214,6 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 		return nil, err
 	}
 	return s, nil
-}
-
-// rebuildIndex replaces the index with one built from the stored live
-// blocks, each node with its health as recorded in s.health. Callers hold
-// mu or are New.
-func (s *Service) rebuildIndex(ctx context.Context) error {
-	blocks, err := s.store.ListBlocks(ctx, store.BlockFilter{States: liveStates})
-	if err != nil {
-		return fmt.Errorf("loading live blocks: %w", err)
-	}
-	return s.buildIndex(blocks)
-}
-
-// buildIndex replaces the index with one built from blocks, each node
-// with its health as recorded in s.health. Callers hold mu or are New.
-func (s *Service) buildIndex(blocks []core.Block) error {
-	fleet := s.fleet
-	fleet.Nodes = s.currentNodes()
-	ix, err := s.newIndex(fleet, blocks)
-	if err != nil {
-		return err
-	}
-	s.index = ix
-	return nil
 }
 
 // newIndex builds an index of fleet (its nodes with their health) with
