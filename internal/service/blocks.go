@@ -44,35 +44,54 @@ func (s *Service) GetBlock(ctx context.Context, team, id string) (core.Block, er
 // release of the block's capacity on the engine, which the outbox worker
 // applies (a no-op for a block that never became active).
 func (s *Service) CancelBlock(ctx context.Context, team, id string) (core.Block, error) {
-	b, err := s.mutate(ctx, team, id, func(b core.Block, now time.Time) (store.Change, error) {
-		var c store.Change
-		step, err := s.addCancel(ctx, &c, b, now)
+	return s.mutateRead(ctx, team, id, func(b core.Block) (blockDecision, error) {
+		// What the cancellation reads besides the block, before the lock:
+		// what its hours were paid, its hand-overs, and its plan, whose
+		// transitions a cancelled segment may take.
+		basis, err := s.cancelBasis(ctx, b)
 		if err != nil {
-			return store.Change{}, err
+			return nil, err
 		}
-		if err := s.handedOn(ctx, b, "cancelled"); err != nil {
-			return store.Change{}, err
+		handovers, err := s.handoversOf(ctx, b.ID)
+		if err != nil {
+			return nil, err
 		}
-		// A plan fails with a cancelled segment.
-		if err := s.addPlanEvents(ctx, &c, []transition{step}); err != nil {
-			return store.Change{}, err
+		plans, err := s.plansOf(ctx, b.PlanID)
+		if err != nil {
+			return nil, err
 		}
-		return c, nil
+		return func(now time.Time) (store.Change, error) {
+			var c store.Change
+			step, err := s.addCancel(&c, b, now, basis)
+			if err != nil {
+				return store.Change{}, err
+			}
+			if err := handedOnIn(handovers, b, "cancelled"); err != nil {
+				return store.Change{}, err
+			}
+			// A plan fails with a cancelled segment.
+			addPlanTransitions(&c, []transition{step}, plans)
+			return c, nil
+		}, nil
 	})
-	return b, err
+}
+
+// cancelBasis is what cancelling b may refund (refundBasis), for a live
+// block; none for another, which a cancellation refuses.
+func (s *Service) cancelBasis(ctx context.Context, b core.Block) (core.RefundBasis, error) {
+	if !b.State.Live() {
+		return core.RefundBasis{}, nil
+	}
+	return s.refundBasis(ctx, b)
 }
 
 // addCancel adds to c the cancellation of b now: its update, event,
 // release and refund under the fleet's policy, of at most what b's team
-// paid for its hours (refundBasis). It returns the lifecycle step, for
-// the plan's events. Callers hold mu.
-func (s *Service) addCancel(ctx context.Context, c *store.Change, b core.Block, now time.Time) (transition, error) {
+// paid for its hours (basis, from cancelBasis). It returns the lifecycle
+// step, for the plan's events. Callers hold mu.
+func (s *Service) addCancel(c *store.Change, b core.Block, now time.Time, basis core.RefundBasis) (transition, error) {
 	if !b.State.Live() {
 		_, _, err := core.Cancel(b, now, s.fleet.Limits, core.RefundBasis{})
-		return transition{}, err
-	}
-	basis, err := s.refundBasis(ctx, b)
-	if err != nil {
 		return transition{}, err
 	}
 	cancelled, refund, err := core.Cancel(b, now, s.fleet.Limits, basis)
@@ -174,77 +193,104 @@ func (s *Service) Extend(ctx context.Context, team, id, offeringID string) (cont
 // record of what the offering bought).
 func (s *Service) extendOnce(ctx context.Context, team, id string, off core.Offering,
 	with func(b core.Block, c *store.Change, now time.Time)) (core.Block, error) {
-	return s.mutate(ctx, team, id, func(b core.Block, now time.Time) (store.Change, error) {
-		if !b.End.Equal(off.Start) {
-			return store.Change{}, fmt.Errorf("%w: block %s now ends at %s, not at %s as quoted; ask for a fresh extension offering", core.ErrInvalidState, b.ID, b.End.Format(time.RFC3339), off.Start.Format(time.RFC3339))
-		}
-		if err := core.CheckExtension(b, off.End.Sub(off.Start), now, s.fleet.Limits); err != nil {
-			return store.Change{}, err
-		}
+	return s.mutateRead(ctx, team, id, func(b core.Block) (blockDecision, error) {
+		// The team's quota and budget, read before the lock.
 		q, err := s.effectiveQuota(ctx, b.Team, b.InstanceType)
 		if err != nil {
-			return store.Change{}, err
+			return nil, err
 		}
-		if q.MaxDuration > 0 && off.End.Sub(b.Start) > q.MaxDuration {
-			return store.Change{}, fmt.Errorf("%w: the extended block would last %dh, above the team's longest of %dh", core.ErrQuotaExceeded, int(off.End.Sub(b.Start)/time.Hour), int(q.MaxDuration/time.Hour))
-		}
-		if q.MaxInstancesHeld > 0 {
-			if held := s.index.Held(b.Team, q.InstanceType, off.Start, off.End); held+b.Count > q.MaxInstancesHeld {
-				return store.Change{}, fmt.Errorf("%w: the team would hold %d instances at once (%d already), above its limit of %d", core.ErrQuotaExceeded, held+b.Count, held, q.MaxInstancesHeld)
-			}
-		}
-		guard, err := s.budgetGuard(ctx, b.Team, now)
+		guardAt, err := s.budgetGuardAt(ctx, b.Team)
 		if err != nil {
-			return store.Change{}, err
+			return nil, err
 		}
-		plan, err := s.index.PlaceExtension(b, off.End, now)
-		if err != nil {
-			return store.Change{}, err
-		}
-		ext := b
-		ext.End = off.End
-		ext.Fee.Minor += off.Fee.Minor
-		ext.Warned, ext.Terminating = false, false
-		ext.Placements = plan.Placements
-		c := store.Change{
-			Update:    []store.BlockUpdate{{Block: ext, ExpectedVersion: b.Version, Replace: true}},
-			Offerings: []string{off.ID},
-			Journals:  []core.Journal{purchaseJournal(core.JournalExtension, now, b, off.Fee, off.OnDemandFee)},
-			Events: []core.Event{s.event(now, core.EventBlockExtended, ext, map[string]any{
-				"previousEndTime": b.End.Format(time.RFC3339), "endTime": ext.End.Format(time.RFC3339),
-				"offeringId": off.ID, "fee": off.Fee.String(), "currency": off.Fee.Currency,
-			})},
-		}
-		c.Budgets = guards(guard)
-		s.addMoves(&c, plan.Moves, now)
-		with(b, &c, now)
-		if b.State == core.StateActive {
-			// The engine holds the block until its new end (a Slurm
-			// reservation's end moves): activating again is idempotent.
-			c.Actions = []core.Action{s.blockAction(core.ActionActivate, ext, b.Version+1)}
-		}
-		return c, nil
+		return func(now time.Time) (store.Change, error) {
+			return s.extension(b, off, q, guardAt(now), now, with)
+		}, nil
 	})
 }
+
+// extension decides the extension of b by off at now, under the team's
+// quota q and budget guard. Callers hold mu.
+func (s *Service) extension(b core.Block, off core.Offering, q core.Quota, guard *core.BudgetGuard, now time.Time,
+	with func(b core.Block, c *store.Change, now time.Time)) (store.Change, error) {
+	if !b.End.Equal(off.Start) {
+		return store.Change{}, fmt.Errorf("%w: block %s now ends at %s, not at %s as quoted; ask for a fresh extension offering", core.ErrInvalidState, b.ID, b.End.Format(time.RFC3339), off.Start.Format(time.RFC3339))
+	}
+	if err := core.CheckExtension(b, off.End.Sub(off.Start), now, s.fleet.Limits); err != nil {
+		return store.Change{}, err
+	}
+	if q.MaxDuration > 0 && off.End.Sub(b.Start) > q.MaxDuration {
+		return store.Change{}, fmt.Errorf("%w: the extended block would last %dh, above the team's longest of %dh", core.ErrQuotaExceeded, int(off.End.Sub(b.Start)/time.Hour), int(q.MaxDuration/time.Hour))
+	}
+	if q.MaxInstancesHeld > 0 {
+		if held := s.index.Held(b.Team, q.InstanceType, off.Start, off.End); held+b.Count > q.MaxInstancesHeld {
+			return store.Change{}, fmt.Errorf("%w: the team would hold %d instances at once (%d already), above its limit of %d", core.ErrQuotaExceeded, held+b.Count, held, q.MaxInstancesHeld)
+		}
+	}
+	plan, err := s.index.PlaceExtension(b, off.End, now)
+	if err != nil {
+		return store.Change{}, err
+	}
+	ext := b
+	ext.End = off.End
+	ext.Fee.Minor += off.Fee.Minor
+	ext.Warned, ext.Terminating = false, false
+	ext.Placements = plan.Placements
+	c := store.Change{
+		Update:    []store.BlockUpdate{{Block: ext, ExpectedVersion: b.Version, Replace: true}},
+		Offerings: []string{off.ID},
+		Journals:  []core.Journal{purchaseJournal(core.JournalExtension, now, b, off.Fee, off.OnDemandFee)},
+		Events: []core.Event{s.event(now, core.EventBlockExtended, ext, map[string]any{
+			"previousEndTime": b.End.Format(time.RFC3339), "endTime": ext.End.Format(time.RFC3339),
+			"offeringId": off.ID, "fee": off.Fee.String(), "currency": off.Fee.Currency,
+		})},
+	}
+	c.Budgets = guards(guard)
+	s.addMoves(&c, plan.Moves, now)
+	with(b, &c, now)
+	if b.State == core.StateActive {
+		// The engine holds the block until its new end (a Slurm
+		// reservation's end moves): activating again is idempotent.
+		c.Actions = []core.Action{s.blockAction(core.ActionActivate, ext, b.Version+1)}
+	}
+	return c, nil
+}
+
+// blockDecision decides a change of a block at now, under the lock, from
+// the block and the index and from what was read of the store before.
+type blockDecision func(now time.Time) (store.Change, error)
 
 // mutate runs a decision on one of a team's blocks under the lock, takes
 // it as assumed on the index, commits it without the lock and then
 // confirms or forgets it, retrying on a fresh snapshot when the stored
-// block moved (or another decision on it is in flight).
+// block moved (or another decision on it is in flight). decide reads
+// nothing of the store; mutateRead is for a decision that does.
 func (s *Service) mutate(ctx context.Context, team, id string, decide func(core.Block, time.Time) (store.Change, error)) (core.Block, error) {
+	return s.mutateRead(ctx, team, id, func(b core.Block) (blockDecision, error) {
+		return func(now time.Time) (store.Change, error) { return decide(b, now) }, nil
+	})
+}
+
+// mutateRead is mutate for a decision that needs more of the store than
+// the block: read, given the block as stored, reads it without the lock
+// and returns the decision to take under the lock, or refuses. Each
+// attempt reads again.
+func (s *Service) mutateRead(ctx context.Context, team, id string, read func(core.Block) (blockDecision, error)) (core.Block, error) {
 	for attempt := 1; ; attempt++ {
 		b, err := s.GetBlock(ctx, team, id)
 		if err != nil {
 			return core.Block{}, err
 		}
-		s.mu.Lock()
-		now := s.clock.Now()
-		c, err := decide(b, now)
+		var c store.Change
+		decide, err := read(b)
 		if err == nil {
-			s.addReserves(&c)
-			err = s.assumeChange(c)
+			s.mu.Lock()
+			if c, err = decide(s.clock.Now()); err == nil {
+				s.addReserves(&c)
+				err = s.assumeChange(c)
+			}
+			s.mu.Unlock()
 		}
-		s.mu.Unlock()
 		if err == nil {
 			err = s.store.Commit(ctx, c)
 			s.settle(changeKey(c), c, err)

@@ -2,7 +2,6 @@ package service
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"capblock/internal/core"
@@ -37,11 +36,9 @@ func (s *Service) follow(ctx context.Context, co store.Coordinator) {
 			s.metrics.watchLost.Inc()
 			s.accounts.forget()
 			s.kickOutbox() // actions stored meanwhile may be due
-			s.mu.Lock()
-			if err := s.reloadAll(ctx); err != nil && ctx.Err() == nil {
+			if err := s.reindex(ctx, reindexing{why: "lost watch", health: true}); err != nil && ctx.Err() == nil {
 				s.log.Error("rebuilding the index after a lost watch", "err", err)
 			}
-			s.mu.Unlock()
 			s.dropBarriers() // theirs may be lost too
 		case n.Barrier != "":
 			s.passBarrier(n.Barrier)
@@ -53,16 +50,6 @@ func (s *Service) follow(ctx context.Context, co store.Coordinator) {
 		}
 		s.notifyEvents()
 	}
-}
-
-// reloadAll reloads the node health and rebuilds the index from the
-// store, after notices may have been missed. Callers hold mu.
-func (s *Service) reloadAll(ctx context.Context) error {
-	herr := s.loadHealth(ctx) // on failure the index keeps the health known
-	if herr == nil {
-		s.healthGen++ // a reload that read before this one is older
-	}
-	return errors.Join(herr, s.rebuildIndex(ctx))
 }
 
 // applyNotice brings one block of the index up to the version a commit
@@ -111,7 +98,7 @@ func (s *Service) applyNotice(ctx context.Context, bv store.BlockVersion) {
 // follow has applied every commit before it, at the cost of the blocks
 // that changed. Otherwise, or when the barrier does not come back in
 // time, it reloads the node health and rebuilds the index from the
-// store. The caller must not hold s.mu.
+// store (reindex). The caller must not hold s.mu.
 func (s *Service) catchUp(ctx context.Context) error {
 	if co, shared := s.store.(store.Coordinator); shared && s.following.Load() {
 		token := newID("sync")
@@ -144,9 +131,7 @@ func (s *Service) catchUp(ctx context.Context) error {
 		}
 	}
 	s.metrics.catchUps.WithLabelValues("rebuild").Inc()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.reloadAll(ctx)
+	return s.reindex(ctx, reindexing{why: "catch-up", health: true})
 }
 
 // passBarrier tells the catch-up that sent token that follow reached it.

@@ -196,13 +196,27 @@ func (s *Service) keptActions(was, kept core.Block) []core.Action {
 
 // handedOn refuses a change to a block that handed its hours on: it
 // keeps only hours before the hand-over, already paid for, and a
-// cancellation would refund them a second time. Callers hold mu (it
-// reads the store, as plan events do, for the rare cancellations).
+// cancellation would refund them a second time. It reads the store:
+// under the lock, check what handoversOf read before with handedOnIn.
 func (s *Service) handedOn(ctx context.Context, b core.Block, what string) error {
-	hs, err := s.store.HandoversOf(ctx, b.ID)
+	hs, err := s.handoversOf(ctx, b.ID)
 	if err != nil {
-		return fmt.Errorf("reading the hand-overs of block %s: %w", b.ID, err)
+		return err
 	}
+	return handedOnIn(hs, b, what)
+}
+
+// handoversOf reads the hand-overs of a block, from it or to it.
+func (s *Service) handoversOf(ctx context.Context, id string) ([]store.Handover, error) {
+	hs, err := s.store.HandoversOf(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("reading the hand-overs of block %s: %w", id, err)
+	}
+	return hs, nil
+}
+
+// handedOnIn is handedOn on hs, the hand-overs of b as read before.
+func handedOnIn(hs []store.Handover, b core.Block, what string) error {
 	for _, h := range hs {
 		if h.BlockID == b.ID {
 			return fmt.Errorf("%w: block %s handed its hours from %s on (%s); it can no longer be %s",

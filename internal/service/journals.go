@@ -64,8 +64,8 @@ func resaleJournal(at time.Time, r store.Handover, instanceType string, share, c
 // refundBasis is what cancelling b may refund b's team (core.RefundBasis):
 // what the team paid for b's hours, less what it had back, bounded by
 // what b's escrow holds; and the start of the hours as first bought.
-// Hours received for free were paid nothing. Callers may hold mu (it
-// reads the store, as handedOn does, for the rare cancellations).
+// Hours received for free were paid nothing. It reads the store: callers
+// do not hold mu.
 func (s *Service) refundBasis(ctx context.Context, b core.Block) (core.RefundBasis, error) {
 	js, err := s.store.Journals(ctx, store.JournalFilter{Subject: b.ID})
 	if err != nil {

@@ -113,16 +113,29 @@ func (s *Service) PutBudget(ctx context.Context, b core.Budget) (core.Budget, er
 // budgetGuard is the check a commit charging the team must pass, or nil
 // when the team has no budget.
 func (s *Service) budgetGuard(ctx context.Context, team string, now time.Time) (*core.BudgetGuard, error) {
+	guardAt, err := s.budgetGuardAt(ctx, team)
+	if err != nil {
+		return nil, err
+	}
+	return guardAt(now), nil
+}
+
+// budgetGuardAt reads the team's budget and returns its budgetGuard at
+// any now, for a decision that reads the store before it takes the lock
+// and learns its now only then.
+func (s *Service) budgetGuardAt(ctx context.Context, team string) (func(now time.Time) *core.BudgetGuard, error) {
 	b, err := cachedRead(&s.accounts, "budget:"+team, true, func() (core.Budget, error) {
 		return s.store.Budget(ctx, team)
 	})
 	if errors.Is(err, store.ErrNotFound) || (err == nil && b.Period == core.BudgetNone) {
-		return nil, nil
+		return func(time.Time) *core.BudgetGuard { return nil }, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("loading the budget of team %s: %w", team, err)
 	}
-	return &core.BudgetGuard{Team: team, Limit: b.Amount, Since: b.PeriodStart(now), Credits: s.fleet.Limits.BudgetCountsCredits}, nil
+	return func(now time.Time) *core.BudgetGuard {
+		return &core.BudgetGuard{Team: team, Limit: b.Amount, Since: b.PeriodStart(now), Credits: s.fleet.Limits.BudgetCountsCredits}
+	}, nil
 }
 
 // Ledger returns a team's ledger.

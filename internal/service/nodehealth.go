@@ -46,19 +46,18 @@ func (s *Service) healthRecord(node string) core.NodeHealth {
 	return core.NodeHealth{Node: node, Health: core.Healthy}
 }
 
-// loadHealth replaces what this replica knows of node health with the
-// stored records. Callers hold mu, or are New; the index is rebuilt or
-// synced after it.
-func (s *Service) loadHealth(ctx context.Context) error {
+// readHealth reads the stored node health records, by node. It reads
+// nothing that mu guards.
+func (s *Service) readHealth(ctx context.Context) (map[string]core.NodeHealth, error) {
 	recs, err := s.store.NodeHealth(ctx)
 	if err != nil {
-		return fmt.Errorf("loading node health: %w", err)
+		return nil, fmt.Errorf("loading node health: %w", err)
 	}
-	s.health = make(map[string]core.NodeHealth, len(recs))
+	health := make(map[string]core.NodeHealth, len(recs))
 	for _, r := range recs {
-		s.health[r.Node] = r
+		health[r.Node] = r
 	}
-	return nil
+	return health, nil
 }
 
 // reloadHealth applies the node health that another replica committed:
@@ -70,7 +69,7 @@ func (s *Service) reloadHealth(ctx context.Context) {
 	s.mu.RLock()
 	gen := s.healthGen
 	s.mu.RUnlock()
-	recs, err := s.store.NodeHealth(ctx)
+	health, err := s.readHealth(ctx)
 	if err != nil {
 		if ctx.Err() == nil {
 			s.log.Error("loading the node health another replica stored", "err", err)
@@ -82,10 +81,7 @@ func (s *Service) reloadHealth(ctx context.Context) {
 	if s.healthGen != gen {
 		return
 	}
-	s.health = make(map[string]core.NodeHealth, len(recs))
-	for _, r := range recs {
-		s.health[r.Node] = r
-	}
+	s.health = health
 	s.syncIndexHealth()
 }
 

@@ -160,6 +160,11 @@ func (s *Service) setNodeHealth(ctx context.Context, h core.NodeHealth) (contrac
 	if changed {
 		s.health[h.Node] = next
 		s.healthGen++
+		// An index rebuilt from the store while this commit ran (reindex)
+		// holds the node's health as it was recorded before.
+		if err := s.index.SetHealth(h.Node, next.Health); err != nil {
+			s.log.Error("applying a node's recorded health", "node", h.Node, "err", err)
+		}
 	}
 	s.applyCommitted(c)
 	if len(c.Actions) > 0 {

@@ -24,13 +24,16 @@ func (s *Service) CancelPlan(ctx context.Context, team, id string) (contract.Pla
 			return contract.PlanView{}, err
 		}
 		core.SortSegments(p.Segments)
-		s.mu.Lock()
-		c, err := s.planCancellation(ctx, p, s.clock.Now())
+		var c store.Change
+		bases, err := s.cancelBases(ctx, p.Segments)
 		if err == nil {
-			s.addReserves(&c)
-			err = s.assumeChange(c)
+			s.mu.Lock()
+			if c, err = s.planCancellation(p, s.clock.Now(), bases); err == nil {
+				s.addReserves(&c)
+				err = s.assumeChange(c)
+			}
+			s.mu.Unlock()
 		}
-		s.mu.Unlock()
 		switch {
 		case err == nil:
 			err = s.store.Commit(ctx, c)
@@ -55,9 +58,24 @@ func (s *Service) CancelPlan(ctx context.Context, team, id string) (contract.Pla
 	}
 }
 
+// cancelBases reads what cancelling each segment may refund
+// (cancelBasis), by segment, before the lock.
+func (s *Service) cancelBases(ctx context.Context, segments []core.Block) (map[string]core.RefundBasis, error) {
+	bases := make(map[string]core.RefundBasis, len(segments))
+	for _, b := range segments {
+		basis, err := s.cancelBasis(ctx, b)
+		if err != nil {
+			return nil, err
+		}
+		bases[b.ID] = basis
+	}
+	return bases, nil
+}
+
 // planCancellation is the change that cancels p's segments that are still
-// to come or active at now. Callers hold mu.
-func (s *Service) planCancellation(ctx context.Context, p core.Plan, now time.Time) (store.Change, error) {
+// to come or active at now, each refunding at most its basis in bases
+// (cancelBases). Callers hold mu.
+func (s *Service) planCancellation(p core.Plan, now time.Time, bases map[string]core.RefundBasis) (store.Change, error) {
 	var c store.Change
 	after := slices.Clone(p.Segments)
 	for i, b := range p.Segments {
@@ -66,7 +84,7 @@ func (s *Service) planCancellation(ctx context.Context, p core.Plan, now time.Ti
 		default:
 			continue
 		}
-		step, err := s.addCancel(ctx, &c, b, now)
+		step, err := s.addCancel(&c, b, now, bases[b.ID])
 		if err != nil {
 			return store.Change{}, err
 		}

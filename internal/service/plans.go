@@ -277,27 +277,65 @@ func (s *Service) planInUse(ctx context.Context, p core.Plan) int {
 // plans whose segments take lifecycle steps in it (plan.active between
 // and during segments, plan.scheduled, plan.expired), in time order with
 // the block events. A plan's segments are read from the store as they
-// were before the change; callers hold mu.
+// were before the change: callers do not hold mu (or read the plans
+// before with plansOf, and add their transitions under it with
+// addPlanTransitions).
 func (s *Service) addPlanEvents(ctx context.Context, c *store.Change, steps []transition) error {
+	var ids []string
+	for _, st := range steps {
+		if _, ok := core.StateAfter(st.Event); ok && st.block.PlanID != "" {
+			ids = append(ids, st.block.PlanID)
+		}
+	}
+	plans, err := s.plansOf(ctx, ids...)
+	if err != nil {
+		return err
+	}
+	addPlanTransitions(c, steps, plans)
+	return nil
+}
+
+// plansOf reads the plans with the given ids, skipping "" and repeats.
+func (s *Service) plansOf(ctx context.Context, ids ...string) (map[string]core.Plan, error) {
+	var plans map[string]core.Plan
+	for _, id := range ids {
+		if _, seen := plans[id]; seen || id == "" {
+			continue
+		}
+		p, err := s.store.Plan(ctx, id)
+		if err != nil {
+			return nil, fmt.Errorf("loading plan %s to record its transitions: %w", id, err)
+		}
+		if plans == nil {
+			plans = map[string]core.Plan{}
+		}
+		plans[id] = p
+	}
+	return plans, nil
+}
+
+// addPlanTransitions is addPlanEvents with the plans read before (by
+// id): a plan missing from them records no transitions.
+func addPlanTransitions(c *store.Change, steps []transition, plans map[string]core.Plan) {
 	changes := map[string][]core.SegmentChange{}
-	var plans []string
+	var ids []string
 	for _, st := range steps {
 		to, ok := core.StateAfter(st.Event)
 		if st.block.PlanID == "" || !ok {
 			continue
 		}
 		if _, seen := changes[st.block.PlanID]; !seen {
-			plans = append(plans, st.block.PlanID)
+			ids = append(ids, st.block.PlanID)
 		}
 		changes[st.block.PlanID] = append(changes[st.block.PlanID], core.SegmentChange{BlockID: st.block.ID, State: to, At: st.At})
 	}
-	if len(plans) == 0 {
-		return nil
+	if len(ids) == 0 {
+		return
 	}
-	for _, id := range plans {
-		p, err := s.store.Plan(ctx, id)
-		if err != nil {
-			return fmt.Errorf("loading plan %s to record its transitions: %w", id, err)
+	for _, id := range ids {
+		p, ok := plans[id]
+		if !ok {
+			continue
 		}
 		for _, tr := range core.PlanTransitions(p.Segments, changes[id]) {
 			c.Events = append(c.Events, planEvent(tr.At, tr.To.EventOf(), p, map[string]any{
@@ -306,5 +344,4 @@ func (s *Service) addPlanEvents(ctx context.Context, c *store.Change, steps []tr
 		}
 	}
 	sort.SliceStable(c.Events, func(i, j int) bool { return c.Events[i].Time.Before(c.Events[j].Time) })
-	return nil
 }

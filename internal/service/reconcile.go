@@ -164,60 +164,14 @@ func (s *Service) idle(now time.Time) bool {
 	return (!ok || next.After(now)) && now.Sub(s.index.Origin) <= rebaseAfter
 }
 
-// rebaseTries is how many times rebase builds a new index apart before it
-// rebuilds under the lock.
-const rebaseTries = 3
-
 // rebase moves the index's hour 0 to now once it is older than
-// rebaseAfter: it builds a new index from the store without the lock
-// (about a second at 100,000 blocks), and swaps it in, under the lock,
-// only if the index did not change meanwhile (Changes; no decision was
-// in flight when the store was read, so every decision the index holds
-// is committed, and each one since changed it). A replica that keeps
-// deciding throughout has its index rebuilt under the lock after
-// rebaseTries, as the index cannot cover hours past its arrays.
+// rebaseAfter: it rebuilds the index from the store (reindex) without
+// store I/O under the exclusive lock (about a second at 100,000 blocks),
+// as the index cannot cover hours past its arrays.
 func (s *Service) rebase(ctx context.Context) error {
-	for range rebaseTries {
-		s.mu.RLock()
-		old, changes := s.index, s.index.Changes()
-		due := s.clock.Now().Sub(old.Origin) > rebaseAfter
-		quiet := old.InFlight() == 0
-		fleet := s.fleet
-		fleet.Nodes = s.currentNodes()
-		s.mu.RUnlock()
-		if !due {
-			return nil
-		}
-		if !quiet {
-			time.Sleep(10 * time.Millisecond) // its commit takes milliseconds
-			continue
-		}
-		blocks, err := s.store.ListBlocks(ctx, store.BlockFilter{States: liveStates})
-		if err != nil {
-			return fmt.Errorf("loading live blocks: %w", err)
-		}
-		ix, err := s.newIndex(fleet, blocks)
-		if err != nil {
-			return err
-		}
-		ix.Warm()
-		s.mu.Lock()
-		swapped := s.index == old && old.Changes() == changes
-		if swapped {
-			s.index = ix
-		}
-		s.mu.Unlock()
-		if swapped {
-			return nil
-		}
-	}
-	s.log.Info("the index changed throughout its rebase; rebuilding it under the lock")
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.clock.Now().Sub(s.index.Origin) <= rebaseAfter {
-		return nil
-	}
-	return s.rebuildIndex(ctx)
+	return s.reindex(ctx, reindexing{why: "rebase", due: func() bool {
+		return s.clock.Now().Sub(s.index.Origin) > rebaseAfter
+	}})
 }
 
 type transition struct {
@@ -297,11 +251,9 @@ func (s *Service) Reconcile(ctx context.Context) error {
 	s.settle(changeKey(c), c, err)
 	if store.IsConflict(err) {
 		// Another writer changed a block: start from the stored state.
-		s.mu.Lock()
-		if rerr := s.rebuildIndex(ctx); rerr != nil {
+		if rerr := s.reindex(ctx, reindexing{why: "conflict"}); rerr != nil {
 			s.log.Error("rebuilding the index after a conflict", "err", rerr)
 		}
-		s.mu.Unlock()
 	}
 	if err != nil {
 		return fmt.Errorf("committing %d lifecycle steps: %w", len(steps), err)

@@ -92,7 +92,8 @@ type Config struct {
 
 // Service implements the use cases. It is safe for concurrent use: reads
 // of the index take mu shared, decisions take it exclusively to decide
-// and assume, and again to confirm or forget; a commit runs without it.
+// and assume, and again to confirm or forget; a commit runs without it,
+// and so does every other call of the store (indexLock).
 type Service struct {
 	fleet   core.Fleet
 	store   store.Full
@@ -103,7 +104,7 @@ type Service struct {
 	// secretsKey seals the access keys' secrets; nil when there is none.
 	secretsKey *seal.Key
 
-	mu    sync.RWMutex
+	mu    indexLock
 	index *core.Index
 	// settled is broadcast, under mu, each time a decision in flight on
 	// the index is confirmed or forgotten (see decideLocked).
@@ -157,6 +158,9 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.Wall{}
 	}
+	if checkStore != nil {
+		cfg.Store = checkStore(cfg.Store)
+	}
 	secret, err := SigningSecret(ctx, cfg.Store, cfg.SecretsKey, cfg.Log)
 	if err != nil {
 		return nil, fmt.Errorf("loading the offering signing secret: %w", err)
@@ -186,7 +190,7 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := s.loadHealth(ctx); err != nil {
+	if s.health, err = s.readHealth(ctx); err != nil {
 		return nil, err
 	}
 	blocks, err := s.store.ListBlocks(ctx, store.BlockFilter{States: liveStates})
@@ -195,7 +199,9 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 	}
 	missing := missingNodes(nodes, blocks)
 	s.fleet.Nodes = append(nodes, missing...)
-	if err := s.buildIndex(blocks); err != nil {
+	fleet := s.fleet
+	fleet.Nodes = s.currentNodes()
+	if s.index, err = s.newIndex(fleet, blocks); err != nil {
 		return nil, err
 	}
 	if err := s.reportMissing(ctx, missing); err != nil {
@@ -208,30 +214,6 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 		return nil, err
 	}
 	return s, nil
-}
-
-// rebuildIndex replaces the index with one built from the stored live
-// blocks, each node with its health as recorded in s.health. Callers hold
-// mu or are New.
-func (s *Service) rebuildIndex(ctx context.Context) error {
-	blocks, err := s.store.ListBlocks(ctx, store.BlockFilter{States: liveStates})
-	if err != nil {
-		return fmt.Errorf("loading live blocks: %w", err)
-	}
-	return s.buildIndex(blocks)
-}
-
-// buildIndex replaces the index with one built from blocks, each node
-// with its health as recorded in s.health. Callers hold mu or are New.
-func (s *Service) buildIndex(blocks []core.Block) error {
-	fleet := s.fleet
-	fleet.Nodes = s.currentNodes()
-	ix, err := s.newIndex(fleet, blocks)
-	if err != nil {
-		return err
-	}
-	s.index = ix
-	return nil
 }
 
 // newIndex builds an index of fleet (its nodes with their health) with
