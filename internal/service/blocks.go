@@ -137,9 +137,11 @@ func (s *Service) ExtensionOfferings(ctx context.Context, team, id string, d tim
 		return nil, err
 	}
 	now := s.clock.Now()
-	s.mu.Lock() // PlaceExtension may grow the index
-	off, err := s.index.ExtensionOffer(b, d, now)
-	s.mu.Unlock()
+	var off core.Offering
+	err = s.withLock(func() (err error) { // PlaceExtension may grow the index
+		off, err = s.index.ExtensionOffer(b, d, now)
+		return err
+	})
 	if errors.Is(err, core.ErrNoCapacity) {
 		return []core.Offering{}, nil
 	}
@@ -284,12 +286,13 @@ func (s *Service) mutateRead(ctx context.Context, team, id string, read func(cor
 		var c store.Change
 		decide, err := read(b)
 		if err == nil {
-			s.mu.Lock()
-			if c, err = decide(s.clock.Now()); err == nil {
-				s.addReserves(&c)
-				err = s.assumeChange(c)
-			}
-			s.mu.Unlock()
+			err = s.withLock(func() (err error) {
+				if c, err = decide(s.clock.Now()); err == nil {
+					s.addReserves(&c)
+					err = s.assumeChange(c)
+				}
+				return err
+			})
 		}
 		if err == nil {
 			err = s.store.Commit(ctx, c)

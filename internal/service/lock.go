@@ -118,3 +118,12 @@ func goroutineID() uint64 {
 	}
 	return id
 }
+
+// withLock runs fn with mu held exclusively, and frees it however fn
+// ends, a panic included: a request that panics answers 500, and leaves
+// no lock held for every later request to hang on.
+func (s *Service) withLock(fn func() error) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return fn()
+}

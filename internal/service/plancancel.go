@@ -27,12 +27,13 @@ func (s *Service) CancelPlan(ctx context.Context, team, id string) (contract.Pla
 		var c store.Change
 		bases, err := s.cancelBases(ctx, p.Segments)
 		if err == nil {
-			s.mu.Lock()
-			if c, err = s.planCancellation(p, s.clock.Now(), bases); err == nil {
-				s.addReserves(&c)
-				err = s.assumeChange(c)
-			}
-			s.mu.Unlock()
+			err = s.withLock(func() (err error) {
+				if c, err = s.planCancellation(p, s.clock.Now(), bases); err == nil {
+					s.addReserves(&c)
+					err = s.assumeChange(c)
+				}
+				return err
+			})
 		}
 		switch {
 		case err == nil:

@@ -85,34 +85,34 @@ func (s *Service) purchasePlanOnce(ctx context.Context, req contract.PlanPurchas
 	}
 	p := core.Plan{ID: newID("tp"), Name: req.Name, Team: req.Team, Target: off.Target, Fee: off.Fee(), CreatedAt: now}
 	var pp *planPlacement
-	s.mu.Lock()
-	window := want{t.GPUModel, off.Zone, off.Segments[0].Start, off.Segments[len(off.Segments)-1].End}
-	err = s.decideLocked(window, func() error {
-		// 2. Each segment must pass the team's quota, like a block.
-		for i, sg := range off.Segments {
-			if err := s.index.CheckQuota(req.Team, q, off.Count, sg.Start, sg.End, now); err != nil {
-				return fmt.Errorf("segment %d of the plan: %w", i+1, err)
+	err = s.withLock(func() error {
+		window := want{t.GPUModel, off.Zone, off.Segments[0].Start, off.Segments[len(off.Segments)-1].End}
+		return s.decideLocked(window, func() error {
+			// 2. Each segment must pass the team's quota, like a block.
+			for i, sg := range off.Segments {
+				if err := s.index.CheckQuota(req.Team, q, off.Count, sg.Start, sg.End, now); err != nil {
+					return fmt.Errorf("segment %d of the plan: %w", i+1, err)
+				}
 			}
-		}
-		// 3. Place the segments one after another on the index, each
-		//    assumed under the plan's id so that the next sees it; the
-		//    whole decision is forgotten unless the commit succeeds.
-		pp = &planPlacement{ix: s.index, key: p.ID}
-		for i, sg := range off.Segments {
-			b := core.Block{
-				ID: newID("cb"), Name: segmentName(req.Name, i, len(off.Segments)), Team: req.Team,
-				InstanceType: t.Name, GPUModel: t.GPUModel, Count: off.Count, Zone: off.Zone,
-				Start: sg.Start, End: sg.End, State: core.StateScheduled, Fee: sg.Fee, CreatedAt: now, PlanID: p.ID,
+			// 3. Place the segments one after another on the index, each
+			//    assumed under the plan's id so that the next sees it; the
+			//    whole decision is forgotten unless the commit succeeds.
+			pp = &planPlacement{ix: s.index, key: p.ID}
+			for i, sg := range off.Segments {
+				b := core.Block{
+					ID: newID("cb"), Name: segmentName(req.Name, i, len(off.Segments)), Team: req.Team,
+					InstanceType: t.Name, GPUModel: t.GPUModel, Count: off.Count, Zone: off.Zone,
+					Start: sg.Start, End: sg.End, State: core.StateScheduled, Fee: sg.Fee, CreatedAt: now, PlanID: p.ID,
+				}
+				if err := pp.place(b, t, now); err != nil {
+					s.index.Forget(p.ID)
+					return fmt.Errorf("segment %d of the plan (%s to %s): %w", i+1,
+						sg.Start.Format(time.RFC3339), sg.End.Format(time.RFC3339), err)
+				}
 			}
-			if err := pp.place(b, t, now); err != nil {
-				s.index.Forget(p.ID)
-				return fmt.Errorf("segment %d of the plan (%s to %s): %w", i+1,
-					sg.Start.Format(time.RFC3339), sg.End.Format(time.RFC3339), err)
-			}
-		}
-		return nil
+			return nil
+		})
 	})
-	s.mu.Unlock()
 	if err != nil {
 		return core.Plan{}, err
 	}

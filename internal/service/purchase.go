@@ -54,55 +54,58 @@ func (s *Service) purchaseOnce(ctx context.Context, req contract.PurchaseRequest
 	}
 	// 1. Decide under the lock, and take the decision as assumed: a
 	//    search or another purchase sees its GPUs as taken from now on.
-	s.mu.Lock()
-	var plan core.PlacementPlan
-	err = s.decideLocked(want{t.GPUModel, off.Zone, off.Start, off.End}, func() error {
-		if err := s.index.CheckQuota(req.Team, q, off.Count, off.Start, off.End, now); err != nil {
+	b, c, err := func() (b core.Block, c store.Change, err error) {
+		s.mu.Lock()
+		defer s.mu.Unlock() // a panic too leaves the lock free
+		var plan core.PlacementPlan
+		err = s.decideLocked(want{t.GPUModel, off.Zone, off.Start, off.End}, func() error {
+			if err := s.index.CheckQuota(req.Team, q, off.Count, off.Start, off.End, now); err != nil {
+				return err
+			}
+			plan, err = s.index.Place(core.PlaceRequest{Type: t, Count: off.Count, Zone: off.Zone, Start: off.Start, End: off.End}, now)
 			return err
+		})
+		if err != nil {
+			return core.Block{}, store.Change{}, err
 		}
-		plan, err = s.index.Place(core.PlaceRequest{Type: t, Count: off.Count, Zone: off.Zone, Start: off.Start, End: off.End}, now)
-		return err
-	})
+		state, stateEvent := core.StateScheduled, core.EventBlockScheduled
+		if core.NeedsApproval(off.Count, s.fleet.Limits) {
+			state, stateEvent = core.StatePaymentPending, core.EventBlockPaymentPending // an admin approves it
+		}
+		b = core.Block{
+			ID: newID("cb"), Name: req.Name, Team: req.Team, InstanceType: t.Name, GPUModel: t.GPUModel,
+			Count: off.Count, Zone: off.Zone, Start: off.Start, End: off.End, State: state,
+			Fee: off.Fee, CreatedAt: now, Tags: req.Tags, Placements: plan.Placements,
+		}
+		c = store.Change{
+			Insert:    []core.Block{b},
+			Offerings: []string{off.ID},
+			Idempotency: []store.IdempotencyRecord{{
+				Team: req.Team, ClientToken: req.ClientToken, RequestHash: hash, Subject: b.ID, CreatedAt: now,
+			}},
+			Journals: []core.Journal{purchaseJournal(core.JournalPurchase, now, b, b.Fee, off.OnDemandFee)},
+			Events: []core.Event{
+				s.event(now, core.EventBlockPurchased, b, map[string]any{"offeringId": off.ID, "upfrontFee": b.Fee.String(), "currency": b.Fee.Currency}),
+				s.event(now, stateEvent, b, map[string]any{"from": string(core.StatePaymentPending), "to": string(state)}),
+			},
+		}
+		c.Budgets = guards(guard)
+		s.resaleCredits(&c, []core.Block{b}, releases, now)
+		if with != nil {
+			if err := with(b, &c, now); err != nil {
+				return core.Block{}, store.Change{}, err
+			}
+		}
+		s.addMoves(&c, plan.Moves, now)
+		s.addReserves(&c)
+		if err := s.index.Assume(b, plan.Moves...); err != nil {
+			return core.Block{}, store.Change{}, err
+		}
+		return b, c, nil
+	}()
 	if err != nil {
-		s.mu.Unlock()
 		return core.Block{}, err
 	}
-	state, stateEvent := core.StateScheduled, core.EventBlockScheduled
-	if core.NeedsApproval(off.Count, s.fleet.Limits) {
-		state, stateEvent = core.StatePaymentPending, core.EventBlockPaymentPending // an admin approves it
-	}
-	b := core.Block{
-		ID: newID("cb"), Name: req.Name, Team: req.Team, InstanceType: t.Name, GPUModel: t.GPUModel,
-		Count: off.Count, Zone: off.Zone, Start: off.Start, End: off.End, State: state,
-		Fee: off.Fee, CreatedAt: now, Tags: req.Tags, Placements: plan.Placements,
-	}
-	c := store.Change{
-		Insert:    []core.Block{b},
-		Offerings: []string{off.ID},
-		Idempotency: []store.IdempotencyRecord{{
-			Team: req.Team, ClientToken: req.ClientToken, RequestHash: hash, Subject: b.ID, CreatedAt: now,
-		}},
-		Journals: []core.Journal{purchaseJournal(core.JournalPurchase, now, b, b.Fee, off.OnDemandFee)},
-		Events: []core.Event{
-			s.event(now, core.EventBlockPurchased, b, map[string]any{"offeringId": off.ID, "upfrontFee": b.Fee.String(), "currency": b.Fee.Currency}),
-			s.event(now, stateEvent, b, map[string]any{"from": string(core.StatePaymentPending), "to": string(state)}),
-		},
-	}
-	c.Budgets = guards(guard)
-	s.resaleCredits(&c, []core.Block{b}, releases, now)
-	if with != nil {
-		if err := with(b, &c, now); err != nil {
-			s.mu.Unlock()
-			return core.Block{}, err
-		}
-	}
-	s.addMoves(&c, plan.Moves, now)
-	s.addReserves(&c)
-	if err := s.index.Assume(b, plan.Moves...); err != nil {
-		s.mu.Unlock()
-		return core.Block{}, err
-	}
-	s.mu.Unlock()
 	// 2. Commit without the lock: searches never wait for a disk.
 	err = s.commitAudited(ctx, c, now, b.ID)
 	// 3. Confirm the decision, or forget it.

@@ -192,62 +192,64 @@ func (s *Service) Reconcile(ctx context.Context) error {
 	if err := s.rebase(ctx); err != nil {
 		return err
 	}
-	s.mu.Lock()
-	now := s.clock.Now()
-	// 1. Decide every due step. A block whose change is in flight (a
-	//    purchase's move, another reconcile's step) is waited for: its
-	//    commit takes milliseconds, and a caller that moved the clock
-	//    expects every due step taken when this returns.
-	s.awaitSettled(func() bool { return !s.dueInFlight(now) }, func() {})
 	var c store.Change
 	var steps []transition
-	for _, b := range s.index.Due(now) {
-		if s.index.Assumed(b.ID) {
-			continue // decided, not yet committed: its step comes once it is
+	err := s.withLock(func() error {
+		now := s.clock.Now()
+		// 1. Decide every due step. A block whose change is in flight (a
+		//    purchase's move, another reconcile's step) is waited for: its
+		//    commit takes milliseconds, and a caller that moved the clock
+		//    expects every due step taken when this returns.
+		s.awaitSettled(func() bool { return !s.dueInFlight(now) }, func() {})
+		for _, b := range s.index.Due(now) {
+			if s.index.Assumed(b.ID) {
+				continue // decided, not yet committed: its step comes once it is
+			}
+			next, ts := core.Advance(*b, now, s.fleet.Limits)
+			if len(ts) == 0 {
+				continue
+			}
+			c.Update = append(c.Update, store.BlockUpdate{Block: next, ExpectedVersion: b.Version})
+			for _, t := range ts {
+				steps = append(steps, transition{block: next, version: b.Version + 1, Transition: t})
+			}
 		}
-		next, ts := core.Advance(*b, now, s.fleet.Limits)
-		if len(ts) == 0 {
-			continue
+		sort.SliceStable(steps, func(i, j int) bool {
+			if !steps[i].At.Equal(steps[j].At) {
+				return steps[i].At.Before(steps[j].At)
+			}
+			return steps[i].block.ID < steps[j].block.ID
+		})
+		for _, st := range steps {
+			c.Events = append(c.Events, s.event(st.At, st.Event, st.block, transitionData(st)))
+			if kind, ok := core.BlockActionOf(st.Event); ok {
+				c.Actions = append(c.Actions, s.blockAction(kind, st.block, st.version))
+			}
+			if st.Event == core.EventBlockPaymentFailed && st.block.Fee.Minor > 0 {
+				// Never approved: the charge is reversed in full.
+				c.Journals = append(c.Journals, refundJournal(core.JournalPaymentFailed, st.At, st.block, st.block.Fee, core.Money{}))
+			}
 		}
-		c.Update = append(c.Update, store.BlockUpdate{Block: next, ExpectedVersion: b.Version})
-		for _, t := range ts {
-			steps = append(steps, transition{block: next, version: b.Version + 1, Transition: t})
+		if len(c.Update) == 0 {
+			return nil
 		}
-	}
-	sort.SliceStable(steps, func(i, j int) bool {
-		if !steps[i].At.Equal(steps[j].At) {
-			return steps[i].At.Before(steps[j].At)
+		// 2. Assume the steps, then, without the lock, read the plans whose
+		//    segments take a step (they record their own transitions, from
+		//    the segments as stored before this change) and commit; then
+		//    confirm the steps on the index or forget them.
+		if err := s.assumeChange(c); err != nil {
+			return fmt.Errorf("assuming %d lifecycle steps: %w", len(steps), err)
 		}
-		return steps[i].block.ID < steps[j].block.ID
-	})
-	for _, st := range steps {
-		c.Events = append(c.Events, s.event(st.At, st.Event, st.block, transitionData(st)))
-		if kind, ok := core.BlockActionOf(st.Event); ok {
-			c.Actions = append(c.Actions, s.blockAction(kind, st.block, st.version))
-		}
-		if st.Event == core.EventBlockPaymentFailed && st.block.Fee.Minor > 0 {
-			// Never approved: the charge is reversed in full.
-			c.Journals = append(c.Journals, refundJournal(core.JournalPaymentFailed, st.At, st.block, st.block.Fee, core.Money{}))
-		}
-	}
-	if len(c.Update) == 0 {
-		s.mu.Unlock()
 		return nil
+	})
+	if err != nil || len(c.Update) == 0 {
+		return err
 	}
-	// 2. Assume the steps, then, without the lock, read the plans whose
-	//    segments take a step (they record their own transitions, from
-	//    the segments as stored before this change) and commit; then
-	//    confirm the steps on the index or forget them.
-	if err := s.assumeChange(c); err != nil {
-		s.mu.Unlock()
-		return fmt.Errorf("assuming %d lifecycle steps: %w", len(steps), err)
-	}
-	s.mu.Unlock()
 	if err := s.addPlanEvents(ctx, &c, steps); err != nil {
 		s.settle(changeKey(c), c, err)
 		return err
 	}
-	err := s.store.Commit(ctx, c)
+	err = s.store.Commit(ctx, c)
 	s.settle(changeKey(c), c, err)
 	if store.IsConflict(err) {
 		// Another writer changed a block: start from the stored state.

@@ -117,34 +117,34 @@ func (s *Service) purchaseSeriesOnce(ctx context.Context, req contract.SeriesPur
 		return core.Series{}, err
 	}
 	var pp *planPlacement
-	s.mu.Lock()
-	window := want{t.GPUModel, off.Zone, occ[0].Start, occ[len(occ)-1].End}
-	err = s.decideLocked(window, func() error {
-		// 2. Each occurrence must pass the team's quota, like a block.
-		for i, oc := range occ {
-			if err := s.index.CheckQuota(req.Team, q, off.Count, oc.Start, oc.End, now); err != nil {
-				return fmt.Errorf("occurrence %d of the series (%s): %w", i+1, oc.Start.Format(time.RFC3339), err)
+	err = s.withLock(func() error {
+		window := want{t.GPUModel, off.Zone, occ[0].Start, occ[len(occ)-1].End}
+		return s.decideLocked(window, func() error {
+			// 2. Each occurrence must pass the team's quota, like a block.
+			for i, oc := range occ {
+				if err := s.index.CheckQuota(req.Team, q, off.Count, oc.Start, oc.End, now); err != nil {
+					return fmt.Errorf("occurrence %d of the series (%s): %w", i+1, oc.Start.Format(time.RFC3339), err)
+				}
 			}
-		}
-		// 3. Place the occurrences one after another, each assumed under
-		//    the series' id; the whole decision is forgotten unless the
-		//    commit succeeds: all occurrences or none.
-		pp = &planPlacement{ix: s.index, key: sr.ID}
-		for i, oc := range occ {
-			b := core.Block{
-				ID: newID("cb"), Name: core.SeriesOccurrenceName(req.Name, i, len(occ)), Team: req.Team,
-				InstanceType: t.Name, GPUModel: t.GPUModel, Count: off.Count, Zone: off.Zone,
-				Start: oc.Start, End: oc.End, State: core.StateScheduled, Fee: oc.Fee, CreatedAt: now,
+			// 3. Place the occurrences one after another, each assumed under
+			//    the series' id; the whole decision is forgotten unless the
+			//    commit succeeds: all occurrences or none.
+			pp = &planPlacement{ix: s.index, key: sr.ID}
+			for i, oc := range occ {
+				b := core.Block{
+					ID: newID("cb"), Name: core.SeriesOccurrenceName(req.Name, i, len(occ)), Team: req.Team,
+					InstanceType: t.Name, GPUModel: t.GPUModel, Count: off.Count, Zone: off.Zone,
+					Start: oc.Start, End: oc.End, State: core.StateScheduled, Fee: oc.Fee, CreatedAt: now,
+				}
+				if err := pp.place(b, t, now); err != nil {
+					s.index.Forget(sr.ID)
+					return fmt.Errorf("occurrence %d of the series (%s to %s): %w", i+1,
+						oc.Start.Format(time.RFC3339), oc.End.Format(time.RFC3339), err)
+				}
 			}
-			if err := pp.place(b, t, now); err != nil {
-				s.index.Forget(sr.ID)
-				return fmt.Errorf("occurrence %d of the series (%s to %s): %w", i+1,
-					oc.Start.Format(time.RFC3339), oc.End.Format(time.RFC3339), err)
-			}
-		}
-		return nil
+			return nil
+		})
 	})
-	s.mu.Unlock()
 	if err != nil {
 		return core.Series{}, err
 	}
