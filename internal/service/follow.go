@@ -57,8 +57,7 @@ func (s *Service) follow(ctx context.Context, co store.Coordinator) {
 // otherwise.
 func (s *Service) applyNotice(ctx context.Context, bv store.BlockVersion) {
 	s.mu.RLock()
-	cur, ok := s.index.Block(bv.ID)
-	known := ok && cur.Version >= bv.Version
+	known := s.knownVersion(bv.ID, bv.Version)
 	s.mu.RUnlock()
 	if known {
 		return
@@ -82,13 +81,12 @@ func (s *Service) applyNotice(ctx context.Context, bv store.BlockVersion) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if cur, ok := s.index.Block(bv.ID); !ok || cur.Version < b.Version {
-		if err := s.index.Add(b); err != nil {
-			s.log.Error("indexing a block another replica changed", "block", bv.ID, "err", err)
-		}
-		if !b.State.Live() {
-			s.kickOrders() // another replica freed capacity: standing orders may fit
-		}
+	took, err := s.indexCommitted(b)
+	if err != nil {
+		s.log.Error("indexing a block another replica changed", "block", bv.ID, "err", err)
+	}
+	if took && !b.State.Live() {
+		s.kickOrders() // another replica freed capacity: standing orders may fit
 	}
 }
 

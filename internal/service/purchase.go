@@ -263,7 +263,7 @@ func (s *Service) addMoves(c *store.Change, moves []core.Block, now time.Time) {
 func (s *Service) applyCommitted(c store.Change) {
 	for _, b := range c.Insert {
 		b.Version = 1
-		if err := s.index.Add(b); err != nil {
+		if _, err := s.indexCommitted(b); err != nil {
 			s.log.Error("indexing a committed block", "block", b.ID, "err", err)
 		}
 	}
@@ -271,7 +271,7 @@ func (s *Service) applyCommitted(c store.Change) {
 	for _, u := range c.Update {
 		b := u.Block
 		b.Version = u.ExpectedVersion + 1
-		if err := s.index.Add(b); err != nil {
+		if _, err := s.indexCommitted(b); err != nil {
 			s.log.Error("indexing a committed block", "block", b.ID, "err", err)
 		}
 		freed = freed || !b.State.Live()

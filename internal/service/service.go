@@ -115,6 +115,9 @@ type Service struct {
 	// commits of health, so that a reload read before one is dropped.
 	health    map[string]core.NodeHealth
 	healthGen uint64
+	// gone are the versions at which blocks left the index, lately
+	// (indexversions.go).
+	gone map[string]goneVersion
 
 	// leading is set while this replica runs the reconciler.
 	leading atomic.Bool
