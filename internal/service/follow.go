@@ -2,7 +2,10 @@ package service
 
 import (
 	"context"
+	"errors"
 	"time"
+
+	"capblock/internal/clock"
 
 	"capblock/internal/core"
 	"capblock/internal/store"
@@ -28,6 +31,9 @@ func (s *Service) follow(ctx context.Context, co store.Coordinator) {
 		case n.Actions:
 			s.kickOutbox() // another replica stored engine actions
 			continue
+		case n.Clock:
+			s.followClock(ctx) // another replica moved the simulated clock
+			continue
 		case n.Health:
 			// Before the blocks of its commit: a replica never places
 			// on a failed node the blocks that left it.
@@ -35,6 +41,7 @@ func (s *Service) follow(ctx context.Context, co store.Coordinator) {
 		case n.Lost:
 			s.metrics.watchLost.Inc()
 			s.accounts.forget()
+			s.followClock(ctx)
 			s.kickOutbox() // actions stored meanwhile may be due
 			if err := s.reindex(ctx, reindexing{why: "lost watch", health: true}); err != nil && ctx.Err() == nil {
 				s.log.Error("rebuilding the index after a lost watch", "err", err)
@@ -151,4 +158,30 @@ func (s *Service) dropBarriers() {
 		ch <- false
 		delete(s.barriers, token)
 	}
+}
+
+// followClock brings a simulated clock up to the time stored, which any
+// replica may have moved (DESIGN.md, invariant 9: the clock is shared
+// truth): on the Clock notice, after a lost watch, and at every tick of
+// the leader. A clock that is not simulated, or already there, is left.
+func (s *Service) followClock(ctx context.Context) {
+	sim, ok := s.clock.(*clock.Sim)
+	if !ok {
+		return
+	}
+	stored, ok, err := s.store.SimClock(ctx)
+	switch {
+	case err != nil:
+		if ctx.Err() == nil {
+			s.log.Warn("reading the simulated clock another replica moved", "err", err)
+		}
+		return
+	case !ok || !stored.After(sim.Now()):
+		return
+	}
+	if _, err := sim.Set(stored); err != nil && !errors.Is(err, clock.ErrBackwards) {
+		s.log.Warn("moving the simulated clock to the time stored", "time", stored, "err", err)
+		return
+	}
+	s.kickOrders() // deadlines may have passed
 }

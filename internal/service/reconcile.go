@@ -90,7 +90,11 @@ func (s *Service) lead(ctx context.Context, epoch int64, lose func()) {
 	defer func() { <-jobsDone }()
 	var pruned, served time.Time
 	kicked := true
+	_, shared := s.store.(store.Coordinator)
 	for {
+		if shared {
+			s.followClock(ctx) // another replica may have moved it, its notice lost
+		}
 		if err := s.Reconcile(ctx); err != nil && ctx.Err() == nil {
 			s.log.Error("reconciling block lifecycles", "err", err)
 		}

@@ -140,6 +140,9 @@ type Notice struct {
 	// Actions says that a commit stored engine actions: the outbox worker
 	// may have work due, sooner than its next look.
 	Actions bool
+	// Clock says that a replica moved the simulated clock: read it again
+	// (SimClock), so that every replica shows the same time.
+	Clock bool
 	// Lost says that notices may have been missed (the watch started or
 	// reconnected): reload every block and the node health, look for due
 	// actions, and forget cached accounts. Every commit after it comes as

@@ -62,13 +62,14 @@ func (w *commitWriter) queueNotify(c store.Change) {
 }
 
 // A payload on blocksChannel is either "!" and a barrier's token,
-// accountsNotice, healthNotice, actionsNotice, or a JSON array of
-// noticeItem.
+// accountsNotice, healthNotice, actionsNotice, clockNotice, or a JSON
+// array of noticeItem.
 const (
 	barrierMark    = "!"
 	accountsNotice = "#accounts"
 	healthNotice   = "#health"
 	actionsNotice  = "#actions"
+	clockNotice    = "#clock"
 )
 
 // noticeItem is a block in a notice, as read. Block is decoded only by a
@@ -132,6 +133,8 @@ func decodeNotice(payload string) (store.Notice, error) {
 		return store.Notice{Health: true}, nil
 	case actionsNotice:
 		return store.Notice{Actions: true}, nil
+	case clockNotice:
+		return store.Notice{Clock: true}, nil
 	}
 	var items []noticeItem
 	if err := json.Unmarshal([]byte(payload), &items); err != nil {

@@ -61,10 +61,14 @@ func (s *Store) SaveSimClock(ctx context.Context, t time.Time) (time.Time, error
 	if err != nil {
 		return time.Time{}, fmt.Errorf("saving the simulated clock: %w", err)
 	}
+	// The other replicas hear of it (a Clock notice) once it is stored:
+	// the statement and its NOTIFY commit together.
 	var stored int64
-	if err := s.pool.QueryRow(ctx, `INSERT INTO sim_clock (id, unix_nanos) VALUES (1, $1)
-		ON CONFLICT (id) DO UPDATE SET unix_nanos = greatest(sim_clock.unix_nanos, excluded.unix_nanos)
-		RETURNING unix_nanos`, nanos).Scan(&stored); err != nil {
+	if err := s.pool.QueryRow(ctx, `WITH saved AS (
+			INSERT INTO sim_clock (id, unix_nanos) VALUES (1, $1)
+			ON CONFLICT (id) DO UPDATE SET unix_nanos = greatest(sim_clock.unix_nanos, excluded.unix_nanos)
+			RETURNING unix_nanos)
+		SELECT unix_nanos, pg_notify($2, $3) FROM saved`, nanos, blocksChannel, clockNotice).Scan(&stored, new(any)); err != nil {
 		return time.Time{}, dbError("saving the simulated clock", err)
 	}
 	return store.SimClockTime(stored), nil
