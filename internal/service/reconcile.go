@@ -31,8 +31,28 @@ func (s *Service) Run(ctx context.Context) error {
 		}()
 		defer func() { <-followed }() // nothing of the service outlives Run
 	}
+	probed := make(chan struct{})
+	go func() {
+		defer close(probed)
+		s.runLockProbe(ctx)
+	}()
+	defer func() { <-probed }()
 	for ctx.Err() == nil {
-		leadCtx, lose := context.WithCancel(ctx)
+		if d := s.stuck(); d > 0 {
+			// A stuck replica does not lead: another may.
+			select {
+			case <-ctx.Done():
+			case <-time.After(leadRetry):
+			}
+			continue
+		}
+		leadCtx, cancel := context.WithCancel(ctx)
+		lose := func() {
+			// Not leading from now on, even while what led finishes
+			// (a call that holds the index's lock, when stuck).
+			s.leading.Store(false)
+			cancel()
+		}
 		epoch, release, ok := s.holdLease(leadCtx, lose)
 		if !ok {
 			lose()
@@ -82,6 +102,7 @@ func (s *Service) lead(ctx context.Context, epoch int64, lose func()) {
 	defer stopWatch()
 	stopConverge := s.startConverge(ctx, epoch) // and repairs what drifts from the store's truth
 	defer stopConverge()
+	go s.loseWhenStuck(ctx, lose) // a stuck replica gives the lead up
 	jobsDone := make(chan struct{})
 	go func() {
 		defer close(jobsDone)

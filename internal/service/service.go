@@ -121,6 +121,8 @@ type Service struct {
 
 	// leading is set while this replica runs the reconciler.
 	leading atomic.Bool
+	// probe watches that the index's lock is taken and let go (stuck.go).
+	probe lockProbe
 
 	// following is set while follow applies the other replicas' commits;
 	// barriers are the catch-ups waiting for it to pass their token.
@@ -260,7 +262,14 @@ func (s *Service) Fleet() core.Fleet {
 func (s *Service) Now() time.Time { return s.clock.Now() }
 
 // Ready reports whether the database answers.
-func (s *Service) Ready(ctx context.Context) error { return s.store.Ping(ctx) }
+// Ready reports whether the database answers and whether the index's
+// lock is free (stuck.go).
+func (s *Service) Ready(ctx context.Context) error {
+	if d := s.stuck(); d > 0 {
+		return errStuck(d)
+	}
+	return s.store.Ping(ctx)
+}
 
 // SimClock returns the simulated clock, or nil on the wall clock.
 func (s *Service) SimClock() contract.SimClock {

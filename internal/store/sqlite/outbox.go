@@ -97,7 +97,7 @@ func (s *Store) ClaimActions(ctx context.Context, epoch int64, now time.Time, li
 	if err != nil {
 		return nil, fmt.Errorf("claiming due actions: %w", err)
 	}
-	if err := tx.Commit(); err != nil {
+	if err := commit(ctx, tx); err != nil {
 		return nil, fmt.Errorf("claiming due actions: committing: %w", err)
 	}
 	slices.SortFunc(as, func(a, b core.Action) int {
@@ -258,4 +258,15 @@ func (w *commitTx) putNodeHealth(h core.NodeHealth) error {
 		return fmt.Errorf("storing the health of node %s: %w", h.Node, err)
 	}
 	return nil
+}
+
+// commit commits tx, begun with ctx. A transaction that the end of ctx
+// rolled back is ctx's error, not database/sql's ErrTxDone: the caller
+// was stopped, nothing failed.
+func commit(ctx context.Context, tx *sql.Tx) error {
+	err := tx.Commit()
+	if errors.Is(err, sql.ErrTxDone) && ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return err
 }

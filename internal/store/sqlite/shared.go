@@ -120,7 +120,7 @@ func (s *Store) TeamUID(ctx context.Context, team string, lo, hi int) (int, erro
 	if _, err := tx.ExecContext(ctx, `INSERT INTO team_uids (team, uid) VALUES (?, ?)`, team, uid); err != nil {
 		return 0, fmt.Errorf("recording job uid %d of team %s: %w", uid, team, err)
 	}
-	if err := tx.Commit(); err != nil {
+	if err := commit(ctx, tx); err != nil {
 		return 0, fmt.Errorf("recording job uid %d of team %s: %w", uid, team, err)
 	}
 	return uid, nil
