@@ -127,10 +127,7 @@ func (ix *Index) checkFree(b Block, fp footprint, d *decision, inCall map[string
 		return nil
 	}
 	for _, n := range fp.nodes {
-		for _, a := range ix.nodes[n.node].allocs {
-			if a.start >= fp.e {
-				break
-			}
+		for a := range ix.nodes[n.node].allocs.window(fp.s, fp.e) {
 			if a.end <= fp.s || a.mask&n.mask == 0 || inCall[a.block] {
 				continue
 			}

@@ -94,7 +94,7 @@ func (ix *Index) needsOf(ni int, now time.Time, lending map[string]time.Time) gp
 		return n
 	}
 	hNow := ix.floorHour(now)
-	for _, a := range ns.allocs {
+	for a := range ns.allocs.all() {
 		if a.end <= hNow {
 			continue
 		}

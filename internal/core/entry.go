@@ -127,12 +127,12 @@ func (ix *Index) uninstall(id string) {
 	default:
 		return
 	}
-	ix.removeAllocsOf(id, b.Placements)
+	ix.removeAllocsOf(id, b)
 	if b.State.Live() {
 		ix.hold(&b, -b.Count)
 	}
 	if f != nil && f.prev != nil {
-		ix.removeAllocsOf(keptBy(id), f.prev.Placements)
+		ix.removeAllocsOf(keptBy(id), *f.prev)
 		for _, h := range ix.keptHolds(*f.prev, b) {
 			ix.hold(&h, -h.Count)
 		}
@@ -143,12 +143,14 @@ func (ix *Index) uninstall(id string) {
 }
 
 // removeAllocsOf removes the allocations of block (an id, or keptBy an
-// id) from the nodes of pls.
-func (ix *Index) removeAllocsOf(block string, pls []Placement) {
-	for _, pl := range pls {
-		if ni, ok := ix.nodeIdx[pl.Node]; ok {
-			ix.removeAllocs(ni, block)
-		}
+// id) that version v of it counted: on v's nodes, within v's hours.
+func (ix *Index) removeAllocsOf(block string, v Block) {
+	fp := ix.footprint(v)
+	if !fp.holds() {
+		return
+	}
+	for _, n := range fp.nodes {
+		ix.removeAllocs(n.node, block, fp.s, fp.e)
 	}
 }
 

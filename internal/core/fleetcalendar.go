@@ -123,7 +123,7 @@ func (ix *Index) subtractUnhealthy(free []int32, ni, first int) {
 	for k := range free {
 		h := first + k
 		var used uint64
-		for _, a := range ns.allocs {
+		for a := range ns.allocs.all() {
 			if a.start > h {
 				break
 			}

@@ -51,7 +51,7 @@ func (ix *Index) FleetStats(now time.Time) ([]PoolStats, map[BlockState]int) {
 			}
 			unhealthy += ns.node.GPUs
 			var used uint64
-			for _, a := range ns.allocs {
+			for a := range ns.allocs.all() {
 				if a.start > h {
 					break
 				}

@@ -2,6 +2,7 @@ package core
 
 import (
 	"fmt"
+	"iter"
 	"math/bits"
 	"sort"
 	"time"
@@ -62,8 +63,8 @@ type Index struct {
 type nodeState struct {
 	node   Node
 	pool   *pool
-	rack   int     // index into Index.rackNames
-	allocs []alloc // sorted by start
+	rack   int       // index into Index.rackNames
+	allocs allocList // by start (allocs.go)
 }
 
 type alloc struct {
@@ -233,31 +234,24 @@ func (ix *Index) Remove(id string) {
 }
 
 func (ix *Index) insertAlloc(ni int, a alloc) {
-	ns := &ix.nodes[ni]
 	ix.applyAlloc(ni, a, +1)
-	// Sorted by start, then block id, so the order never depends on the
-	// order blocks were added in.
-	pos := sort.Search(len(ns.allocs), func(i int) bool {
-		b := ns.allocs[i]
-		return b.start > a.start || (b.start == a.start && b.block > a.block)
-	})
-	ns.allocs = append(ns.allocs, alloc{})
-	copy(ns.allocs[pos+1:], ns.allocs[pos:])
-	ns.allocs[pos] = a
+	ix.nodes[ni].allocs.insert(a)
 }
 
-// removeAllocs removes the allocations of block on node ni one at a time:
-// two of them may overlap (a node in two placements of a block), and each
-// must give back only the hours that nothing left on the node covers.
-func (ix *Index) removeAllocs(ni int, block string) {
+// removeAllocs removes the allocations of block on node ni, all within
+// hours [s, e), one at a time: two of them may overlap (a node in two
+// placements of a block), and each must give back only the hours that
+// nothing left on the node covers.
+func (ix *Index) removeAllocs(ni int, block string, s, e int) {
 	ns := &ix.nodes[ni]
-	for i := 0; i < len(ns.allocs); {
-		a := ns.allocs[i]
-		if a.block != block {
-			i++
-			continue
+	var found []alloc
+	for a := range ns.allocs.window(s, e) {
+		if a.block == block {
+			found = append(found, a)
 		}
-		ns.allocs = append(ns.allocs[:i], ns.allocs[i+1:]...)
+	}
+	for _, a := range found {
+		ns.allocs.remove(a)
 		ix.applyAlloc(ni, a, -1)
 	}
 }
@@ -275,18 +269,19 @@ func (ix *Index) applyAlloc(ni int, a alloc, sign int32) {
 		return // already counted busy at every hour
 	}
 	// The node's busy state changes only where no other allocation covers.
-	for _, r := range uncovered(ns.allocs, a.start, a.end) {
+	for _, r := range uncovered(ns.allocs.window(a.start, a.end), a.start, a.end) {
 		for h := r[0]; h < r[1]; h++ {
 			p.busy[h] += sign
 		}
 	}
 }
 
-// uncovered returns the sub-ranges of [s, e) covered by none of allocs.
-func uncovered(allocs []alloc, s, e int) [][2]int {
+// uncovered returns the sub-ranges of [s, e) covered by none of allocs,
+// which come in order of start.
+func uncovered(allocs iter.Seq[alloc], s, e int) [][2]int {
 	var out [][2]int
 	cur := s
-	for _, a := range allocs {
+	for a := range allocs {
 		if a.end <= cur || a.start >= e {
 			continue
 		}
@@ -306,7 +301,7 @@ func uncovered(allocs []alloc, s, e int) [][2]int {
 
 func (ix *Index) markBusy(ni, s, e int, sign int32) {
 	p := ix.nodes[ni].pool
-	for _, r := range uncovered(ix.nodes[ni].allocs, s, e) {
+	for _, r := range uncovered(ix.nodes[ni].allocs.window(s, e), s, e) {
 		for h := r[0]; h < r[1]; h++ {
 			p.busy[h] += sign
 		}
@@ -356,7 +351,7 @@ func (ix *Index) freeMask(ni, s, e int, skip map[string]bool) uint64 {
 		all = ^uint64(0)
 	}
 	var used uint64
-	for _, a := range ns.allocs {
+	for a := range ns.allocs.all() {
 		if a.start >= e {
 			break
 		}

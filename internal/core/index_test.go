@@ -127,7 +127,7 @@ func snapshot(t *testing.T, ix *Index) indexSnapshot {
 	}
 	sort.Strings(s.Decisions)
 	for _, ns := range ix.nodes {
-		for _, a := range ns.allocs {
+		for a := range ns.allocs.all() {
 			owner, kept := keptOwner(a.block)
 			line := fmt.Sprintf("%s %08b [%d,%d)", owner, a.mask, a.start, a.end)
 			if kept {

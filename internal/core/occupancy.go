@@ -69,7 +69,7 @@ func (ix *Index) occupancy() *occupancy {
 				po.racks = append(po.racks, rackSpan{rack: r, lo: i})
 			}
 			po.racks[len(po.racks)-1].hi = i + 1
-			for _, a := range ix.nodes[ni].allocs {
+			for a := range ix.nodes[ni].allocs.all() {
 				hours = max(hours, a.end)
 			}
 		}
@@ -78,7 +78,7 @@ func (ix *Index) occupancy() *occupancy {
 		w := po.tree.words
 		for i, ni := range po.nodes {
 			word, bit := i>>6, uint64(1)<<(i&63)
-			for _, a := range ix.nodes[ni].allocs {
+			for a := range ix.nodes[ni].allocs.all() {
 				if a.mask != 0 {
 					for j := a.start*w + word; j < a.end*w; j += w {
 						po.tree.levels[0][j] |= bit
@@ -103,40 +103,35 @@ type nodeSpan struct{ node, s, e int }
 
 // heldSpans returns, per node, the hours that block id holds in the
 // index, its kept allocations included (nil before the occupancy is
-// built: nothing follows the index yet).
+// built: nothing follows the index yet). They come from the block's own
+// versions (the one counted and, in flight, the one before, whose
+// footprint covers what is kept of it), not from a scan of its nodes'
+// allocations: the cost follows the block, not what its nodes hold.
 func (ix *Index) heldSpans(id string) []nodeSpan {
 	if ix.occ == nil {
 		return nil
 	}
-	var versions []*Block
+	var versions [2]*Block
 	if f := ix.flights[id]; f != nil {
-		versions = append(versions, &f.block, f.prev)
+		versions = [2]*Block{&f.block, f.prev}
 	} else if b, ok := ix.blocks[id]; ok {
-		versions = append(versions, b)
+		versions[0] = b
 	}
 	var out []nodeSpan
 	for _, b := range versions {
 		if b == nil {
 			continue
 		}
-		for _, pl := range b.Placements {
-			ni, ok := ix.nodeIdx[pl.Node]
-			if !ok || slices.ContainsFunc(out, func(sp nodeSpan) bool { return sp.node == ni }) {
+		fp := ix.footprint(*b)
+		if !fp.holds() {
+			continue
+		}
+		for _, n := range fp.nodes {
+			if i := slices.IndexFunc(out, func(sp nodeSpan) bool { return sp.node == n.node }); i >= 0 {
+				out[i].s, out[i].e = min(out[i].s, fp.s), max(out[i].e, fp.e)
 				continue
 			}
-			sp := nodeSpan{node: ni, s: -1}
-			for _, a := range ix.nodes[ni].allocs {
-				if a.block != id && a.block != keptBy(id) {
-					continue
-				}
-				if sp.s < 0 || a.start < sp.s {
-					sp.s = a.start
-				}
-				sp.e = max(sp.e, a.end)
-			}
-			if sp.s >= 0 {
-				out = append(out, sp)
-			}
+			out = append(out, nodeSpan{node: n.node, s: fp.s, e: fp.e})
 		}
 	}
 	return out
@@ -174,10 +169,7 @@ func (ix *Index) refresh(spans []nodeSpan) {
 		ns := &ix.nodes[sp.node]
 		po := ix.occ.pools[ns.pool]
 		covered := ix.occ.covered[:0]
-		for _, a := range ns.allocs {
-			if a.start >= sp.e {
-				break
-			}
+		for a := range ns.allocs.window(sp.s, sp.e) {
 			if a.mask != 0 && a.end > sp.s {
 				covered = append(covered, [2]int{a.start, a.end})
 			}

@@ -163,7 +163,7 @@ func (ix *Index) newRepackSweep(po *poolOcc, s, e int, skip map[string]bool, ext
 	busy := newNodeSet(n)
 	po.tree.busyOver(s, e, busy)
 	for pos := busy.next(0); pos >= 0; pos = busy.next(pos + 1) {
-		for _, a := range ix.nodes[po.nodes[pos]].allocs {
+		for a := range ix.nodes[po.nodes[pos]].allocs.all() {
 			if a.start >= e {
 				break
 			}

@@ -23,7 +23,7 @@ func (ix *Index) BlocksOn(node string, now time.Time) []Block {
 	}
 	seen := map[string]bool{}
 	var out []Block
-	for _, a := range ix.nodes[ni].allocs {
+	for a := range ix.nodes[ni].allocs.all() {
 		b := ix.blocks[a.block]
 		if b == nil || seen[b.ID] || !now.Before(b.End) {
 			continue

@@ -297,7 +297,7 @@ func (h *harness) timeline(hours int) string {
 	for _, name := range names {
 		ns := h.ix.nodes[h.ix.nodeIdx[name]]
 		line := []byte(strings.Repeat(".", hours))
-		for _, a := range ns.allocs {
+		for a := range ns.allocs.all() {
 			for hr := max(a.start, base); hr < min(a.end, base+hours); hr++ {
 				line[hr-base] = a.block[len(a.block)-1]
 			}
