@@ -50,8 +50,7 @@ func TestPausedLeader(t *testing.T) {
 	opB.run("login", "--url", b.url, "--token-file", tokenFile)
 	team := login.User.Team
 
-	// 1. A block of 2 nodes from the next hour; both replicas' clocks
-	// (each its own) are moved to its start, the follower's first.
+	// 1. A block of 2 nodes from the next hour.
 	var offerings struct{ Offerings []client.Offering }
 	opA.json(&offerings, "offerings", "--type", "h100.8x", "--count", "2", "--duration", "4h", "--start-after", "+1h", "--end-before", "+5h")
 	if len(offerings.Offerings) == 0 {
@@ -62,11 +61,11 @@ func TestPausedLeader(t *testing.T) {
 	nodes := c.placed(t, opA, blk.ID)
 	key := kubernetes.DefaultBlockLabelDomain + "/" + blk.ID
 	hold := c.holdLabels(t, pki, nodes)
-	opB.run("admin", "clock", "--advance", "1h")
 	before := metricValue(t, a.url, "capblock_engine_node_writes_total")
 
-	// 2. The leader activates the block; its writes are held; it is
-	// paused with them in flight.
+	// 2. The clock (shared) moves to the block's start: the leader
+	// activates it; its writes are held; it is paused with them in
+	// flight.
 	opA.run("admin", "clock", "--advance", "1h")
 	hold.waitHeld(t, 1)
 	if err := a.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
