@@ -148,6 +148,35 @@ func (c *cluster) applyRights(t *testing.T, dir string) string {
 	return writeKubeconfig(t, filepath.Join(dir, "capblock.kubeconfig"), sa)
 }
 
+// applyTwin gives a second ServiceAccount, name, in capblock's namespace
+// the same ClusterRole as capblock's (after applyRights), and writes a
+// kubeconfig for it: a second replica that the API server tells apart
+// from the first. It returns the kubeconfig's path.
+func (c *cluster) applyTwin(t *testing.T, dir, name string) string {
+	t.Helper()
+	ctx := t.Context()
+	d := c.deployed
+	must(t, kubetest.Create(ctx, c.admin.CoreV1().ServiceAccounts(d.account.Namespace),
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: d.account.Namespace}}))
+	binding := d.binding.DeepCopy()
+	binding.ObjectMeta = metav1.ObjectMeta{Name: name}
+	binding.Subjects = []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: d.account.Namespace, Name: name}}
+	must(t, kubetest.Create(ctx, c.admin.RbacV1().ClusterRoleBindings(), binding))
+	sa, err := c.ServiceAccountConfig(ctx, d.account.Namespace, name)
+	must(t, err)
+	saClient := clientset.NewForConfigOrDie(sa)
+	kubetest.Eventually(t, "the twin ServiceAccount's binding is in force", func() (bool, error) {
+		_, err := saClient.CoreV1().Nodes().List(ctx, metav1.ListOptions{Limit: 1})
+		return err == nil, nil
+	})
+	return writeKubeconfig(t, filepath.Join(dir, name+".kubeconfig"), sa)
+}
+
+// accountUser is the API server's user name of capblock's ServiceAccount.
+func (c *cluster) accountUser() string {
+	return "system:serviceaccount:" + c.deployed.account.Namespace + ":" + c.deployed.account.Name
+}
+
 func writeKubeconfig(t *testing.T, path string, rc *rest.Config) string {
 	t.Helper()
 	cfg := clientcmdapi.NewConfig()

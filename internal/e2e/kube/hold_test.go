@@ -13,6 +13,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	clientset "k8s.io/client-go/kubernetes"
 
 	"capblock/internal/backend/kubernetes"
 	"capblock/internal/kubetest"
@@ -38,6 +39,14 @@ type labelHold struct {
 
 // holdLabels starts the webhook and registers it for nodes.
 func (c *cluster) holdLabels(t *testing.T, pki testPKI, nodes []string) *labelHold {
+	t.Helper()
+	return c.holdLabelsOf(t, pki, nodes, "", c.admin)
+}
+
+// holdLabelsOf is holdLabels for the requests of one user only (every
+// user's when user is empty); probe is a client of that user, by which
+// the test sees the hold in force.
+func (c *cluster) holdLabelsOf(t *testing.T, pki testPKI, nodes []string, user string, probe clientset.Interface) *labelHold {
 	t.Helper()
 	h := &labelHold{c: c, name: "e2e-hold-block-labels", held: make(chan string, 16), release: make(chan struct{}),
 		passing: make(chan struct{}), allowed: make(chan struct{})}
@@ -65,16 +74,24 @@ func (c *cluster) holdLabels(t *testing.T, pki testPKI, nodes []string) *labelHo
 			MatchConditions: []admissionregistrationv1.MatchCondition{{Name: "labels-a-held-node", Expression: fmt.Sprintf(
 				`object.metadata.name in [%s] && has(object.metadata.labels) && object.metadata.labels.exists(k, k.startsWith(%q)) && `+
 					`!(has(oldObject.metadata.labels) && oldObject.metadata.labels.exists(k, k.startsWith(%q)))`,
-				strings.Join(quoted, ", "), prefix, prefix)}},
+				strings.Join(quoted, ", "), prefix, prefix) + userCondition(user)}},
 		}},
 	}
 	must(t, kubetest.Create(t.Context(), c.admin.AdmissionregistrationV1().ValidatingWebhookConfigurations(), cfg))
-	probe := fmt.Appendf(nil, `{"metadata":{"labels":{%q:"probe"}}}`, prefix+"e2e-probe")
+	probePatch := fmt.Appendf(nil, `{"metadata":{"labels":{%q:"probe"}}}`, prefix+"e2e-probe")
 	kubetest.Eventually(t, "the API server calls the hold webhook", func() (bool, error) {
-		_, err := c.admin.CoreV1().Nodes().Patch(t.Context(), nodes[0], types.MergePatchType, probe, metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}})
+		_, err := probe.CoreV1().Nodes().Patch(t.Context(), nodes[0], types.MergePatchType, probePatch, metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}})
 		return err != nil && strings.Contains(err.Error(), "held by the test"), nil
 	})
 	return h
+}
+
+// userCondition is the part of the hold's condition that selects user.
+func userCondition(user string) string {
+	if user == "" {
+		return ""
+	}
+	return fmt.Sprintf(` && request.userInfo.username == %q`, user)
 }
 
 // review holds a request until let, or 25 s (within the webhook's

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	clientset "k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"capblock/internal/backend/kubernetes"
 	"capblock/internal/client"
@@ -21,10 +23,12 @@ import (
 
 // TestPausedLeader pauses the leading replica (SIGSTOP) while its
 // activation of a block is in flight, held in the API server by a
-// webhook; the other replica takes the lease, activates, cancels and
-// releases the block; then the old leader's held writes land, and it
-// resumes. The nodes end without the block's label, and none of the old
-// leader's writes of a block's labels took effect after it was paused.
+// webhook that holds every write of the first replica's ServiceAccount
+// to the block's nodes; the other replica (another ServiceAccount) takes
+// the lease, activates, cancels and releases the block; then the old
+// leader's held writes land, and it resumes. The nodes end without the
+// block's label, and none of the old leader's writes of a block's labels
+// took effect.
 func TestPausedLeader(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds capblock and runs two replicas on PostgreSQL and a Kubernetes control plane")
@@ -34,15 +38,20 @@ func TestPausedLeader(t *testing.T) {
 	dsn := pgtest.Start(t).NewDatabase(t)
 	dir := t.TempDir()
 	pki := newTestPKI(t, dir)
-	kubeconfig := c.applyRights(t, dir)
+	// The replicas run as two ServiceAccounts of the same rights, so
+	// that the hold below holds the first replica's writes only.
+	kubeconfigA := c.applyRights(t, dir)
+	kubeconfigB := c.applyTwin(t, dir, "capblock-twin")
 	tokenFile := filepath.Join(dir, "admin.token")
-	flags := []string{"--db", dsn, "--sim-clock", "--sim-start", "2026-12-01T00:00:00Z", "--rate-limit", "0", "--engine-poll", "1s",
-		"--backend", "kubernetes", "--kubeconfig", kubeconfig, "--kube-job-image", "trainer:1",
-		"--admin-token-file", tokenFile, "--secrets-key-file", filepath.Join(dir, "secrets.key")}
-	a := newServer(t, bin, t.TempDir(), flags...)
+	flags := func(kubeconfig string) []string {
+		return []string{"--db", dsn, "--sim-clock", "--sim-start", "2026-12-01T00:00:00Z", "--rate-limit", "0", "--engine-poll", "1s",
+			"--backend", "kubernetes", "--kubeconfig", kubeconfig, "--kube-job-image", "trainer:1",
+			"--admin-token-file", tokenFile, "--secrets-key-file", filepath.Join(dir, "secrets.key")}
+	}
+	a := newServer(t, bin, t.TempDir(), flags(kubeconfigA)...)
 	a.start()
 	waitMetric(t, a.url, "capblock_reconciler_leader", 1)
-	b := newServer(t, bin, t.TempDir(), flags...)
+	b := newServer(t, bin, t.TempDir(), flags(kubeconfigB)...)
 	b.start()
 	opA, opB := newCLI(t, bin), newCLI(t, bin)
 	var login struct{ User client.User }
@@ -60,7 +69,9 @@ func TestPausedLeader(t *testing.T) {
 	opA.json(&blk, "buy", "1", "--name", "paused")
 	nodes := c.placed(t, opA, blk.ID)
 	key := kubernetes.DefaultBlockLabelDomain + "/" + blk.ID
-	hold := c.holdLabels(t, pki, nodes)
+	rcA, err := clientcmd.BuildConfigFromFlags("", kubeconfigA)
+	must(t, err)
+	hold := c.holdLabelsOf(t, pki, nodes, c.accountUser(), clientset.NewForConfigOrDie(rcA))
 	before := metricValue(t, a.url, "capblock_engine_node_writes_total")
 
 	// 2. The clock (shared) moves to the block's start: the leader
@@ -80,7 +91,6 @@ func TestPausedLeader(t *testing.T) {
 	}
 	t.Cleanup(resume)
 	paused := time.Now()
-	hold.pass() // the new leader's writes go through
 
 	// 3. The other replica takes over, activates, cancels and releases.
 	waitMetric(t, b.url, "capblock_reconciler_leader", 1)
@@ -110,7 +120,10 @@ func TestPausedLeader(t *testing.T) {
 	after := metricValue(t, a.url, "capblock_engine_node_writes_total")
 	refused := metricValue(t, a.url, "capblock_engine_stale_writes_refused_total")
 	t.Logf("the old leader's writes of blocks' labels: %v before the pause, %v after it resumed; %v refused as stale", before, after, refused)
-	for _, line := range linesOf(t, a.logs[0], "lease", "stale", "labelling", "activate", "reconciler") {
+	for _, line := range linesOf(t, b.logs[0], "repair", "stale", "released", "reconciler") {
+		t.Logf("new leader: %s", line)
+	}
+	for _, line := range linesOf(t, a.logs[0], "lease", "stale", "labelling", "activate", "reconciler", "repair") {
 		t.Logf("old leader: %s", line)
 	}
 	if after != before {
