@@ -25,15 +25,13 @@ import (
 // block on those nodes hangs half done, as when its server is killed in
 // the middle of it, with no fault of its own code.
 //
-// A hold may also end the other way: pass lets every later request
-// through at once, and allow then lets the held ones through too, late,
-// as a paused process's request lands when it resumes.
+// A hold may also end the other way: allow lets the held requests
+// through, late, as a paused process's requests land when it resumes.
 type labelHold struct {
 	c       *cluster
 	name    string
 	held    chan string   // a node whose labelling is held
 	release chan struct{} // closed: every held request is refused
-	passing chan struct{} // closed: later requests are allowed at once
 	allowed chan struct{} // closed: every held request is allowed
 }
 
@@ -49,7 +47,7 @@ func (c *cluster) holdLabels(t *testing.T, pki testPKI, nodes []string) *labelHo
 func (c *cluster) holdLabelsOf(t *testing.T, pki testPKI, nodes []string, user string, probe clientset.Interface) *labelHold {
 	t.Helper()
 	h := &labelHold{c: c, name: "e2e-hold-block-labels", held: make(chan string, 16), release: make(chan struct{}),
-		passing: make(chan struct{}), allowed: make(chan struct{})}
+		allowed: make(chan struct{})}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	must(t, err)
 	srv := &http.Server{Handler: http.HandlerFunc(h.review), ReadHeaderTimeout: 10 * time.Second}
@@ -105,20 +103,15 @@ func (h *labelHold) review(w http.ResponseWriter, r *http.Request) {
 	allow := false
 	if dry := review.Request.DryRun; dry == nil || !*dry { // a dry run is the test's probe: refused at once
 		select {
-		case <-h.passing:
-			allow = true
+		case h.held <- review.Request.Name:
 		default:
-			select {
-			case h.held <- review.Request.Name:
-			default:
-			}
-			select {
-			case <-h.release:
-			case <-h.allowed:
-				allow = true
-			case <-time.After(25 * time.Second):
-			case <-r.Context().Done():
-			}
+		}
+		select {
+		case <-h.release:
+		case <-h.allowed:
+			allow = true
+		case <-time.After(25 * time.Second):
+		case <-r.Context().Done():
 		}
 	}
 	review.Response = &admissionv1.AdmissionResponse{UID: review.Request.UID, Allowed: allow}
@@ -138,9 +131,6 @@ func (h *labelHold) let() {
 		close(h.release)
 	}
 }
-
-// pass allows every later request at once; the held ones stay held.
-func (h *labelHold) pass() { close(h.passing) }
 
 // allow allows every held request.
 func (h *labelHold) allow() { close(h.allowed) }
