@@ -49,6 +49,11 @@ const (
 // lockTimeout bounds every lock wait of the store's sessions.
 const lockTimeout = "2s"
 
+// idleInTransaction bounds how long a session may sit in a transaction
+// without sending a statement: capblock's transactions never wait on
+// their client for more than milliseconds.
+const idleInTransaction = "5s"
+
 // Store is a store.Full (blocks and accounts) on one PostgreSQL database.
 type Store struct {
 	pool *pgxpool.Pool
@@ -73,6 +78,15 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 	// and the transaction is run again (see retryable).
 	if _, set := cfg.ConnConfig.RuntimeParams["lock_timeout"]; !set {
 		cfg.ConnConfig.RuntimeParams["lock_timeout"] = lockTimeout
+	}
+	// No transaction holds its locks for a process that stopped in the
+	// middle of it (paused, or cut off without its connection closing):
+	// PostgreSQL ends a session idle in a transaction after
+	// idleInTransaction. A leader paused between the check of its lease
+	// (FOR SHARE) and its commit would otherwise keep every other
+	// replica from taking the lease until its connection died.
+	if _, set := cfg.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"]; !set {
+		cfg.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"] = idleInTransaction
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
