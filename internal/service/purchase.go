@@ -120,7 +120,18 @@ func (s *Service) purchaseOnce(ctx context.Context, req contract.PurchaseRequest
 // settle ends a decision that was assumed under key once its commit has
 // run: on success the index confirms it and takes the committed
 // versions, on failure it forgets it, as if it had never been decided.
+//
+// A commit that failed otherwise than by a conflict may have been stored
+// all the same (its answer lost after it was durable): the blocks it
+// changed are read back from the store, and what is stored is indexed.
 func (s *Service) settle(key string, c store.Change, commitErr error) {
+	s.settleIndex(key, c, commitErr)
+	if commitErr != nil && !store.IsConflict(commitErr) {
+		s.indexStored(c)
+	}
+}
+
+func (s *Service) settleIndex(key string, c store.Change, commitErr error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	defer s.settled.Broadcast()
@@ -130,6 +141,43 @@ func (s *Service) settle(key string, c store.Change, commitErr error) {
 	}
 	s.index.Confirm(key)
 	s.applyCommitted(c)
+}
+
+// indexStored reads the blocks of change c from the store and indexes
+// the versions stored, after a commit whose outcome is unknown. A block
+// that cannot be read is left to the next rebuild, and logged.
+func (s *Service) indexStored(c store.Change) {
+	ids := make([]string, 0, len(c.Insert)+len(c.Update))
+	for _, b := range c.Insert {
+		ids = append(ids, b.ID)
+	}
+	for _, u := range c.Update {
+		ids = append(ids, u.Block.ID)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var stored []core.Block
+	for _, id := range ids {
+		b, err := s.store.GetBlock(ctx, id)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			continue // not stored: forgetting it was right
+		case err != nil:
+			s.log.Warn("reading back a block whose commit failed; the index follows it at its next rebuild", "block", id, "err", err)
+			continue
+		}
+		stored = append(stored, b)
+	}
+	if len(stored) == 0 {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, b := range stored {
+		if _, err := s.indexCommitted(b); err != nil {
+			s.log.Error("indexing a block whose commit failed but was stored", "block", b.ID, "err", err)
+		}
+	}
 }
 
 // checkNameAndTags refuses a name or tags that are not printable text
