@@ -1,0 +1,118 @@
+package simulate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+
+	"capblock/internal/store"
+)
+
+// errInjected marks every failure the simulation injects: a caller that
+// gets an error wrapping it saw a fault of the simulated world (a disk
+// that failed, an answer lost, an engine that did not answer), and must
+// behave as a client of a real server would: retry, or read what
+// happened.
+var errInjected = errors.New("injected fault")
+
+// commitFault is what the fault store does to one Commit.
+type commitFault int
+
+const (
+	commitPasses commitFault = iota
+	// commitFailsBefore returns an error without calling the real
+	// Commit: nothing of the change is stored.
+	commitFailsBefore
+	// commitLosesAnswer calls the real Commit, then returns an error
+	// although the change is durable (the reply lost on its way, a
+	// process killed between the fsync and the answer).
+	commitLosesAnswer
+)
+
+func (f commitFault) String() string {
+	switch f {
+	case commitFailsBefore:
+		return "commit failed before it was durable"
+	case commitLosesAnswer:
+		return "commit durable, its answer lost"
+	}
+	return "commit passed"
+}
+
+// faultStore wraps the store the service runs on. Its Commit fails, or
+// loses its answer, as the seed decides; every other method passes
+// through (the wrapped store.Full is embedded). The decisions come from
+// one stream of the seed, drawn once per Commit: the service commits
+// only on the simulation's goroutine (nothing of Run runs), so the
+// order of the draws is the order of the commits.
+type faultStore struct {
+	store.Full
+
+	mu     sync.Mutex
+	rng    *rand.Rand
+	rates  Faults
+	off    bool // faults are off (setup, a restart, quiescence)
+	counts [3]int
+	// injectedHook is told of each fault injected, for the step's
+	// record: the service may hide it from its caller.
+	injectedHook func(commitFault)
+}
+
+func newFaultStore(rng *rand.Rand, rates Faults) *faultStore {
+	return &faultStore{rng: rng, rates: rates}
+}
+
+// Commit draws what happens to this commit, then fails it, loses its
+// answer, or passes it through.
+func (f *faultStore) Commit(ctx context.Context, c store.Change) error {
+	fault := f.decide()
+	switch fault {
+	case commitFailsBefore:
+		return fmt.Errorf("committing: %w: the disk failed before the change was durable", errInjected)
+	case commitLosesAnswer:
+		if err := f.Full.Commit(ctx, c); err != nil {
+			return err
+		}
+		return fmt.Errorf("committing: %w: the change is durable, its answer was lost", errInjected)
+	}
+	return f.Full.Commit(ctx, c)
+}
+
+func (f *faultStore) decide() commitFault {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fault := commitPasses
+	if !f.off {
+		switch u := f.rng.Float64(); {
+		case u < f.rates.CommitFails:
+			fault = commitFailsBefore
+		case u < f.rates.CommitFails+f.rates.CommitLosesAnswer:
+			fault = commitLosesAnswer
+		}
+	}
+	f.counts[fault]++
+	if fault != commitPasses && f.injectedHook != nil {
+		f.injectedHook(fault)
+	}
+	return fault
+}
+
+// setOff turns the faults off (true) or on again.
+func (f *faultStore) setOff(off bool) {
+	f.mu.Lock()
+	f.off = off
+	f.mu.Unlock()
+}
+
+// swap puts the store of a restarted service under the faults. It is
+// called between steps, when no call of the service is in flight.
+func (f *faultStore) swap(inner store.Full) { f.Full = inner }
+
+// injected counts the commits failed and those whose answers were lost.
+func (f *faultStore) injected() (failed, lost int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.counts[commitFailsBefore], f.counts[commitLosesAnswer]
+}
