@@ -43,7 +43,7 @@ func (w *world) cancel(p *pendingOp) {
 		w.note("fault: %v", err)
 		w.m.keep(p)
 	case errors.Is(err, core.ErrInvalidState):
-		w.count("cancel/refused")
+		w.count("cancel/refused/" + reason(err))
 		w.note("refused: %v", err)
 		w.m.resolve(p)
 		w.readBack(caller, scope, p.block)
@@ -77,7 +77,7 @@ func (w *world) opExtend() {
 	offs, err := w.g.ExtensionOfferings(w.as(caller), scope, id, d)
 	switch {
 	case errors.Is(err, core.ErrInvalidState), errors.Is(err, core.ErrInvalidArgument), errors.Is(err, core.ErrQuotaExceeded):
-		w.count("extend/refused")
+		w.count("extend/refused/" + reason(err))
 		w.note("refused: %v", err)
 		return
 	case err != nil:
@@ -117,7 +117,7 @@ func (w *world) extend(p *pendingOp) {
 		w.m.keep(p)
 	case errors.Is(err, core.ErrInvalidState), errors.Is(err, core.ErrNoCapacity), errors.Is(err, core.ErrQuotaExceeded),
 		errors.Is(err, core.ErrBudgetExceeded), errors.Is(err, core.ErrOfferingExpired), errors.Is(err, core.ErrOfferingUsed):
-		w.count("extend/refused")
+		w.count("extend/refused/" + reason(err))
 		w.note("refused: %v", err)
 		w.m.resolve(p)
 	default:
@@ -165,7 +165,7 @@ func (w *world) opTransfer() {
 		w.readBack(caller, scope, id)
 	case errors.Is(err, core.ErrInvalidState), errors.Is(err, core.ErrQuotaExceeded), errors.Is(err, core.ErrBudgetExceeded),
 		errors.Is(err, core.ErrInvalidArgument):
-		w.count("transfer/refused")
+		w.count("transfer/refused/" + reason(err))
 		w.note("refused: %v", err)
 	default:
 		w.must(err)
@@ -194,7 +194,7 @@ func (w *world) opRelease() {
 		w.note("fault: %v", err)
 		w.readBack(caller, scope, id)
 	case errors.Is(err, core.ErrInvalidState):
-		w.count("release/refused")
+		w.count("release/refused/" + reason(err))
 		w.note("refused: %v", err)
 	default:
 		w.must(err)

@@ -106,7 +106,7 @@ func (w *world) buy(p *pendingOp, retried bool) {
 		w.m.keep(p)
 	case errors.Is(err, core.ErrNoCapacity), errors.Is(err, core.ErrQuotaExceeded), errors.Is(err, core.ErrBudgetExceeded),
 		errors.Is(err, core.ErrOfferingExpired), errors.Is(err, core.ErrOfferingUsed), errors.Is(err, core.ErrInvalidState):
-		w.count("purchase/refused")
+		w.count("purchase/refused/" + reason(err))
 		w.note("refused: %v", err)
 		w.m.resolve(p)
 		// A refused purchase left nothing: no block under its token.
@@ -191,7 +191,7 @@ func (w *world) opTokenMismatch() {
 	_, _, err := w.g.Purchase(w.as(caller), req)
 	switch {
 	case errors.Is(err, core.ErrIdempotencyMismatch):
-		w.count("mismatch/refused")
+		w.count("mismatch/refused/" + reason(err))
 	default:
 		w.fail("token %s reused with other parameters answered %v; want an idempotency mismatch", req.ClientToken, err)
 	}
@@ -267,7 +267,7 @@ func (w *world) buyPlan(p *pendingOp) {
 		w.m.keep(p)
 	case errors.Is(err, core.ErrNoCapacity), errors.Is(err, core.ErrQuotaExceeded), errors.Is(err, core.ErrBudgetExceeded),
 		errors.Is(err, core.ErrOfferingExpired), errors.Is(err, core.ErrOfferingUsed), errors.Is(err, core.ErrInvalidState):
-		w.count("plan/refused")
+		w.count("plan/refused/" + reason(err))
 		w.note("refused: %v", err)
 		w.m.resolve(p)
 		if _, err := w.st.Idempotency(w.ctx, p.plan.Team, p.plan.ClientToken); !errors.Is(err, store.ErrNotFound) {
@@ -280,11 +280,21 @@ func (w *world) buyPlan(p *pendingOp) {
 
 // opCancelPlan cancels a plan: every segment to come or active.
 func (w *world) opCancelPlan() {
-	if len(w.m.plans) == 0 {
-		w.begin("cancel plan: none bought")
+	var pl *planRec
+	for range 4 {
+		if len(w.m.plans) == 0 {
+			break
+		}
+		p := w.m.plans[w.rng.IntN(len(w.m.plans))]
+		if w.planLive(p) {
+			pl = p
+			break
+		}
+	}
+	if pl == nil {
+		w.begin("cancel plan: none live")
 		return
 	}
-	pl := w.m.plans[w.rng.IntN(len(w.m.plans))]
 	t := w.teamOf(pl.team)
 	caller, scope := w.caller(t)
 	w.begin("cancel plan %s of %s", pl.id, t.name)
@@ -305,9 +315,19 @@ func (w *world) opCancelPlan() {
 		w.count("cancelplan/fault")
 		w.note("fault: %v", err)
 	case errors.Is(err, core.ErrInvalidState):
-		w.count("cancelplan/refused")
+		w.count("cancelplan/refused/" + reason(err))
 		w.note("refused: %v", err)
 	default:
 		w.must(err)
 	}
+}
+
+// planLive reports whether a segment of plan p is live, as last read.
+func (w *world) planLive(p *planRec) bool {
+	for _, id := range p.segments {
+		if w.chk.stored[id].State.Live() {
+			return true
+		}
+	}
+	return false
 }

@@ -34,6 +34,10 @@ type checker struct {
 	// touched are the blocks to read after this step.
 	touched    map[string]bool
 	afterCrash bool
+	// commits is how many commits the store had been asked for at the
+	// last read: a step that asked for none stored no event and no
+	// journal, and they are not read.
+	commits int
 	// expect are checks of the step's answers that need what the step
 	// stored, read: they run once the step's reads are done.
 	expect []func()
@@ -69,7 +73,48 @@ func (c *checker) event(e core.Event) {
 // check reads what the step stored and checks it.
 func (w *world) check() {
 	c := w.chk
-	// 1. The events since the last read: in order, each block's state.
+	// 1. What the step's commits stored: events and journals.
+	if n := w.fs.commits(); n != c.commits {
+		c.commits = n
+		w.readCommitted()
+	}
+	// 2. The blocks the step named or changed.
+	if len(c.touched) > 0 {
+		ids := slices.Sorted(maps.Keys(c.touched))
+		clear(c.touched)
+		blocks := make([]core.Block, 0, len(ids))
+		for _, id := range ids {
+			b, err := w.st.GetBlock(w.ctx, id)
+			if errors.Is(err, store.ErrNotFound) {
+				if r := w.m.blocks[id]; r != nil && r.acked.ID != "" {
+					w.fail("block %s, acknowledged (%s), is not stored", id, r.acked.State)
+				}
+				w.fail("block %s, named by an event or journal, is not stored", id)
+			}
+			if err != nil {
+				w.fail("reading block %s: %v", id, err)
+			}
+			blocks = append(blocks, b)
+		}
+		w.takeBlocks(blocks)
+	}
+	// 3. The step's own expectations, now that what it stored is read.
+	for _, f := range c.expect {
+		f()
+	}
+	c.expect = c.expect[:0]
+	if c.afterCrash || w.step%w.cfg.FullCheckEvery == 0 {
+		c.afterCrash = false
+		w.checkAll()
+	}
+}
+
+// readCommitted reads the events and the journals committed since the
+// last read: the events in order, each block's state as they tell it;
+// the journals checked as they come. The blocks they name are read
+// next.
+func (w *world) readCommitted() {
+	c := w.chk
 	evs, err := w.st.Events(w.ctx, "", c.lastEvent, 0)
 	if err != nil {
 		w.fail("reading the events: %v", err)
@@ -84,7 +129,6 @@ func (w *world) check() {
 			w.cfg.Trace(fmt.Sprintf("    event %d %s %s %v", e.Seq, e.Type, e.Subject, e.Data))
 		}
 	}
-	// 2. The journals since the last read, checked as they come.
 	js, err := w.st.Journals(w.ctx, store.JournalFilter{After: c.led.lastSeq})
 	if err != nil {
 		w.fail("reading the journals: %v", err)
@@ -96,33 +140,6 @@ func (w *world) check() {
 		c.touched[id] = true
 	}
 	clear(c.led.touched)
-	// 3. The blocks the step named or changed.
-	ids := slices.Sorted(maps.Keys(c.touched))
-	clear(c.touched)
-	blocks := make([]core.Block, 0, len(ids))
-	for _, id := range ids {
-		b, err := w.st.GetBlock(w.ctx, id)
-		if errors.Is(err, store.ErrNotFound) {
-			if r := w.m.blocks[id]; r != nil && r.acked.ID != "" {
-				w.fail("block %s, acknowledged (%s), is not stored", id, r.acked.State)
-			}
-			w.fail("block %s, named by an event or journal, is not stored", id)
-		}
-		if err != nil {
-			w.fail("reading block %s: %v", id, err)
-		}
-		blocks = append(blocks, b)
-	}
-	w.takeBlocks(blocks)
-	// 4. The step's own expectations, now that what it stored is read.
-	for _, f := range c.expect {
-		f()
-	}
-	c.expect = c.expect[:0]
-	if c.afterCrash || w.step%w.cfg.FullCheckEvery == 0 {
-		c.afterCrash = false
-		w.checkAll()
-	}
 }
 
 // takeBlocks checks blocks just read against their events, what was

@@ -110,6 +110,14 @@ func (f *faultStore) setOff(off bool) {
 // called between steps, when no call of the service is in flight.
 func (f *faultStore) swap(inner store.Full) { f.Full = inner }
 
+// commits counts the calls of Commit: events and journals are stored by
+// commits only, so a step that made none stored neither.
+func (f *faultStore) commits() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.counts[0] + f.counts[1] + f.counts[2]
+}
+
 // injected counts the commits failed and those whose answers were lost.
 func (f *faultStore) injected() (failed, lost int) {
 	f.mu.Lock()

@@ -163,10 +163,15 @@ func (w *world) nodeChange(p *pendingOp) {
 	}
 }
 
-// opTeam disables a team or enables it again (the admin's use case,
-// which no commit carries). Nothing is bought for a disabled team.
+// opTeam disables a team, one time in ten, or enables a disabled one
+// again (the admin's use case, which no commit carries). Nothing is
+// bought for a disabled team.
 func (w *world) opTeam() {
 	t := w.teams[w.rng.IntN(len(w.teams))]
+	if !t.disabled && w.rng.IntN(10) != 0 {
+		w.begin("team %s: left enabled", t.name)
+		return
+	}
 	w.begin("team %s: disabled %v", t.name, !t.disabled)
 	w.count("team")
 	got, err := w.g.SetTeamDisabled(w.as(w.admin), t.id, !t.disabled)
@@ -197,7 +202,7 @@ func (w *world) opApprove() {
 		w.count("approve/fault")
 		w.note("fault: %v", err) // the admin looks again later, as any block waiting
 	case errors.Is(err, core.ErrInvalidState):
-		w.count("approve/refused")
+		w.count("approve/refused/" + reason(err))
 		w.note("refused: %v", err)
 	default:
 		w.must(err)
@@ -309,4 +314,21 @@ func (w *world) teamOf(id string) *simTeam {
 func (w *world) token() string {
 	w.m.tokens++
 	return fmt.Sprintf("tok-%d", w.m.tokens)
+}
+
+// reason names the refusal err is, for the report's counts.
+func reason(err error) string {
+	for _, r := range []struct {
+		err  error
+		name string
+	}{
+		{core.ErrNoCapacity, "no-capacity"}, {core.ErrQuotaExceeded, "quota"}, {core.ErrBudgetExceeded, "budget"},
+		{core.ErrOfferingExpired, "expired"}, {core.ErrOfferingUsed, "used"}, {core.ErrInvalidState, "invalid-state"},
+		{core.ErrInvalidArgument, "invalid"}, {core.ErrIdempotencyMismatch, "mismatch"}, {core.ErrConflict, "conflict"},
+	} {
+		if errors.Is(err, r.err) {
+			return r.name
+		}
+	}
+	return "other"
 }
