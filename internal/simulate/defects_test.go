@@ -6,9 +6,8 @@ import (
 	"log/slog"
 	"path/filepath"
 	"testing"
-	"time"
-
 	"testing/cryptotest"
+	"time"
 
 	"capblock/internal/backend/local"
 	"capblock/internal/clock"
