@@ -194,7 +194,7 @@ func (w *world) checkAcked(r *blockRec, b core.Block) {
 	case b.Version < a.Version:
 		w.fail("block %s is stored at version %d, older than version %d acknowledged (%s)", b.ID, b.Version, a.Version, a.State)
 	case b.Version == a.Version && (b.State != a.State || !b.End.Equal(a.End) || b.Fee != a.Fee || b.Team != a.Team || b.Count != a.Count):
-		w.fail("block %s at version %d is stored as %s until %s for %d, acknowledged as %s until %s for %d",
+		w.fail("block %s at version %d is stored as %s until %s with a fee of %d; it was acknowledged as %s until %s with a fee of %d",
 			b.ID, b.Version, b.State, b.End.Format(time.RFC3339), b.Fee.Minor, a.State, a.End.Format(time.RFC3339), a.Fee.Minor)
 	case r.cancelled && b.State != core.StateCancelled:
 		w.fail("block %s was acknowledged cancelled; the store says %s", b.ID, b.State)

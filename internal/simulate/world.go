@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"capblock/internal/backend"
 	"capblock/internal/backend/local"
 	"capblock/internal/clock"
 	"capblock/internal/contract"
@@ -36,6 +37,9 @@ type Config struct {
 	// Mutant, when set, wraps the real store under the faults: a store
 	// with a defect planted, to show that the checks find it.
 	Mutant func(store.Full) store.Full
+	// MutantEngine, when set, wraps the engine the service calls: an
+	// engine with a defect planted.
+	MutantEngine func(backend.Backend) backend.Backend
 	// Trace, when set, is told every step as it ends.
 	Trace func(line string)
 	// FullCheckEvery is how many steps apart the checker compares every
@@ -110,10 +114,12 @@ type world struct {
 	st     *sqlite.Store // the real store of the running service
 	fs     *faultStore
 	engine *faultEngine
-	clock  *clock.Sim // the service's clock, as the running service reads it
-	outbox *clock.Sim // the outbox worker's clock
-	svc    *service.Service
-	g      *service.Guarded
+	// backend is what the service calls: the engine, or a mutant of it.
+	backend backend.Backend
+	clock   *clock.Sim // the service's clock, as the running service reads it
+	outbox  *clock.Sim // the outbox worker's clock
+	svc     *service.Service
+	g       *service.Guarded
 
 	admin core.Principal
 	teams []*simTeam
@@ -166,6 +172,10 @@ func Run(ctx context.Context, cfg Config) (rep Report, err error) {
 	}
 	w.fs.injectedHook = func(f commitFault) { w.note("[%s]", f) }
 	w.engine = newFaultEngine(local.NewSim(slog.New(slog.DiscardHandler), w.fleet.Nodes), root.Uint64(), cfg.Faults)
+	w.backend = w.engine
+	if cfg.MutantEngine != nil {
+		w.backend = cfg.MutantEngine(w.engine)
+	}
 	defer func() {
 		if w.st != nil {
 			w.st.Close()
@@ -286,7 +296,7 @@ func (w *world) start() {
 	w.fs.setOff(true)
 	defer w.fs.setOff(false)
 	svc, err := service.New(w.ctx, service.Config{
-		Fleet: w.fleet, Store: w.fs, Backend: w.engine, Clock: w.clock, Log: w.serviceLog(),
+		Fleet: w.fleet, Store: w.fs, Backend: w.backend, Clock: w.clock, Log: w.serviceLog(),
 		Outbox: service.OutboxOptions{
 			Clock:  w.outbox,
 			Jitter: func(d time.Duration) time.Duration { return d },
