@@ -131,6 +131,11 @@ func (w *world) checkBought(b core.Block, p *pendingOp) {
 	if b.Fee != off.Fee {
 		w.fail("block %s was bought for %d %s; the quote said %d %s", b.ID, b.Fee.Minor, b.Fee.Currency, off.Fee.Minor, off.Fee.Currency)
 	}
+	for _, pl := range b.Placements {
+		if w.m.health[pl.Node] == core.Unhealthy && !w.m.pendingNode(pl.Node) {
+			w.fail("block %s was placed on node %s, which failed and has not recovered", b.ID, pl.Node)
+		}
+	}
 	w.chk.touch(b.ID)
 	id, fee := b.ID, off.Fee.Minor
 	w.chk.expect = append(w.chk.expect, func() {
@@ -144,8 +149,12 @@ func (w *world) checkBought(b core.Block, p *pendingOp) {
 }
 
 // opPurchaseAgain repeats an acknowledged purchase with its client
-// token: the same block, and no second charge.
+// token: the same block (or plan), and no second charge.
 func (w *world) opPurchaseAgain() {
+	if len(w.m.plans) > 0 && w.rng.IntN(4) == 0 {
+		w.planAgain(w.m.plans[w.rng.IntN(len(w.m.plans))])
+		return
+	}
 	if len(w.m.bought) == 0 {
 		w.begin("purchase again: nothing bought yet")
 		return
@@ -165,6 +174,37 @@ func (w *world) opPurchaseAgain() {
 		w.chk.expect = append(w.chk.expect, func() {
 			if n := w.chk.led.purchases[pu.block]; n != charged {
 				w.fail("purchase under token %s again: block %s has %d purchase journals, %d before", pu.req.ClientToken, pu.block, n, charged)
+			}
+		})
+	case injected(err):
+		w.count("again/fault")
+		w.note("fault: %v", err)
+	default:
+		w.must(err)
+	}
+}
+
+// planAgain repeats an acknowledged plan purchase with its client token.
+func (w *world) planAgain(pl *planRec) {
+	t := w.teamOf(pl.team)
+	caller, _ := w.caller(t)
+	w.begin("plan purchase again under token %s (plan %s)", pl.req.ClientToken, pl.id)
+	charged := map[string]int{}
+	for _, id := range pl.segments {
+		charged[id] = w.chk.led.purchases[id]
+	}
+	v, created, err := w.g.PurchasePlan(w.as(caller), pl.req)
+	switch {
+	case err == nil:
+		w.count("again/plan")
+		if created || v.Plan.ID != pl.id {
+			w.fail("plan purchase under token %s again answered plan %s (created %v); it bought %s", pl.req.ClientToken, v.Plan.ID, created, pl.id)
+		}
+		w.chk.expect = append(w.chk.expect, func() {
+			for id, n := range charged {
+				if got := w.chk.led.purchases[id]; got != n {
+					w.fail("plan purchase under token %s again: segment %s has %d purchase journals, %d before", pl.req.ClientToken, id, got, n)
+				}
 			}
 		})
 	case injected(err):

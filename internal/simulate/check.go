@@ -25,6 +25,9 @@ type checker struct {
 	evCreated map[string]bool
 	// evPurchased are the blocks a purchase made (block.purchased).
 	evPurchased map[string]bool
+	// evNow are the blocks the events of this step were about: a block
+	// whose version moved has one.
+	evNow map[string]bool
 	// handedOn are the blocks some of whose hours went to another team
 	// or back for resale: their fee no longer matches their charges.
 	handedOn map[string]bool
@@ -44,7 +47,7 @@ type checker struct {
 }
 
 func newChecker() *checker {
-	return &checker{evState: map[string]core.BlockState{}, evCreated: map[string]bool{}, evPurchased: map[string]bool{}, handedOn: map[string]bool{},
+	return &checker{evState: map[string]core.BlockState{}, evCreated: map[string]bool{}, evPurchased: map[string]bool{}, evNow: map[string]bool{}, handedOn: map[string]bool{},
 		stored: map[string]core.Block{}, alloc: allocations{}, led: newLedger(), touched: map[string]bool{}}
 }
 
@@ -57,6 +60,7 @@ func (c *checker) event(e core.Event) {
 		return // a plan's, a job's
 	}
 	c.touched[e.Subject] = true
+	c.evNow[e.Subject] = true
 	switch e.Type {
 	case core.EventBlockPurchased:
 		c.evCreated[e.Subject], c.evPurchased[e.Subject] = true, true
@@ -103,6 +107,7 @@ func (w *world) check() {
 		f()
 	}
 	c.expect = c.expect[:0]
+	clear(c.evNow)
 	if c.afterCrash || w.step%w.cfg.FullCheckEvery == 0 {
 		c.afterCrash = false
 		w.checkAll()
@@ -153,6 +158,10 @@ func (w *world) takeBlocks(blocks []core.Block) {
 		}
 		if st := c.evState[b.ID]; st != b.State {
 			w.fail("block %s is %s in the store; its events say %s", b.ID, b.State, st)
+		}
+		if old, ok := c.stored[b.ID]; ok && old.Version != b.Version && !c.evNow[b.ID] {
+			w.fail("block %s changed from version %d (%s until %s) to version %d (%s until %s) with no event",
+				b.ID, old.Version, old.State, old.End.Format(time.RFC3339), b.Version, b.State, b.End.Format(time.RFC3339))
 		}
 		if r := w.m.blocks[b.ID]; r != nil {
 			w.checkAcked(r, b)
@@ -231,6 +240,7 @@ func (w *world) checkAll() {
 			w.fail("double booking: %v", err)
 		}
 	}
+	w.checkHeld(all)
 	for _, id := range slices.Sorted(maps.Keys(w.m.blocks)) {
 		if r := w.m.blocks[id]; r.acked.ID != "" && !seen[id] {
 			w.fail("block %s, acknowledged (%s), is not stored", id, r.acked.State)
@@ -256,6 +266,38 @@ func (w *world) checkAll() {
 		}
 		if want := w.m.health[n]; got != want {
 			w.fail("node %s is stored %s; the last acknowledged change made it %s", n, got, want)
+		}
+	}
+}
+
+// checkHeld checks that no team with a quota of instances held at once
+// holds more in its live blocks, at any hour.
+func (w *world) checkHeld(all []core.Block) {
+	for _, t := range w.teams {
+		if t.maxHeld == 0 {
+			continue
+		}
+		type edge struct {
+			at    time.Time
+			delta int
+		}
+		var edges []edge
+		for _, b := range all {
+			if b.Team == t.id && b.State.Live() {
+				edges = append(edges, edge{b.Start, b.Count}, edge{b.End, -b.Count})
+			}
+		}
+		slices.SortFunc(edges, func(x, y edge) int {
+			if c := x.at.Compare(y.at); c != 0 {
+				return c
+			}
+			return x.delta - y.delta // an end before a start at the same hour
+		})
+		held := 0
+		for _, e := range edges {
+			if held += e.delta; held > t.maxHeld {
+				w.fail("team %s holds %d instances at %s in its live blocks; its quota is %d", t.name, held, e.at.Format(time.RFC3339), t.maxHeld)
+			}
 		}
 	}
 }

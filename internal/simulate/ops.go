@@ -39,6 +39,7 @@ func (w *world) randomOp() {
 		{2, w.opNode},
 		{1, w.opTeam},
 		{1, w.opCrash},
+		{1, w.opIsolation},
 	}
 	total := 0
 	for _, o := range ops {
@@ -331,4 +332,38 @@ func reason(err error) string {
 		}
 	}
 	return "other"
+}
+
+// opIsolation has a member reach for another team's block: reading,
+// cancelling or extending it is answered not found, and the member's
+// list of blocks holds its team's only (DESIGN.md, invariant 5).
+func (w *world) opIsolation() {
+	t := w.pickTeam()
+	id := w.pickLive(func(b core.Block) bool { return b.Team != t.id })
+	if id == "" {
+		w.begin("isolation: no other team's block")
+		return
+	}
+	w.begin("isolation: %s reaches for %s of %s", t.member.User.Name, id, w.teamName(w.chk.stored[id].Team))
+	w.count("isolation")
+	ctx := w.as(t.member)
+	if _, err := w.g.GetBlock(ctx, t.id, id); !errors.Is(err, core.ErrNotFound) {
+		w.fail("%s read %s of another team: %v; want not found", t.member.User.Name, id, err)
+	}
+	if _, err := w.g.CancelBlock(ctx, t.id, id); !errors.Is(err, core.ErrNotFound) {
+		w.fail("%s cancelled %s of another team: %v; want not found", t.member.User.Name, id, err)
+	}
+	if _, err := w.g.ExtensionOfferings(ctx, t.id, id, time.Hour); !errors.Is(err, core.ErrNotFound) {
+		w.fail("%s asked to extend %s of another team: %v; want not found", t.member.User.Name, id, err)
+	}
+	if _, err := w.g.GetBlock(ctx, w.chk.stored[id].Team, id); !errors.Is(err, core.ErrForbidden) {
+		w.fail("%s read %s in another team's scope: %v; want forbidden", t.member.User.Name, id, err)
+	}
+	blocks, err := w.g.ListBlocks(ctx, t.id, core.StateScheduled)
+	w.must(err)
+	for _, b := range blocks {
+		if b.Team != t.id {
+			w.fail("%s's list of blocks holds %s of another team", t.member.User.Name, b.ID)
+		}
+	}
 }

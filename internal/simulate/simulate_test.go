@@ -155,3 +155,30 @@ func memDir(t *testing.T) string {
 	}
 	return t.TempDir()
 }
+
+// TestSimulateReplays: a seed makes the same steps with the same answers
+// each time it runs, whatever ran before it in the process, so that the
+// command a failure prints reproduces it.
+func TestSimulateReplays(t *testing.T) {
+	ops := 800
+	if raceOn || testing.Short() {
+		ops = 300
+	}
+	dir := memDir(t)
+	run := func(seed uint64) simulate.Report {
+		cryptotest.SetGlobalRandom(t, seed)
+		rep, err := simulate.Run(t.Context(), simulate.Config{Seed: seed, Ops: ops, Dir: dir, Faults: testFaults()})
+		if err != nil {
+			t.Fatalf("%v\nreplay: %s", err, replay(seed, uint64(ops)))
+		}
+		return rep
+	}
+	first := run(7)
+	run(8)
+	if again := run(7); again.Transcript != first.Transcript {
+		t.Errorf("seed 7 ran twice: transcripts %016x and %016x; its steps or answers differ", first.Transcript, again.Transcript)
+	}
+	if other := run(8); other.Transcript == first.Transcript {
+		t.Errorf("seeds 7 and 8 made the same transcript %016x", first.Transcript)
+	}
+}

@@ -140,6 +140,7 @@ type simTeam struct {
 	id, name string
 	member   core.Principal
 	budget   *core.Budget
+	maxHeld  int  // its quota of instances held at once; 0: none
 	disabled bool // as last acknowledged
 }
 
@@ -258,7 +259,8 @@ func (w *world) setup() {
 	beta.budget = &core.Budget{Team: beta.id, Amount: core.Money{Minor: 2_000_000, Currency: "USD"}, Period: core.BudgetMonth}
 	_, err = w.g.PutBudget(w.as(w.admin), *beta.budget)
 	w.must(err)
-	_, err = w.g.PutQuota(w.as(w.admin), core.Quota{Team: w.teams[2].id, MaxInstancesHeld: 3})
+	w.teams[2].maxHeld = 3
+	_, err = w.g.PutQuota(w.as(w.admin), core.Quota{Team: w.teams[2].id, MaxInstancesHeld: w.teams[2].maxHeld})
 	w.must(err)
 	w.chk.led.budgets = map[string]core.Budget{beta.id: *beta.budget}
 	w.chk.led.names = map[string]string{}
