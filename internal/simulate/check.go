@@ -37,10 +37,10 @@ type checker struct {
 	// touched are the blocks to read after this step.
 	touched    map[string]bool
 	afterCrash bool
-	// commits is how many commits the store had been asked for at the
-	// last read: a step that asked for none stored no event and no
-	// journal, and they are not read.
-	commits int
+	// events and journals are how many commits the store had been
+	// asked for with events, and with journals, at the last read: when
+	// no more were, there is nothing new to read.
+	events, journals int
 	// expect are checks of the step's answers that need what the step
 	// stored, read: they run once the step's reads are done.
 	expect []func()
@@ -78,9 +78,9 @@ func (c *checker) event(e core.Event) {
 func (w *world) check() {
 	c := w.chk
 	// 1. What the step's commits stored: events and journals.
-	if n := w.fs.commits(); n != c.commits {
-		c.commits = n
-		w.readCommitted()
+	if ev, jr := w.fs.written(); ev != c.events || jr != c.journals {
+		w.readCommitted(ev != c.events, jr != c.journals)
+		c.events, c.journals = ev, jr
 	}
 	// 2. The blocks the step named or changed.
 	if len(c.touched) > 0 {
@@ -108,6 +108,9 @@ func (w *world) check() {
 	}
 	c.expect = c.expect[:0]
 	clear(c.evNow)
+	if s := w.engine.staleWrite(); s != "" {
+		w.fail("a stale engine write: %s", s)
+	}
 	if c.afterCrash || w.step%w.cfg.FullCheckEvery == 0 {
 		c.afterCrash = false
 		w.checkAll()
@@ -118,7 +121,29 @@ func (w *world) check() {
 // last read: the events in order, each block's state as they tell it;
 // the journals checked as they come. The blocks they name are read
 // next.
-func (w *world) readCommitted() {
+func (w *world) readCommitted(events, journals bool) {
+	c := w.chk
+	if events {
+		w.readEvents()
+	}
+	if !journals {
+		return
+	}
+	js, err := w.st.Journals(w.ctx, store.JournalFilter{After: c.led.lastSeq})
+	if err != nil {
+		w.fail("reading the journals: %v", err)
+	}
+	if err := c.led.add(js); err != nil {
+		w.fail("the ledger: %v", err)
+	}
+	for id := range c.led.touched {
+		c.touched[id] = true
+	}
+	clear(c.led.touched)
+}
+
+// readEvents reads the events after the last read.
+func (w *world) readEvents() {
 	c := w.chk
 	evs, err := w.st.Events(w.ctx, "", c.lastEvent, 0)
 	if err != nil {
@@ -134,17 +159,6 @@ func (w *world) readCommitted() {
 			w.cfg.Trace(fmt.Sprintf("    event %d %s %s %v", e.Seq, e.Type, e.Subject, e.Data))
 		}
 	}
-	js, err := w.st.Journals(w.ctx, store.JournalFilter{After: c.led.lastSeq})
-	if err != nil {
-		w.fail("reading the journals: %v", err)
-	}
-	if err := c.led.add(js); err != nil {
-		w.fail("the ledger: %v", err)
-	}
-	for id := range c.led.touched {
-		c.touched[id] = true
-	}
-	clear(c.led.touched)
 }
 
 // takeBlocks checks blocks just read against their events, what was
@@ -337,6 +351,12 @@ func (w *world) checkFinal() {
 		}
 		if got := held[b.ID]; got != want {
 			w.fail("block %s is active (terminating: %v) in the store; the engine holds it as %q", b.ID, b.Terminating, got)
+		}
+		// The GPUs the engine made usable are the block's, as stored
+		// (a replacement's, after a node failed).
+		if last, ok := w.engine.lastWrite(b.ID); !ok || last.kind == core.ActionActivate && !samePlacements(last.placements, b.Placements) {
+			w.fail("block %s holds %v in the store; the engine's last activation of it (version %d) made %v usable",
+				b.ID, b.Placements, last.version, last.placements)
 		}
 	}
 	for _, id := range slices.Sorted(maps.Keys(held)) {

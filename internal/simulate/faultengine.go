@@ -34,12 +34,25 @@ type faultEngine struct {
 	tries  map[string]int  // by call
 	blocks map[string]bool // every block the engine was told of
 	counts [3]int          // passed, failed, lost
+	// applied is, by block, the last write the engine took: its
+	// version and, for an activation, the GPUs it made usable.
+	applied map[string]engineWrite
+	// stale is the first write the engine took of an older version of a
+	// block than one it had taken (DESIGN.md, invariant 11).
+	stale string
+}
+
+// engineWrite is one write of a block the engine took.
+type engineWrite struct {
+	kind       core.ActionKind
+	version    int64
+	placements []core.Placement
 }
 
 var _ backend.Backend = (*faultEngine)(nil)
 
 func newFaultEngine(inner *local.Sim, seed uint64, rates Faults) *faultEngine {
-	return &faultEngine{inner: inner, seed: seed, rates: rates, tries: map[string]int{}, blocks: map[string]bool{}}
+	return &faultEngine{inner: inner, seed: seed, rates: rates, tries: map[string]int{}, blocks: map[string]bool{}, applied: map[string]engineWrite{}}
 }
 
 func (e *faultEngine) Name() string { return e.inner.Name() }
@@ -87,10 +100,40 @@ func (e *faultEngine) call(ctx context.Context, kind core.ActionKind, b core.Blo
 	if err := next(ctx, b); err != nil {
 		return err
 	}
+	e.took(kind, b)
 	if fault == 2 {
 		return fmt.Errorf("%s of block %s: %w: the engine took it, its answer was lost", kind, b.ID, errInjected)
 	}
 	return nil
+}
+
+// took records a write the engine took, and the first one older than a
+// write it took before.
+func (e *faultEngine) took(kind core.ActionKind, b core.Block) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	last, ok := e.applied[b.ID]
+	if ok && b.Version < last.version && e.stale == "" {
+		e.stale = fmt.Sprintf("the engine took %s of block %s at version %d after %s at version %d", kind, b.ID, b.Version, last.kind, last.version)
+	}
+	if !ok || b.Version >= last.version {
+		e.applied[b.ID] = engineWrite{kind: kind, version: b.Version, placements: b.Placements}
+	}
+}
+
+// staleWrite is the first stale write the engine took, or "".
+func (e *faultEngine) staleWrite() string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.stale
+}
+
+// lastWrite is the last write the engine took of block id.
+func (e *faultEngine) lastWrite(id string) (engineWrite, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	w, ok := e.applied[id]
+	return w, ok
 }
 
 func (e *faultEngine) setOff(off bool) {

@@ -55,6 +55,9 @@ type faultStore struct {
 	rates  Faults
 	off    bool // faults are off (setup, a restart, quiescence)
 	counts [3]int
+	// events and journals count the commits asked to store events, and
+	// journals: only those can have stored any.
+	events, journals int
 	// injectedHook is told of each fault injected, for the step's
 	// record: the service may hide it from its caller.
 	injectedHook func(commitFault)
@@ -67,7 +70,7 @@ func newFaultStore(rng *rand.Rand, rates Faults) *faultStore {
 // Commit draws what happens to this commit, then fails it, loses its
 // answer, or passes it through.
 func (f *faultStore) Commit(ctx context.Context, c store.Change) error {
-	fault := f.decide()
+	fault := f.decide(c)
 	switch fault {
 	case commitFailsBefore:
 		return fmt.Errorf("committing: %w: the disk failed before the change was durable", errInjected)
@@ -80,9 +83,15 @@ func (f *faultStore) Commit(ctx context.Context, c store.Change) error {
 	return f.Full.Commit(ctx, c)
 }
 
-func (f *faultStore) decide() commitFault {
+func (f *faultStore) decide(c store.Change) commitFault {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if len(c.Events) > 0 {
+		f.events++
+	}
+	if len(c.Journals) > 0 {
+		f.journals++
+	}
 	fault := commitPasses
 	if !f.off {
 		switch u := f.rng.Float64(); {
@@ -110,12 +119,13 @@ func (f *faultStore) setOff(off bool) {
 // called between steps, when no call of the service is in flight.
 func (f *faultStore) swap(inner store.Full) { f.Full = inner }
 
-// commits counts the calls of Commit: events and journals are stored by
-// commits only, so a step that made none stored neither.
-func (f *faultStore) commits() int {
+// written counts the commits asked to store events, and journals:
+// events and journals are stored by such commits only, so a step that
+// made none stored none.
+func (f *faultStore) written() (events, journals int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.counts[0] + f.counts[1] + f.counts[2]
+	return f.events, f.journals
 }
 
 // injected counts the commits failed and those whose answers were lost.

@@ -34,7 +34,7 @@ func (w *world) randomOp() {
 		{3, w.opPlan},
 		{1, w.opCancelPlan},
 		{2, w.opApprove},
-		{16, w.opLead},
+		{12, w.opLead},
 		{12, w.opClock},
 		{2, w.opNode},
 		{1, w.opTeam},

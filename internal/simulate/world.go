@@ -43,7 +43,7 @@ type Config struct {
 	// Trace, when set, is told every step as it ends.
 	Trace func(line string)
 	// FullCheckEvery is how many steps apart the checker compares every
-	// stored block with what it knows (0: 250); the other steps check
+	// stored block with what it knows (0: 500); the other steps check
 	// what the step changed.
 	FullCheckEvery int
 }
@@ -152,7 +152,7 @@ func Run(ctx context.Context, cfg Config) (rep Report, err error) {
 		cfg.Faults = DefaultFaults
 	}
 	if cfg.FullCheckEvery <= 0 {
-		cfg.FullCheckEvery = 250
+		cfg.FullCheckEvery = 500
 	}
 	dir, err := os.MkdirTemp(cfg.Dir, "capblock-sim-")
 	if err != nil {
@@ -347,6 +347,19 @@ func (w *world) crash() {
 		w.fail("the clock showed %s before the crash and %s after it", before.Format(time.RFC3339), now.Format(time.RFC3339))
 	}
 	w.chk.afterCrash = true
+	// The restarted service knows each node's health as acknowledged
+	// (DESIGN.md, invariant 9).
+	views, err := w.g.Nodes(w.as(w.admin))
+	w.must(err)
+	for _, v := range views {
+		want := w.m.health[v.Node.Name]
+		if want == "" {
+			want = core.Healthy
+		}
+		if v.Node.Health != want && !w.m.pendingNode(v.Node.Name) {
+			w.fail("after the restart node %s is %s; the last acknowledged change made it %s", v.Node.Name, v.Node.Health, want)
+		}
+	}
 }
 
 // as is the context of a call made by p.
