@@ -122,7 +122,7 @@ var mutants = []struct {
 			}
 			return full.Commit(ctx, c)
 		},
-		want: "cancelled is",
+		want: "cancelled is|cancelled, yet",
 	},
 	{
 		name:  "a block becomes active without its event",
