@@ -18,10 +18,16 @@ import (
 // seeds of mutantOps steps, and say what is wrong: a check that no defect
 // can fail checks nothing.
 
-const (
-	mutantSeeds = 3
-	mutantOps   = 1500
-)
+const mutantSeeds = 3
+
+// mutantOps are the steps of each seed: fewer under the race detector,
+// and still enough for each mutant on the first seed.
+func mutantOps() int {
+	if raceOn || testing.Short() {
+		return 400
+	}
+	return 1500
+}
 
 // mutant passes every call on to the real store but Commit, which it
 // hands to commit with the number of the call among those that match.
@@ -179,13 +185,10 @@ func (e *forgetfulEngine) Release(ctx context.Context, b core.Block) error {
 // releases: convergence must find a block it holds that the store has
 // ended.
 func TestMutantEngine(t *testing.T) {
-	if raceOn || testing.Short() {
-		t.Skip("the mutants run without the race detector and -short")
-	}
 	dir := memDir(t)
 	for seed := uint64(1); seed <= mutantSeeds; seed++ {
 		cryptotest.SetGlobalRandom(t, seed)
-		_, err := simulate.Run(t.Context(), simulate.Config{Seed: seed, Ops: mutantOps, Dir: dir, Faults: testFaults(),
+		_, err := simulate.Run(t.Context(), simulate.Config{Seed: seed, Ops: mutantOps(), Dir: dir, Faults: testFaults(),
 			MutantEngine: func(b backend.Backend) backend.Backend { return &forgetfulEngine{Backend: b} }})
 		if err == nil {
 			continue
@@ -196,21 +199,18 @@ func TestMutantEngine(t *testing.T) {
 		t.Logf("seed %d found it: %s", seed, firstLine(err.Error()))
 		return
 	}
-	t.Errorf("%d seeds of %d steps never found the defect", mutantSeeds, mutantOps)
+	t.Errorf("%d seeds of %d steps never found the defect", mutantSeeds, mutantOps())
 }
 
 // TestMutants runs the simulation on each mutant: it must fail within
 // mutantSeeds seeds, naming the defect.
 func TestMutants(t *testing.T) {
-	if raceOn || testing.Short() {
-		t.Skip("the mutants run without the race detector and -short")
-	}
 	dir := memDir(t)
 	for _, mu := range mutants {
 		t.Run(mu.name, func(t *testing.T) {
 			for seed := uint64(1); seed <= mutantSeeds; seed++ {
 				cryptotest.SetGlobalRandom(t, seed)
-				_, err := simulate.Run(t.Context(), simulate.Config{Seed: seed, Ops: mutantOps, Dir: dir, Faults: testFaults(),
+				_, err := simulate.Run(t.Context(), simulate.Config{Seed: seed, Ops: mutantOps(), Dir: dir, Faults: testFaults(),
 					Mutant: func(full store.Full) store.Full { return &mutant{Full: full, match: mu.match, commit: mu.commit} }})
 				if err == nil {
 					continue
@@ -221,7 +221,7 @@ func TestMutants(t *testing.T) {
 				t.Logf("seed %d found it: %s", seed, firstLine(err.Error()))
 				return
 			}
-			t.Errorf("%d seeds of %d steps never found the defect", mutantSeeds, mutantOps)
+			t.Errorf("%d seeds of %d steps never found the defect", mutantSeeds, mutantOps())
 		})
 	}
 }
