@@ -27,13 +27,10 @@ type checker struct {
 	evPurchased map[string]bool
 	// evNow are the blocks the events of this step were about: a block
 	// whose version moved has one.
-	evNow map[string]bool
-	// handedOn are the blocks some of whose hours went to another team
-	// or back for resale: their fee no longer matches their charges.
-	handedOn map[string]bool
-	stored   map[string]core.Block
-	alloc    allocations
-	led      *ledger
+	evNow  map[string]bool
+	stored map[string]core.Block
+	alloc  allocations
+	led    *ledger
 	// touched are the blocks to read after this step.
 	touched    map[string]bool
 	afterCrash bool
@@ -47,8 +44,10 @@ type checker struct {
 }
 
 func newChecker() *checker {
-	return &checker{evState: map[string]core.BlockState{}, evCreated: map[string]bool{}, evPurchased: map[string]bool{}, evNow: map[string]bool{}, handedOn: map[string]bool{},
-		stored: map[string]core.Block{}, alloc: allocations{}, led: newLedger(), touched: map[string]bool{}}
+	return &checker{
+		evState: map[string]core.BlockState{}, evCreated: map[string]bool{}, evPurchased: map[string]bool{}, evNow: map[string]bool{},
+		stored: map[string]core.Block{}, alloc: allocations{}, led: newLedger(), touched: map[string]bool{},
+	}
 }
 
 // touch makes the checker read block id after this step.
@@ -66,8 +65,6 @@ func (c *checker) event(e core.Event) {
 		c.evCreated[e.Subject], c.evPurchased[e.Subject] = true, true
 	case core.EventBlockReceived:
 		c.evCreated[e.Subject] = true
-	case core.EventBlockTransferred, core.EventBlockReleased:
-		c.handedOn[e.Subject] = true
 	}
 	if to, ok := e.Data["to"].(string); ok {
 		c.evState[e.Subject] = core.BlockState(to)
