@@ -60,6 +60,9 @@ trap 'rm -rf "$work"' EXIT
 echo "soak: building the simulation's test binary"
 go test -c -o "$work/simulate.test" ./internal/simulate
 
+# The simulation allocates briskly and holds little: collecting garbage
+# less often buys about a tenth more steps a second.
+export GOGC="${GOGC:-400}"
 began=$(date +%s)
 deadline=$((began + seconds))
 if [[ -n "$seeds" ]]; then

@@ -125,9 +125,14 @@ func simDefaults() (first, seeds, ops uint64) {
 	return 1, 8, 2000
 }
 
-// replay is the command that runs one seed again.
+// replay is the command that runs one seed again (with the faults of
+// this run, when the environment set them).
 func replay(seed, ops uint64) string {
-	return fmt.Sprintf("CAPBLOCK_SIM_SEED=%d CAPBLOCK_SIM_OPS=%d go test ./internal/simulate -run 'TestSimulate$' -count=1 -v", seed, ops)
+	faults := ""
+	if f := os.Getenv("CAPBLOCK_SIM_FAULTS"); f != "" {
+		faults = fmt.Sprintf("CAPBLOCK_SIM_FAULTS=%q ", f)
+	}
+	return fmt.Sprintf("%sCAPBLOCK_SIM_SEED=%d CAPBLOCK_SIM_OPS=%d go test ./internal/simulate -run 'TestSimulate$' -count=1 -v", faults, seed, ops)
 }
 
 func envUint(t *testing.T, name string, def uint64) uint64 {
