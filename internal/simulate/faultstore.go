@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sync"
+	"time"
 
 	"capblock/internal/store"
 )
@@ -42,8 +43,9 @@ func (f commitFault) String() string {
 }
 
 // faultStore wraps the store the service runs on. Its Commit fails, or
-// loses its answer, as the seed decides; every other method passes
-// through (the wrapped store.Full is embedded). The decisions come from
+// loses its answer, as the seed decides, and so do the outbox's records
+// of the engine actions it applied (FinishAction, RetryAction); every
+// other method passes through (the wrapped store.Full is embedded). The decisions come from
 // one stream of the seed, drawn once per Commit: the service commits
 // only on the simulation's goroutine (nothing of Run runs), so the
 // order of the draws is the order of the commits.
@@ -55,6 +57,8 @@ type faultStore struct {
 	rates  Faults
 	off    bool // faults are off (setup, a restart, quiescence)
 	counts [3]int
+	// records counts the outbox's records of actions by their fault.
+	records [3]int
 	// events and journals count the commits asked to store events, and
 	// journals: only those can have stored any.
 	events, journals int
@@ -92,19 +96,63 @@ func (f *faultStore) decide(c store.Change) commitFault {
 	if len(c.Journals) > 0 {
 		f.journals++
 	}
-	fault := commitPasses
-	if !f.off {
-		switch u := f.rng.Float64(); {
-		case u < f.rates.CommitFails:
-			fault = commitFailsBefore
-		case u < f.rates.CommitFails+f.rates.CommitLosesAnswer:
-			fault = commitLosesAnswer
-		}
-	}
+	fault := f.draw(f.rates.CommitFails, f.rates.CommitLosesAnswer)
 	f.counts[fault]++
 	if fault != commitPasses && f.injectedHook != nil {
 		f.injectedHook(fault)
 	}
+	return fault
+}
+
+// draw is a fault drawn at the rates given, when faults are on. f.mu
+// is held.
+func (f *faultStore) draw(fails, loses float64) commitFault {
+	if f.off {
+		return commitPasses
+	}
+	switch u := f.rng.Float64(); {
+	case u < fails:
+		return commitFailsBefore
+	case u < fails+loses:
+		return commitLosesAnswer
+	}
+	return commitPasses
+}
+
+// FinishAction records an engine action done, or fails to, or loses
+// its answer, at the rates of the outbox's records: the worker must
+// leave the action to be applied again, or find it done.
+func (f *faultStore) FinishAction(ctx context.Context, epoch int64, id string, at time.Time) (bool, error) {
+	fault := f.decideRecord()
+	if fault == commitFailsBefore {
+		return false, fmt.Errorf("recording action %s done: %w: the disk failed", id, errInjected)
+	}
+	changed, err := f.Full.FinishAction(ctx, epoch, id, at)
+	if err == nil && fault == commitLosesAnswer {
+		return false, fmt.Errorf("recording action %s done: %w: recorded, the answer was lost", id, errInjected)
+	}
+	return changed, err
+}
+
+// RetryAction records a failed try of an engine action, with the faults
+// of FinishAction.
+func (f *faultStore) RetryAction(ctx context.Context, epoch int64, id string, attempts int, nextAt time.Time, lastErr string) error {
+	fault := f.decideRecord()
+	if fault == commitFailsBefore {
+		return fmt.Errorf("recording a try of action %s: %w: the disk failed", id, errInjected)
+	}
+	err := f.Full.RetryAction(ctx, epoch, id, attempts, nextAt, lastErr)
+	if err == nil && fault == commitLosesAnswer {
+		return fmt.Errorf("recording a try of action %s: %w: recorded, the answer was lost", id, errInjected)
+	}
+	return err
+}
+
+func (f *faultStore) decideRecord() commitFault {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fault := f.draw(f.rates.RecordFails, f.rates.RecordLosesAnswer)
+	f.records[fault]++
 	return fault
 }
 
@@ -128,9 +176,10 @@ func (f *faultStore) written() (events, journals int) {
 	return f.events, f.journals
 }
 
-// injected counts the commits failed and those whose answers were lost.
-func (f *faultStore) injected() (failed, lost int) {
+// injected counts the commits failed and those whose answers were
+// lost, and as much of the outbox's records.
+func (f *faultStore) injected() (failed, lost, recordsFailed, recordsLost int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.counts[commitFailsBefore], f.counts[commitLosesAnswer]
+	return f.counts[commitFailsBefore], f.counts[commitLosesAnswer], f.records[commitFailsBefore], f.records[commitLosesAnswer]
 }

@@ -23,7 +23,8 @@ import (
 //	CAPBLOCK_SIM_OPS    steps per seed
 //	CAPBLOCK_SIM_TRACE  set: log every step
 //	CAPBLOCK_SIM_COUNTS set: log the operations' outcomes
-//	CAPBLOCK_SIM_FAULTS the fault rates, as in "commit-fails=0.01,commit-lost=0.01,engine-fails=0.1,engine-lost=0.05"
+//	CAPBLOCK_SIM_FAULTS the fault rates, as in "commit-fails=0.01,commit-lost=0.01,engine-fails=0.1,engine-lost=0.05,
+//	                    record-fails=0.02,record-lost=0.02"
 //	                    (the others as testFaults)
 //
 // Each seed runs with crypto/rand fixed to it (cryptotest), so that the
@@ -62,9 +63,9 @@ func TestSimulate(t *testing.T) {
 			continue
 		}
 		if seeds <= 4 || testing.Verbose() {
-			t.Logf("seed %d: %d steps in %s; %d blocks; commits failed %d, lost %d; engine calls failed %d, lost %d; %d crashes; transcript %016x",
+			t.Logf("seed %d: %d steps in %s; %d blocks; commits failed %d, lost %d; outbox records failed %d, lost %d; engine calls failed %d, lost %d; %d crashes; transcript %016x",
 				seed, rep.Ops, rep.Elapsed.Round(time.Millisecond), rep.Blocks, rep.CommitsFailed, rep.CommitsLost,
-				rep.EngineFailed, rep.EngineLost, rep.Crashes, rep.Transcript)
+				rep.RecordsFailed, rep.RecordsLost, rep.EngineFailed, rep.EngineLost, rep.Crashes, rep.Transcript)
 			if os.Getenv("CAPBLOCK_SIM_COUNTS") != "" {
 				t.Logf("seed %d: operations %v", seed, rep.Counts)
 			}
@@ -106,6 +107,10 @@ func envFaults(t *testing.T) simulate.Faults {
 			f.EngineFails = p
 		case "engine-lost":
 			f.EngineLosesAnswer = p
+		case "record-fails":
+			f.RecordFails = p
+		case "record-lost":
+			f.RecordLosesAnswer = p
 		default:
 			t.Fatalf("CAPBLOCK_SIM_FAULTS: unknown fault %q", k)
 		}

@@ -55,10 +55,15 @@ type Faults struct {
 	// EngineFails and EngineLosesAnswer are per engine call (the first
 	// maxEngineFaults tries of each).
 	EngineFails, EngineLosesAnswer float64
+	// RecordFails and RecordLosesAnswer are per record of the outbox
+	// worker (an action done, or tried again).
+	RecordFails, RecordLosesAnswer float64
 }
 
-// DefaultFaults fail about one commit in 33 and one engine call in 8.
-var DefaultFaults = Faults{CommitFails: 0.015, CommitLosesAnswer: 0.015, EngineFails: 0.08, EngineLosesAnswer: 0.05}
+// DefaultFaults fail about one commit in 33, one engine call in 8 and
+// one record of the outbox in 25.
+var DefaultFaults = Faults{CommitFails: 0.015, CommitLosesAnswer: 0.015, EngineFails: 0.08, EngineLosesAnswer: 0.05,
+	RecordFails: 0.02, RecordLosesAnswer: 0.02}
 
 // Report is what a run did.
 type Report struct {
@@ -70,9 +75,9 @@ type Report struct {
 	Transcript uint64
 	Counts     map[string]int // operations by kind and outcome
 	// The faults injected.
-	CommitsFailed, CommitsLost, EngineFailed, EngineLost, Crashes int
-	Blocks                                                        int // blocks stored at the end
-	Elapsed                                                       time.Duration
+	CommitsFailed, CommitsLost, RecordsFailed, RecordsLost, EngineFailed, EngineLost, Crashes int
+	Blocks                                                                                    int // blocks stored at the end
+	Elapsed                                                                                   time.Duration
 }
 
 // Failure is an invariant found broken, or an answer no client should
@@ -205,7 +210,7 @@ func Run(ctx context.Context, cfg Config) (rep Report, err error) {
 	w.end()
 	rep = Report{Seed: cfg.Seed, Ops: cfg.Ops, Transcript: w.hash.Sum64(), Counts: w.counts, Crashes: w.crashes,
 		Blocks: len(w.chk.stored), Elapsed: time.Since(began)}
-	rep.CommitsFailed, rep.CommitsLost = w.fs.injected()
+	rep.CommitsFailed, rep.CommitsLost, rep.RecordsFailed, rep.RecordsLost = w.fs.injected()
 	rep.EngineFailed, rep.EngineLost = w.engine.injected()
 	return rep, nil
 }
