@@ -7,6 +7,7 @@ import (
 
 	"capblock/internal/contract"
 	"capblock/internal/core"
+	"capblock/internal/store"
 )
 
 // An operation is chosen by weight, then runs: it names itself (begin),
@@ -261,7 +262,9 @@ func (m *model) resolve(p *pendingOp) {
 
 // onlyInjected reports whether err is made of injected faults only
 // (errors joined, each one injected), or of conflicts, which a
-// reconcile meets when the index is behind the store (it rebuilds it).
+// reconcile meets when the index is behind the store (it rebuilds it),
+// or of a lease that expired on the wall clock (a machine so loaded that
+// a pass outlived the lease: the next pass takes a new one).
 func onlyInjected(err error) bool {
 	if j, ok := err.(interface{ Unwrap() []error }); ok {
 		for _, e := range j.Unwrap() {
@@ -271,7 +274,7 @@ func onlyInjected(err error) bool {
 		}
 		return true
 	}
-	return injected(err) || errors.Is(err, core.ErrConflict)
+	return injected(err) || errors.Is(err, core.ErrConflict) || errors.Is(err, store.ErrLeaseLost)
 }
 
 // pickLive is a live block that ok accepts, or "": a few draws among
