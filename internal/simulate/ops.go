@@ -263,18 +263,27 @@ func (m *model) resolve(p *pendingOp) {
 // onlyInjected reports whether err is made of injected faults only
 // (errors joined, each one injected), or of conflicts, which a
 // reconcile meets when the index is behind the store (it rebuilds it),
-// or of a lease that expired on the wall clock (a machine so loaded that
-// a pass outlived the lease: the next pass takes a new one).
+// or of a lost lease.
 func onlyInjected(err error) bool {
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
+	return every(err, func(e error) bool { return injected(e) || errors.Is(e, core.ErrConflict) || leaseLost(e) })
+}
+
+// leaseLost reports whether err is the leader's lease lost on the wall
+// clock: a machine so loaded that a pass outlived the lease (the next
+// pass takes a new one).
+func leaseLost(err error) bool { return errors.Is(err, store.ErrLeaseLost) }
+
+// every reports whether ok holds for each error joined in err.
+func every(err error, ok func(error) bool) bool {
+	if j, isJoin := err.(interface{ Unwrap() []error }); isJoin {
 		for _, e := range j.Unwrap() {
-			if !onlyInjected(e) {
+			if !every(e, ok) {
 				return false
 			}
 		}
 		return true
 	}
-	return injected(err) || errors.Is(err, core.ErrConflict) || errors.Is(err, store.ErrLeaseLost)
+	return ok(err)
 }
 
 // pickLive is a live block that ok accepts, or "": a few draws among
