@@ -7,11 +7,13 @@
 // the faults.
 //
 // The faults are a store whose commits fail before they are durable or
-// lose their answer once they are (faultStore), an engine whose calls
-// fail or lose their answer (faultEngine), crashes (the service dropped
-// between steps and started again on the same database file, as
-// `capblock serve` starts), nodes failing and recovering, and the clock
-// moving. The operations are those of clients: searches and purchases
+// lose their answer once they are, and so do the outbox's records of the
+// engine actions it applied (faultStore); an engine whose calls fail or
+// lose their answer (faultEngine); crashes (the service dropped between
+// steps and started again on the same database file, as `capblock serve`
+// starts); nodes failing and recovering; and the clock moving. The
+// leader's work runs as steps too (service.LeadOnce), not on goroutines
+// of its own, so that nothing runs between steps. The operations are those of clients: searches and purchases
 // under client tokens, retried after a lost answer, cancellations,
 // extensions, transfers, releases for resale, plans; and the operator's:
 // approvals, node health, teams disabled.
@@ -30,4 +32,5 @@
 // A failure names its seed and step; the same seed replays the same
 // operations, faults and answers (the service's ids too, in a test that
 // fixes crypto/rand: see TestSimulate), so one command reproduces it.
+// scripts/soak.sh runs seeds on every core for as long as asked.
 package simulate
