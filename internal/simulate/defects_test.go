@@ -23,16 +23,24 @@ import (
 // small enough to read: each is skipped, naming the defect, until it is
 // mended.
 
-// answerLost is a store whose Commit, when lose is set, stores the change
-// and then answers an error, as a reply lost after the fsync would.
+// answerLost is a store whose next Commit, when lose is set, stores the
+// change and then answers an error, as a reply lost after the fsync
+// would; when fail is set, it answers an error and stores nothing.
 type answerLost struct {
 	store.Full
-	lose bool
+	lose, fail bool
 }
 
-var errAnswerLost = errors.New("the change is durable, its answer was lost")
+var (
+	errAnswerLost = errors.New("the change is durable, its answer was lost")
+	errDiskFailed = errors.New("the disk failed; nothing is stored")
+)
 
 func (s *answerLost) Commit(ctx context.Context, c store.Change) error {
+	if s.fail {
+		s.fail = false
+		return errDiskFailed
+	}
 	if err := s.Full.Commit(ctx, c); err != nil || !s.lose {
 		return err
 	}
@@ -50,6 +58,17 @@ type lostAnswerEnv struct {
 	member context.Context
 	admin  context.Context
 	team   string
+	fleet  core.Fleet
+}
+
+// restart starts a new service on the store, as after a crash: its
+// index is built from the store as it is now.
+func (e *lostAnswerEnv) restart() {
+	e.t.Helper()
+	var err error
+	e.svc, err = service.New(e.t.Context(), service.Config{Fleet: e.fleet, Store: e.st,
+		Backend: local.NewSim(slog.New(slog.DiscardHandler), e.fleet.Nodes), Clock: e.sim, Log: slog.New(slog.DiscardHandler)})
+	e.must(err)
 }
 
 func newLostAnswerEnv(t *testing.T) *lostAnswerEnv {
@@ -65,12 +84,8 @@ func newLostAnswerEnv(t *testing.T) *lostAnswerEnv {
 	for _, n := range []string{"h0", "h1"} {
 		f.Nodes = append(f.Nodes, core.Node{Name: n, Zone: "z1", Rack: "r0", GPUModel: "H100", GPUs: 8, Health: core.Healthy})
 	}
-	e := &lostAnswerEnv{t: t, st: &answerLost{Full: db}, sim: clock.NewSim(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC))}
-	e.svc, err = service.New(ctx, service.Config{Fleet: f, Store: e.st, Backend: local.NewSim(slog.New(slog.DiscardHandler), f.Nodes),
-		Clock: e.sim, Log: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := &lostAnswerEnv{t: t, st: &answerLost{Full: db}, sim: clock.NewSim(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)), fleet: f}
+	e.restart()
 	ops, err := e.svc.CreateTeam(ctx, "ops")
 	e.must(err)
 	root, err := e.svc.CreateUser(ctx, "root", ops.ID, core.RoleAdmin)
@@ -165,5 +180,60 @@ func TestSimulateLostCommitAnswers(t *testing.T) {
 		if _, err := simulate.Run(t.Context(), simulate.Config{Seed: seed, Ops: 2000, Dir: dir, Faults: simulate.DefaultFaults}); err != nil {
 			t.Errorf("%v\nreplay: CAPBLOCK_SIM_FAULTS=commit-lost=%g %s", err, simulate.DefaultFaults.CommitLosesAnswer, replay(seed, 2000))
 		}
+	}
+}
+
+// buy buys one whole node for [from, to) hours after the start, as the
+// member.
+func (e *lostAnswerEnv) buy(from, to int, token string) core.Block {
+	e.t.Helper()
+	g := e.svc.Guarded()
+	start := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	offs, err := g.Offerings(e.member, core.SearchRequest{Types: []string{"h100.8x"}, Count: 1, Duration: time.Duration(to-from) * time.Hour,
+		StartAfter: start.Add(time.Duration(from) * time.Hour), EndBefore: start.Add(time.Duration(to) * time.Hour), Team: e.team})
+	e.must(err)
+	if len(offs) == 0 {
+		e.t.Fatalf("no offering for hours %d to %d", from, to)
+	}
+	b, _, err := g.Purchase(e.member, contract.PurchaseRequest{Team: e.team, OfferingID: offs[0].ID, ClientToken: token})
+	e.must(err)
+	return b
+}
+
+// TestReplacementOverAnEndedBlock: a block whose end has passed but
+// whose expiry is not committed yet (the reconcile that takes it
+// failed, or has not run yet) is live in the store, its allocation
+// rows over its whole window. An index built since its end (a restart,
+// the daily rebase) counts hours from then on, and so sees its GPUs
+// free. A node failure then moves another block onto them: the
+// replacement's rows cover the moved block's whole window, the past
+// hours included, and the store refuses them as overlapping the ended
+// block's. The failure is retried twenty times, each a conflict, and
+// the node's failure is not recorded at all: it stays healthy, and the
+// block on it stays there.
+// Seed 75 of TestSimulate found it:
+//
+//	CAPBLOCK_SIM_SEED=75 CAPBLOCK_SIM_OPS=5000 go test ./internal/simulate -run 'TestSimulate$' -count=1 -v
+func TestReplacementOverAnEndedBlock(t *testing.T) {
+	t.Skip("defect: a node failure conflicts forever with a block whose end passed before its expiry was committed (service/nodes.go replaceOn; the store checks the replacement over the block's whole window)")
+	e := newLostAnswerEnv(t)
+	g := e.svc.Guarded()
+	ended := e.buy(1, 3, "ended") // one node, hours 1 to 3
+	moved := e.buy(2, 6, "moved") // the other node, hours 2 to 6
+	_, err := g.SetClock(e.admin, contract.ClockRequest{Advance: 2 * time.Hour})
+	e.must(err) // both active
+	e.st.fail = true
+	if _, err := g.SetClock(e.admin, contract.ClockRequest{Advance: 90 * time.Minute}); !errors.Is(err, errDiskFailed) {
+		t.Fatalf("the reconcile after the clock moved past the end of %s: %v; want the disk's failure", ended.ID, err)
+	}
+	e.restart()
+	g = e.svc.Guarded()
+	node := moved.Placements[0].Node
+	rep, err := g.FailNode(e.admin, node, "simulated failure")
+	if err != nil {
+		t.Fatalf("failing node %s (under %s) while %s, ended, is not yet expired: %v", node, moved.ID, ended.ID, err)
+	}
+	if rep.Health != core.Unhealthy {
+		t.Errorf("node %s is %s after it failed", node, rep.Health)
 	}
 }
