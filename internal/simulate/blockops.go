@@ -35,7 +35,7 @@ func (w *world) cancel(p *pendingOp) {
 		if b.State != core.StateCancelled {
 			w.fail("block %s cancelled is %s", p.block, b.State)
 		}
-		r := w.m.learn(b, -1)
+		r := w.m.learn(b)
 		r.cancelled = true
 		w.m.resolve(p)
 	case injected(err):
@@ -59,7 +59,7 @@ func (w *world) readBack(caller core.Principal, scope, id string) {
 	b, err := w.g.GetBlock(w.as(caller), scope, id)
 	w.must(err)
 	w.note("reads it %s", b.State)
-	w.m.learn(b, -1)
+	w.m.learn(b)
 }
 
 // opExtend asks for an extension of a live block and buys it.
@@ -87,7 +87,7 @@ func (w *world) opExtend() {
 		w.note("no offering")
 		return
 	}
-	w.extend(&pendingOp{kind: "extend", block: id, team: scope, quote: offs[0]})
+	w.extend(&pendingOp{kind: "extend", block: id, quote: offs[0]})
 }
 
 // extend buys an extension offering (again, when retried: an offering
@@ -109,7 +109,7 @@ func (w *world) extend(p *pendingOp) {
 		if x.Block.End.Before(off.End) {
 			w.fail("block %s extended until %s ends at %s", p.block, off.End.Format(time.RFC3339), x.Block.End.Format(time.RFC3339))
 		}
-		w.m.learn(x.Block, -1)
+		w.m.learn(x.Block)
 		w.m.resolve(p)
 	case injected(err):
 		w.count("extend/fault")
@@ -150,12 +150,12 @@ func (w *world) opTransfer() {
 	switch {
 	case err == nil:
 		w.count("transfer/done")
-		w.m.learn(res.Block, -1)
+		w.m.learn(res.Block)
 		if res.Received == nil {
 			w.fail("transfer of %s answered no received block", id)
 		}
 		w.note("received as %s", res.Received.ID)
-		w.m.learn(*res.Received, -1)
+		w.m.learn(*res.Received)
 		w.chk.touch(res.Received.ID)
 	case injected(err):
 		// Not idempotent: the client reads the block to learn whether it
@@ -188,7 +188,7 @@ func (w *world) opRelease() {
 	switch {
 	case err == nil:
 		w.count("release/done")
-		w.m.learn(res.Block, -1)
+		w.m.learn(res.Block)
 	case injected(err):
 		w.count("release/fault")
 		w.note("fault: %v", err)

@@ -64,7 +64,7 @@ func (w *world) opPurchase() {
 	}
 	off := offs[w.rng.IntN(len(offs))]
 	w.m.addQuote(off)
-	w.buy(&pendingOp{kind: "purchase", quote: off, team: t.id,
+	w.buy(&pendingOp{kind: "purchase", quote: off,
 		buy: contract.PurchaseRequest{Team: t.id, OfferingID: off.ID, ClientToken: w.token(), Name: fmt.Sprintf("b%d", w.m.tokens)}}, false)
 }
 
@@ -77,7 +77,7 @@ func (w *world) opStaleQuote() {
 	}
 	off := w.m.quotes[w.rng.IntN(len(w.m.quotes))]
 	t := w.pickTeam()
-	w.buy(&pendingOp{kind: "purchase", quote: off, team: t.id,
+	w.buy(&pendingOp{kind: "purchase", quote: off,
 		buy: contract.PurchaseRequest{Team: t.id, OfferingID: off.ID, ClientToken: w.token(), Name: fmt.Sprintf("b%d", w.m.tokens)}}, false)
 }
 
@@ -97,7 +97,7 @@ func (w *world) buy(p *pendingOp, retried bool) {
 			w.count("purchase/healed") // the service found its own lost answer
 		}
 		w.checkBought(b, p)
-		w.m.learn(b, off.Fee.Minor)
+		w.m.learn(b)
 		w.m.bought = append(w.m.bought, &purchase{req: p.buy, block: b.ID})
 		w.m.resolve(p)
 	case injected(err):
@@ -261,7 +261,7 @@ func (w *world) opPlan() {
 		return
 	}
 	off := offs[w.rng.IntN(len(offs))]
-	w.buyPlan(&pendingOp{kind: "plan", pquote: off, team: t.id,
+	w.buyPlan(&pendingOp{kind: "plan", pquote: off,
 		plan: contract.PlanPurchaseRequest{Team: t.id, OfferingID: off.ID, ClientToken: w.token(), Name: fmt.Sprintf("p%d", w.m.tokens)}})
 }
 
@@ -292,13 +292,12 @@ func (w *world) buyPlan(p *pendingOp) {
 			}
 			sum += sg.Fee.Minor
 			rec.segments = append(rec.segments, b.ID)
-			w.m.learn(b, sg.Fee.Minor)
+			w.m.learn(b)
 			w.chk.touch(b.ID)
 		}
 		if v.Plan.Fee.Minor != sum {
 			w.fail("plan %s costs %d; its segments were quoted %d together", v.Plan.ID, v.Plan.Fee.Minor, sum)
 		}
-		rec.fee = sum
 		w.m.plans = append(w.m.plans, rec)
 		w.m.resolve(p)
 	case injected(err):
@@ -346,7 +345,7 @@ func (w *world) opCancelPlan() {
 			if b.State.Live() {
 				w.fail("plan %s cancelled, yet its segment %s is %s", pl.id, b.ID, b.State)
 			}
-			w.m.learn(b, -1)
+			w.m.learn(b)
 			w.chk.touch(b.ID)
 		}
 	case injected(err):

@@ -31,13 +31,10 @@ type model struct {
 
 // blockRec is what the simulation knows of a block.
 type blockRec struct {
-	id, team string
 	// acked is the block as the last acknowledged operation on it
-	// answered; the store must hold it or a later version.
+	// answered (zero when none did: a block met in the store); the
+	// store must hold it or a later version.
 	acked core.Block
-	// quoted is the fee its purchase quoted, -1 when it was not bought
-	// by a purchase whose quote the simulation saw (a transfer's block).
-	quoted int64
 	// cancelled: a cancellation of it was acknowledged.
 	cancelled bool
 }
@@ -53,7 +50,6 @@ type planRec struct {
 	id, team string
 	req      contract.PlanPurchaseRequest
 	segments []string
-	fee      int64
 }
 
 // pendingOp is an operation whose answer was a fault: retried as a
@@ -67,7 +63,6 @@ type pendingOp struct {
 	pquote core.PlanOffering // the plan's
 	// extend and cancel: the block (and the extension's quote).
 	block string
-	team  string // the caller's scope
 	// node: the node and the health asked for; team: the team and
 	// whether it is disabled.
 	node     string
@@ -82,10 +77,10 @@ func newModel() *model {
 
 // learn records a block the service answered with; the record of a
 // block met before is kept.
-func (m *model) learn(b core.Block, quoted int64) *blockRec {
+func (m *model) learn(b core.Block) *blockRec {
 	r := m.blocks[b.ID]
 	if r == nil {
-		r = &blockRec{id: b.ID, team: b.Team, quoted: quoted}
+		r = &blockRec{}
 		m.blocks[b.ID] = r
 	}
 	m.acked(r, b)
@@ -130,7 +125,7 @@ func (m *model) addQuote(o core.Offering) {
 // purchase answer was lost) and picks from the live ones.
 func (m *model) observe(b core.Block) {
 	if m.blocks[b.ID] == nil {
-		m.blocks[b.ID] = &blockRec{id: b.ID, team: b.Team, quoted: -1}
+		m.blocks[b.ID] = &blockRec{}
 	}
 	m.setLive(b.ID, b.State.Live())
 }
