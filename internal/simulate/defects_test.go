@@ -1,0 +1,286 @@
+package simulate_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"path/filepath"
+	"testing"
+	"testing/cryptotest"
+	"time"
+
+	"capblock/internal/backend/local"
+	"capblock/internal/clock"
+	"capblock/internal/contract"
+	"capblock/internal/core"
+	"capblock/internal/service"
+	"capblock/internal/simulate"
+	"capblock/internal/store"
+	"capblock/internal/store/sqlite"
+)
+
+// Defects the simulation found, each shown by a scenario of its own,
+// small enough to read: each is skipped, naming the defect, until it is
+// mended.
+
+// scriptedStore is a store whose next Commit, when lose is set, stores
+// the change and then answers an error, as a reply lost after the fsync
+// would; when fail is set, it answers an error and stores nothing.
+type scriptedStore struct {
+	store.Full
+	lose, fail bool
+}
+
+var (
+	errAnswerLost = errors.New("the change is durable, its answer was lost")
+	errDiskFailed = errors.New("the disk failed; nothing is stored")
+)
+
+func (s *scriptedStore) Commit(ctx context.Context, c store.Change) error {
+	if s.fail {
+		s.fail = false
+		return errDiskFailed
+	}
+	if err := s.Full.Commit(ctx, c); err != nil || !s.lose {
+		return err
+	}
+	s.lose = false
+	return errAnswerLost
+}
+
+// defectEnv is a service on two H100 nodes over a scriptedStore, a team
+// and its member, and the admin.
+type defectEnv struct {
+	t      *testing.T
+	st     *scriptedStore
+	sim    *clock.Sim
+	svc    *service.Service
+	member context.Context
+	admin  context.Context
+	team   string
+	fleet  core.Fleet
+}
+
+// restart starts a new service on the store, as after a crash: its
+// index is built from the store as it is now.
+func (e *defectEnv) restart() {
+	e.t.Helper()
+	var err error
+	e.svc, err = service.New(e.t.Context(), service.Config{Fleet: e.fleet, Store: e.st,
+		Backend: local.NewSim(slog.New(slog.DiscardHandler), e.fleet.Nodes), Clock: e.sim, Log: slog.New(slog.DiscardHandler)})
+	e.must(err)
+}
+
+func newDefectEnv(t *testing.T) *defectEnv {
+	t.Helper()
+	ctx := t.Context()
+	db, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "capblock.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	f := core.Fleet{Currency: "USD", Limits: core.DefaultLimits(), Pricing: core.DefaultPricing(),
+		Types: []core.InstanceType{{Name: "h100.8x", GPUModel: "H100", GPUsPerInstance: 8, OnDemand: core.Money{Minor: 9832, Currency: "USD"}}}}
+	for _, n := range []string{"h0", "h1"} {
+		f.Nodes = append(f.Nodes, core.Node{Name: n, Zone: "z1", Rack: "r0", GPUModel: "H100", GPUs: 8, Health: core.Healthy})
+	}
+	e := &defectEnv{t: t, st: &scriptedStore{Full: db}, sim: clock.NewSim(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)), fleet: f}
+	e.restart()
+	ops, err := e.svc.CreateTeam(ctx, "ops")
+	e.must(err)
+	root, err := e.svc.CreateUser(ctx, "root", ops.ID, core.RoleAdmin)
+	e.must(err)
+	tm, err := e.svc.CreateTeam(ctx, "alpha")
+	e.must(err)
+	dev, err := e.svc.CreateUser(ctx, "dev", tm.ID, core.RoleMember)
+	e.must(err)
+	e.team = tm.ID
+	e.admin = contract.WithPrincipal(ctx, core.Principal{User: root})
+	e.member = contract.WithPrincipal(ctx, core.Principal{User: dev})
+	return e
+}
+
+func (e *defectEnv) must(err error) {
+	e.t.Helper()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// buyLost buys both nodes for hours 2 to 5, the purchase's commit
+// losing its answer: the service finds its block by the client token
+// and answers with it, as it should.
+func (e *defectEnv) buyLost() core.Block {
+	e.t.Helper()
+	g := e.svc.Guarded()
+	now := e.sim.Now()
+	offs, err := g.Offerings(e.member, core.SearchRequest{Types: []string{"h100.8x"}, Count: 2, Duration: 3 * time.Hour,
+		StartAfter: now.Add(2 * time.Hour), EndBefore: now.Add(5 * time.Hour), Team: e.team})
+	e.must(err)
+	if len(offs) == 0 {
+		e.t.Fatal("no offering on an empty fleet")
+	}
+	e.st.lose = true
+	b, _, err := g.Purchase(e.member, contract.PurchaseRequest{Team: e.team, OfferingID: offs[0].ID, ClientToken: "t1"})
+	if err != nil {
+		e.t.Fatalf("the purchase whose answer was lost: %v; want the block its client token bought", err)
+	}
+	return b
+}
+
+// TestLostCommitAnswerIndex: when a commit is durable but its answer is
+// lost, the service forgets the decision on its index (settle with the
+// error), although the store holds it. The index then lacks the block
+// (or holds an older version of it) until something rebuilds it (a
+// conflict in another commit, the daily rebase, a restart). Meanwhile:
+// the block's extension offerings answer a conflict, its GPUs are
+// offered to others, and its lifecycle steps are not taken.
+func TestLostCommitAnswerIndex(t *testing.T) {
+	t.Skip("defect: a commit whose answer is lost after it is durable leaves the index without the change (service.settle forgets it); see the subtests")
+	t.Run("extension offerings answer a conflict", func(t *testing.T) {
+		e := newDefectEnv(t)
+		b := e.buyLost()
+		_, err := e.svc.Guarded().ExtensionOfferings(e.member, e.team, b.ID, time.Hour)
+		if err != nil {
+			t.Errorf("extension offerings of block %s: %v; want offerings, or none", b.ID, err)
+		}
+	})
+	t.Run("its GPUs are offered again", func(t *testing.T) {
+		e := newDefectEnv(t)
+		b := e.buyLost()
+		offs, err := e.svc.Guarded().Offerings(e.member, core.SearchRequest{Types: []string{"h100.8x"}, Count: 2, Duration: 3 * time.Hour,
+			StartAfter: b.Start, EndBefore: b.End, Team: e.team})
+		e.must(err)
+		if len(offs) > 0 {
+			t.Errorf("both nodes are %s's over [%s, %s), yet a search offers them: %+v", b.ID, b.Start, b.End, offs[0])
+		}
+	})
+	t.Run("it never becomes active", func(t *testing.T) {
+		e := newDefectEnv(t)
+		b := e.buyLost()
+		_, err := e.svc.Guarded().SetClock(e.admin, contract.ClockRequest{Set: b.Start.Add(time.Hour)})
+		e.must(err)
+		e.must(e.svc.LeadOnce(t.Context()))
+		got, err := e.st.GetBlock(t.Context(), b.ID)
+		e.must(err)
+		if got.State != core.StateActive {
+			t.Errorf("block %s started an hour ago and the leader reconciled; it is %s, want active", b.ID, got.State)
+		}
+	})
+}
+
+// TestSimulateLostCommitAnswers runs the simulation with commits that
+// lose their answers, which TestSimulate leaves out until the defect
+// above is mended.
+func TestSimulateLostCommitAnswers(t *testing.T) {
+	t.Skip("defect: a commit whose answer is lost after it is durable leaves the index without the change (TestLostCommitAnswerIndex)")
+	dir := memDir(t)
+	for seed := uint64(1); seed <= 4; seed++ {
+		cryptotest.SetGlobalRandom(t, seed)
+		if _, err := simulate.Run(t.Context(), simulate.Config{Seed: seed, Ops: 2000, Dir: dir, Faults: simulate.DefaultFaults}); err != nil {
+			t.Errorf("%v\nreplay: CAPBLOCK_SIM_FAULTS=commit-lost=%g %s", err, simulate.DefaultFaults.CommitLosesAnswer, replay(seed, 2000))
+		}
+	}
+}
+
+// buy buys one whole node for [from, to) hours after the start, as the
+// member.
+func (e *defectEnv) buy(from, to int, token string) core.Block {
+	e.t.Helper()
+	g := e.svc.Guarded()
+	start := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	offs, err := g.Offerings(e.member, core.SearchRequest{Types: []string{"h100.8x"}, Count: 1, Duration: time.Duration(to-from) * time.Hour,
+		StartAfter: start.Add(time.Duration(from) * time.Hour), EndBefore: start.Add(time.Duration(to) * time.Hour), Team: e.team})
+	e.must(err)
+	if len(offs) == 0 {
+		e.t.Fatalf("no offering for hours %d to %d", from, to)
+	}
+	b, _, err := g.Purchase(e.member, contract.PurchaseRequest{Team: e.team, OfferingID: offs[0].ID, ClientToken: token})
+	e.must(err)
+	return b
+}
+
+// TestReplacementOverAnEndedBlock: a block whose end has passed but
+// whose expiry is not committed yet (the reconcile that takes it
+// failed, or has not run yet) is live in the store, its allocation
+// rows over its whole window. An index built since its end (a restart,
+// the daily rebase) counts hours from then on, and so sees its GPUs
+// free. A node failure then moves another block onto them: the
+// replacement's rows cover the moved block's whole window, the past
+// hours included, and the store refuses them as overlapping the ended
+// block's. The failure is retried twenty times, each a conflict, and
+// the node's failure is not recorded at all: it stays healthy, and the
+// block on it stays there.
+// Seed 75 of TestSimulate found it:
+//
+//	CAPBLOCK_SIM_SEED=75 CAPBLOCK_SIM_OPS=5000 go test ./internal/simulate -run 'TestSimulate$' -count=1 -v
+func TestReplacementOverAnEndedBlock(t *testing.T) {
+	t.Skip("defect: a node failure conflicts forever with a block whose end passed before its expiry was committed (service/nodes.go replaceOn; the store checks the replacement over the block's whole window)")
+	e := newDefectEnv(t)
+	g := e.svc.Guarded()
+	ended := e.buy(1, 3, "ended") // one node, hours 1 to 3
+	moved := e.buy(2, 6, "moved") // the other node, hours 2 to 6
+	_, err := g.SetClock(e.admin, contract.ClockRequest{Advance: 2 * time.Hour})
+	e.must(err) // both active
+	e.st.fail = true
+	if _, err := g.SetClock(e.admin, contract.ClockRequest{Advance: 90 * time.Minute}); !errors.Is(err, errDiskFailed) {
+		t.Fatalf("the reconcile after the clock moved past the end of %s: %v; want the disk's failure", ended.ID, err)
+	}
+	e.restart()
+	g = e.svc.Guarded()
+	node := moved.Placements[0].Node
+	rep, err := g.FailNode(e.admin, node, "simulated failure")
+	if err != nil {
+		t.Fatalf("failing node %s (under %s) while %s, ended, is not yet expired: %v", node, moved.ID, ended.ID, err)
+	}
+	if rep.Health != core.Unhealthy {
+		t.Errorf("node %s is %s after it failed", node, rep.Health)
+	}
+}
+
+// TestExtendAfterRelease: a block whose hours from h on were released
+// for resale can be extended back into them (the index offers the
+// released GPUs, which are free for resale), then released again from
+// h: two releases then hold the same GPU-hours, a purchase of them
+// credits the holder for both, and the holder's escrow pays out more
+// than was paid into it (DESIGN.md, invariant 10: money is created).
+// Seed 186 of TestSimulate found it:
+//
+//	CAPBLOCK_SIM_SEED=186 CAPBLOCK_SIM_OPS=5000 go test ./internal/simulate -run 'TestSimulate$' -count=1 -v
+func TestExtendAfterRelease(t *testing.T) {
+	t.Skip("defect: a released block can be extended into the hours it released and release them again; the resale credits both releases (service/extensions.go, handon.go)")
+	e := newDefectEnv(t)
+	g := e.svc.Guarded()
+	held := e.buy(1, 10, "held")
+	e.buy(1, 10, "other") // the other node, so that a later purchase takes held's
+	_, err := g.SetClock(e.admin, contract.ClockRequest{Advance: 2 * time.Hour})
+	e.must(err)
+	if _, err := g.ReleaseBlock(e.member, e.team, held.ID); err != nil {
+		t.Fatalf("releasing %s from hour 3: %v", held.ID, err)
+	}
+	offs, err := g.ExtensionOfferings(e.member, e.team, held.ID, 2*time.Hour)
+	e.must(err)
+	if len(offs) == 0 {
+		return // not extended into its released hours: the defect is mended this way
+	}
+	if _, err := g.Extend(e.member, e.team, held.ID, offs[0].ID); err != nil {
+		return // refused: mended this way too
+	}
+	if _, err := g.ReleaseBlock(e.member, e.team, held.ID); err != nil {
+		return
+	}
+	e.buy(3, 10, "resale") // buys held's released hours
+	js, err := e.st.Journals(t.Context(), store.JournalFilter{Subject: held.ID})
+	e.must(err)
+	var escrow int64
+	for _, j := range js {
+		for _, p := range j.Postings {
+			if p.Account == core.EscrowAccount(held.ID) {
+				escrow += p.Amount
+			}
+		}
+	}
+	if escrow < 0 {
+		t.Errorf("the escrow of %s holds %d once its released hours were resold: it paid out more than was paid in", held.ID, escrow)
+	}
+}

@@ -1,0 +1,232 @@
+package simulate_test
+
+import (
+	"context"
+	"regexp"
+	"strings"
+	"testing"
+	"testing/cryptotest"
+
+	"capblock/internal/backend"
+	"capblock/internal/core"
+	"capblock/internal/simulate"
+	"capblock/internal/store"
+)
+
+// Mutants: stores with a defect planted, each in the commits of one kind
+// from the third on. The simulation must find each within mutantSeeds
+// seeds of mutantOps steps, and say what is wrong: a check that no defect
+// can fail checks nothing.
+
+const mutantSeeds = 3
+
+// mutantOps are the steps of each seed: fewer under the race detector,
+// and still enough for each mutant on the first seed.
+func mutantOps() int {
+	if raceOn || testing.Short() {
+		return 400
+	}
+	return 1500
+}
+
+// mutant passes every call on to the real store but Commit, which it
+// hands to commit with the number of the call among those that match.
+type mutant struct {
+	store.Full
+	match  func(store.Change) bool
+	commit func(ctx context.Context, full store.Full, c store.Change, n int) error
+	n      int
+}
+
+func (m *mutant) Commit(ctx context.Context, c store.Change) error {
+	if !m.match(c) {
+		return m.Full.Commit(ctx, c)
+	}
+	m.n++
+	return m.commit(ctx, m.Full, c, m.n)
+}
+
+// buys matches the commits of block purchases.
+func buys(c store.Change) bool {
+	for _, j := range c.Journals {
+		if j.Kind == core.JournalPurchase && len(c.Insert) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// cancels matches the commits that cancel a block (a client's).
+func cancels(c store.Change) bool {
+	for _, e := range c.Events {
+		if e.Type == core.EventBlockCancelled {
+			return true
+		}
+	}
+	return false
+}
+
+// activations matches the commits of the reconciler that start blocks.
+func activations(c store.Change) bool {
+	for _, e := range c.Events {
+		if e.Type == core.EventBlockActive {
+			return true
+		}
+	}
+	return false
+}
+
+var mutants = []struct {
+	name string
+	// match and commit make the mutant (see mutant); from the third
+	// matching commit on is the defect's.
+	match  func(store.Change) bool
+	commit func(ctx context.Context, full store.Full, c store.Change, n int) error
+	// want matches the failure's message.
+	want string
+}{
+	{
+		name:  "a purchase charges nothing",
+		match: buys,
+		commit: func(ctx context.Context, full store.Full, c store.Change, n int) error {
+			if n >= 3 {
+				c.Journals = nil
+			}
+			return full.Commit(ctx, c)
+		},
+		want: "charged by 0 purchase journals",
+	},
+	{
+		name:  "a purchase whose commit failed is acknowledged",
+		match: buys,
+		commit: func(ctx context.Context, full store.Full, c store.Change, n int) error {
+			if n >= 3 {
+				return nil
+			}
+			return full.Commit(ctx, c)
+		},
+		want: "is not stored",
+	},
+	{
+		name:  "a block is stored at another fee than quoted",
+		match: buys,
+		commit: func(ctx context.Context, full store.Full, c store.Change, n int) error {
+			if n >= 3 {
+				c.Insert = append([]core.Block(nil), c.Insert...)
+				c.Insert[0].Fee.Minor++
+			}
+			return full.Commit(ctx, c)
+		},
+		want: "fee",
+	},
+	{
+		name:  "a cancellation is acknowledged but not stored",
+		match: cancels,
+		commit: func(ctx context.Context, full store.Full, c store.Change, n int) error {
+			if n >= 3 {
+				return nil
+			}
+			return full.Commit(ctx, c)
+		},
+		want: "cancelled is|cancelled, yet",
+	},
+	{
+		name:  "a block becomes active without its event",
+		match: activations,
+		commit: func(ctx context.Context, full store.Full, c store.Change, n int) error {
+			if n >= 3 {
+				var kept []core.Event
+				for _, e := range c.Events {
+					if e.Type != core.EventBlockActive {
+						kept = append(kept, e)
+					}
+				}
+				c.Events = kept
+			}
+			return full.Commit(ctx, c)
+		},
+		want: "its events say scheduled",
+	},
+	{
+		name:  "a refund pays back more than was paid",
+		match: cancels,
+		commit: func(ctx context.Context, full store.Full, c store.Change, n int) error {
+			if n >= 3 {
+				c.Journals = append([]core.Journal(nil), c.Journals...)
+				for i, j := range c.Journals {
+					j.Postings = append([]core.Posting(nil), j.Postings...)
+					for k := range j.Postings {
+						j.Postings[k].Amount *= 3 // still balanced
+					}
+					c.Journals[i] = j
+				}
+			}
+			return full.Commit(ctx, c)
+		},
+		want: "back for block|escrow .* below zero",
+	},
+}
+
+// forgetfulEngine says it released a block's GPUs, from its third
+// release on, without releasing them.
+type forgetfulEngine struct {
+	backend.Backend
+	n int
+}
+
+func (e *forgetfulEngine) Release(ctx context.Context, b core.Block) error {
+	if e.n++; e.n >= 3 {
+		return nil
+	}
+	return e.Backend.Release(ctx, b)
+}
+
+// TestMutantEngine runs the simulation on an engine that forgets its
+// releases: convergence must find a block it holds that the store has
+// ended.
+func TestMutantEngine(t *testing.T) {
+	dir := memDir(t)
+	for seed := uint64(1); seed <= mutantSeeds; seed++ {
+		cryptotest.SetGlobalRandom(t, seed)
+		_, err := simulate.Run(t.Context(), simulate.Config{Seed: seed, Ops: mutantOps(), Dir: dir, Faults: testFaults(),
+			MutantEngine: func(b backend.Backend) backend.Backend { return &forgetfulEngine{Backend: b} }})
+		if err == nil {
+			continue
+		}
+		if want := "the engine holds block"; !strings.Contains(err.Error(), want) {
+			t.Fatalf("seed %d failed, but not on the defect (want %q in the message): %v", seed, want, err)
+		}
+		t.Logf("seed %d found it: %s", seed, firstLine(err.Error()))
+		return
+	}
+	t.Errorf("%d seeds of %d steps never found the defect", mutantSeeds, mutantOps())
+}
+
+// TestMutants runs the simulation on each mutant: it must fail within
+// mutantSeeds seeds, naming the defect.
+func TestMutants(t *testing.T) {
+	dir := memDir(t)
+	for _, mu := range mutants {
+		t.Run(mu.name, func(t *testing.T) {
+			for seed := uint64(1); seed <= mutantSeeds; seed++ {
+				cryptotest.SetGlobalRandom(t, seed)
+				_, err := simulate.Run(t.Context(), simulate.Config{Seed: seed, Ops: mutantOps(), Dir: dir, Faults: testFaults(),
+					Mutant: func(full store.Full) store.Full { return &mutant{Full: full, match: mu.match, commit: mu.commit} }})
+				if err == nil {
+					continue
+				}
+				if !regexp.MustCompile(mu.want).MatchString(err.Error()) {
+					t.Fatalf("seed %d failed, but not on the defect (want %q in the message): %v", seed, mu.want, err)
+				}
+				t.Logf("seed %d found it: %s", seed, firstLine(err.Error()))
+				return
+			}
+			t.Errorf("%d seeds of %d steps never found the defect", mutantSeeds, mutantOps())
+		})
+	}
+}
+
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line
+}

@@ -1,0 +1,5 @@
+//go:build !race
+
+package simulate_test
+
+const raceOn = false

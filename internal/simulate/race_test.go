@@ -1,0 +1,6 @@
+//go:build race
+
+package simulate_test
+
+// raceOn: the race detector slows the simulation about tenfold.
+const raceOn = true
