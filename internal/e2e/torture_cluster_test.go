@@ -54,6 +54,12 @@ type tortureReplica struct {
 	killed  atomic.Bool   // it was killed on purpose
 }
 
+// listening reports whether r (nil while its slot is down) listens
+// and is neither dead nor dying. Callers hold the cluster's mu.
+func (r *tortureReplica) listening() bool {
+	return r != nil && r.url != "" && !r.exited() && !r.killed.Load()
+}
+
 func (r *tortureReplica) exited() bool {
 	select {
 	case <-r.done:
@@ -216,7 +222,7 @@ func (c *tortureCluster) pick(rng *mathrand.Rand) string {
 	defer c.mu.Unlock()
 	var urls []string
 	for _, r := range c.running {
-		if r != nil && r.url != "" && !r.exited() {
+		if r.listening() {
 			urls = append(urls, r.url)
 		}
 	}
@@ -244,7 +250,7 @@ func (c *tortureCluster) up() []string {
 	defer c.mu.Unlock()
 	var urls []string
 	for _, r := range c.running {
-		if r != nil && r.url != "" && !r.exited() {
+		if r.listening() {
 			urls = append(urls, r.url)
 		}
 	}
@@ -258,7 +264,7 @@ func (c *tortureCluster) killOne() int {
 	defer c.mu.Unlock()
 	var up []*tortureReplica
 	for _, r := range c.running {
-		if r != nil && r.url != "" && !r.exited() {
+		if r.listening() {
 			up = append(up, r)
 		}
 	}
@@ -297,12 +303,20 @@ func (c *tortureCluster) waitAllUp(ctx context.Context) error {
 	return nil
 }
 
-// shutdown stops the keepers and kills every replica.
-func (c *tortureCluster) shutdown() {
+// stopped reports whether the cluster has been shut down.
+func (c *tortureCluster) stopped() bool {
 	select {
 	case <-c.stop:
-		return
+		return true
 	default:
+		return false
+	}
+}
+
+// shutdown stops the keepers and kills every replica.
+func (c *tortureCluster) shutdown() {
+	if c.stopped() {
+		return
 	}
 	close(c.stop)
 	c.wg.Wait()

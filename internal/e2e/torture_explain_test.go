@@ -93,9 +93,10 @@ func (m bookingModel) explain(st stall) string {
 // being linearizable: the history up to just before it is, with it it
 // is not.
 type culprit struct {
-	window int
-	op     porcupine.Operation
-	part   []porcupine.Operation // the window's history
+	window  int
+	op      porcupine.Operation
+	exposer *porcupine.Operation  // when set, the later operation at whose return the history stopped being linearizable
+	part    []porcupine.Operation // the window's history
 }
 
 // culprits finds, window by window, the operation at whose return the
@@ -153,16 +154,49 @@ func (m bookingModel) culprits(ops []porcupine.Operation, budget time.Duration) 
 					c = op
 				}
 			}
-			found = append(found, culprit{window: w, op: c, part: part})
-			in, out := c.Input.(bookingInput), c.Output.(bookingOutput)
-			if in.op != opPurchase || out.outcome != outcomeRefused {
-				return found, true
+			if refused(c) {
+				found = append(found, culprit{window: w, op: c, part: part})
+				m.excused[c.Input.(bookingInput).token] = true
+				from = lo
+				continue
 			}
-			m.excused[in.token] = true
+			// Another operation (a read, most often) may expose a refusal
+			// that returned before it: the latest one whose excuse makes
+			// the history up to it linearizable again.
+			var earlier []porcupine.Operation
+			for _, op := range part {
+				if refused(op) && op.Return < c.Return && !m.excused[op.Input.(bookingInput).token] {
+					earlier = append(earlier, op)
+				}
+			}
+			slices.SortFunc(earlier, func(a, b porcupine.Operation) int { return cmpInt64(b.Return, a.Return) })
+			excused := false
+			for _, r := range earlier[:min(len(earlier), 32)] {
+				token := r.Input.(bookingInput).token
+				m.excused[token] = true
+				ok, timedOut := linearizable(part, returns[lo])
+				if timedOut {
+					return found, false
+				}
+				if ok {
+					found = append(found, culprit{window: w, op: r, exposer: &c, part: part})
+					excused = true
+					break
+				}
+				delete(m.excused, token)
+			}
+			if !excused {
+				return append(found, culprit{window: w, op: c, part: part}), true
+			}
 			from = lo
 		}
 	}
 	return found, true
+}
+
+// refused reports whether op is a purchase refused for no capacity.
+func refused(op porcupine.Operation) bool {
+	return op.Input.(bookingInput).op == opPurchase && op.Output.(bookingOutput).outcome == outcomeRefused
 }
 
 // prefix is what a window's history says up to time at: the operations
@@ -190,6 +224,9 @@ func prefix(part []porcupine.Operation, at int64) []porcupine.Operation {
 func (m bookingModel) explainCulprit(c culprit) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "window %d: the history is linearizable until\n  %s\n", c.window, m.describeOp(c.op))
+	if c.exposer != nil {
+		fmt.Fprintf(&b, "  (which becomes clear when this returns: %s)\n", m.describeOp(*c.exposer))
+	}
 	var before []porcupine.Operation
 	for _, op := range c.part {
 		if op.Return < c.op.Call && m.changes(op, m.terms[c.op.Input.(bookingInput).token]) {

@@ -341,6 +341,21 @@ func TestBookingModel(t *testing.T) {
 			t.Errorf("culprits %v (complete %v), want the refusals of b and c", got, complete)
 		}
 	})
+	// A refusal that only a later read shows to be wrong: while c's
+	// purchase runs, it may explain the refusal, until a read shows that
+	// c was not yet bought.
+	t.Run("a culprit exposed by a read", func(t *testing.T) {
+		m := bookingModel{windows: 1, hours: 1, capacity: 2, terms: map[string]bookingTerms{
+			"a": {count: 2, end: 1}, "b": {count: 1, end: 1}, "c": {count: 2, end: 1},
+		}}
+		h := []porcupine.Operation{buy("a", 0, 10, outcomeOK), cancel("a", 15, 18, outcomeOK), buy("b", 20, 30, outcomeRefused),
+			buy("c", 25, 110, outcomeOK), list(40, 50)}
+		found, complete := m.culprits(h, time.Minute)
+		if !complete || len(found) != 1 || found[0].op.Input.(bookingInput).token != "b" || found[0].exposer == nil ||
+			found[0].exposer.Input.(bookingInput).op != opList {
+			t.Errorf("culprits %+v (complete %v), want the refusal of b, exposed by the list", found, complete)
+		}
+	})
 	// Refusals taken as possible (all, or those excused) check the rest.
 	stale := []porcupine.Operation{buy("a", 0, 1, outcomeOK), cancel("a", 2, 3, outcomeOK), buy("b", 4, 5, outcomeRefused), list(6, 7)}
 	lenient := m
