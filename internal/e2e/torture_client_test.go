@@ -109,6 +109,33 @@ func ambiguous(status int, code string, err error) bool {
 	return err != nil || status >= 500 || status == http.StatusTooManyRequests || (status == http.StatusConflict && code == "conflict")
 }
 
+// attempt is one request of an operation: the replica that answered,
+// when it was sent (nanoseconds into the run), and the answer.
+type attempt struct {
+	replica      string
+	at           int64
+	status       int // 0: no answer
+	code, detail string
+}
+
+// attempts are an operation's requests, kept as its metadata in the
+// history.
+type attempts []attempt
+
+func (as attempts) String() string {
+	var b strings.Builder
+	for i, a := range as {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		fmt.Fprintf(&b, "%s at %.6fs: %d %s", a.replica, time.Duration(a.at).Seconds(), a.status, a.code)
+		if a.code == "no_capacity" {
+			fmt.Fprintf(&b, " (%s)", a.detail)
+		}
+	}
+	return b.String()
+}
+
 // tortureClient is one client: it buys, cancels what it bought, and
 // reads, each request to a random replica, one operation at a time.
 type tortureClient struct {
@@ -224,13 +251,13 @@ func (c *tortureClient) purchase() {
 // buy buys o under token, retrying with the same token, as a careful
 // client does, while the answer leaves the outcome open. It returns the
 // outcome, the block, and where the answers came from.
-func (c *tortureClient) buy(o offering, token string) (outcome, string, string) {
+func (c *tortureClient) buy(o offering, token string) (outcome, string, attempts) {
 	body := map[string]any{"offeringId": o.OfferingID, "clientToken": token, "name": token}
-	var where []string
-	for attempt := 1; ; attempt++ {
+	var where attempts
+	for n := 1; ; n++ {
 		url := c.replica()
 		if url == "" {
-			return outcomeUnknown, "", strings.Join(where, " ")
+			return outcomeUnknown, "", where
 		}
 		c.r.count("purchase request")
 		sent := c.r.now()
@@ -242,29 +269,25 @@ func (c *tortureClient) buy(o offering, token string) (outcome, string, string) 
 		if err == nil {
 			err = json.Unmarshal(data, &answer)
 		}
-		note := fmt.Sprintf("%s at %.6fs: %d %s", c.r.cluster.name(url), time.Duration(sent).Seconds(), status, answer.Code)
-		if answer.Code == "no_capacity" {
-			note += fmt.Sprintf(" (%s)", answer.Detail)
-		}
-		where = append(where, note)
+		where = append(where, attempt{replica: c.r.cluster.name(url), at: sent, status: status, code: answer.Code, detail: answer.Detail})
 		switch {
 		case err == nil && (status == 201 || status == 200):
 			if answer.Name != token || !answer.StartTime.Equal(o.StartTime) || !answer.EndTime.Equal(o.EndTime) || answer.InstanceCount != o.InstanceCount {
 				c.r.problem("purchase %s answered block %s named %q, %s..%s × %d; asked %s..%s × %d", token, answer.ID,
 					answer.Name, ts(answer.StartTime), ts(answer.EndTime), answer.InstanceCount, ts(o.StartTime), ts(o.EndTime), o.InstanceCount)
 			}
-			return outcomeOK, answer.ID, strings.Join(where, " ")
+			return outcomeOK, answer.ID, where
 		case err == nil && status == 409 && answer.Code == "no_capacity":
-			return outcomeRefused, "", strings.Join(where, " ")
+			return outcomeRefused, "", where
 		case ambiguous(status, answer.Code, err):
 			c.r.count("purchase retry")
 			if time.Now().After(c.r.giveUp) {
-				return outcomeUnknown, "", strings.Join(where, " ")
+				return outcomeUnknown, "", where
 			}
-			c.retryPause(attempt)
+			c.retryPause(n)
 		default:
 			c.r.problem("purchase %s on %s: status %d %s: %s", token, url, status, answer.Code, answer.Detail)
-			return outcomeUnknown, "", strings.Join(where, " ")
+			return outcomeUnknown, "", where
 		}
 	}
 }
@@ -281,9 +304,9 @@ func (c *tortureClient) cancel() {
 	call := c.r.now()
 	out := outcomeUnknown
 	unsure := false // an earlier attempt may have cancelled it
-	var where []string
-attempts:
-	for attempt := 1; ; attempt++ {
+	var where attempts
+requests:
+	for n := 1; ; n++ {
 		url := c.replica()
 		if url == "" {
 			break
@@ -297,7 +320,7 @@ attempts:
 		if err == nil {
 			err = json.Unmarshal(data, &answer)
 		}
-		where = append(where, fmt.Sprintf("%s at %.6fs: %d %s", c.r.cluster.name(url), time.Duration(sent).Seconds(), status, answer.Code))
+		where = append(where, attempt{replica: c.r.cluster.name(url), at: sent, status: status, code: answer.Code, detail: answer.Detail})
 		switch {
 		case err == nil && status == 200:
 			if answer.State != "cancelled" {
@@ -315,9 +338,9 @@ attempts:
 			c.r.count("cancel retry")
 			unsure = true
 			if time.Now().After(c.r.giveUp) {
-				break attempts
+				break requests
 			}
-			c.retryPause(attempt)
+			c.retryPause(n)
 			continue
 		default:
 			c.r.problem("cancel of %s (%s) on %s: status %d %s: %s", b.id, b.token, url, status, answer.Code, answer.Detail)
@@ -329,7 +352,7 @@ attempts:
 		ret = never
 	}
 	c.r.record(porcupine.Operation{ClientId: c.id, Input: bookingInput{op: opCancel, token: b.token},
-		Call: call, Output: bookingOutput{outcome: out}, Return: ret, Metadata: strings.Join(where, " ")})
+		Call: call, Output: bookingOutput{outcome: out}, Return: ret, Metadata: where})
 	if out == outcomeOK {
 		c.r.mu.Lock()
 		c.r.cancelled[b.token] = true
@@ -358,7 +381,7 @@ func (c *tortureClient) get() {
 		return
 	}
 	c.r.record(porcupine.Operation{ClientId: c.id, Input: bookingInput{op: opGet, token: b.token},
-		Call: call, Output: bookingOutput{live: got.State == "scheduled"}, Return: ret, Metadata: c.r.cluster.name(url)})
+		Call: call, Output: bookingOutput{live: got.State == "scheduled"}, Return: ret, Metadata: attempts{{replica: c.r.cluster.name(url), at: call, status: status}}})
 }
 
 // list reads every scheduled block of the team.
@@ -396,6 +419,6 @@ func (r *tortureRun) listOn(client int, url string) bool {
 	r.mu.Unlock()
 	slices.Sort(tokens)
 	r.record(porcupine.Operation{ClientId: client, Input: bookingInput{op: opList},
-		Call: call, Output: bookingOutput{tokens: tokens}, Return: ret, Metadata: r.cluster.name(url)})
+		Call: call, Output: bookingOutput{tokens: tokens}, Return: ret, Metadata: attempts{{replica: r.cluster.name(url), at: call, status: status}}})
 	return true
 }

@@ -50,6 +50,7 @@ type tortureReplica struct {
 	cmd     *exec.Cmd
 	log     string
 	url     string        // once it listens; guarded by the cluster's mu
+	since   time.Time     // when it began to listen
 	done    chan struct{} // closed once it has exited and been reaped
 	killed  atomic.Bool   // it was killed on purpose
 }
@@ -170,7 +171,7 @@ func (c *tortureCluster) start(slot int) (*tortureReplica, error) {
 	select {
 	case url := <-found:
 		c.mu.Lock()
-		r.url = url
+		r.url, r.since = url, time.Now()
 		c.mu.Unlock()
 		return r, nil
 	case <-r.done:
@@ -238,10 +239,24 @@ func (c *tortureCluster) name(url string) string {
 	defer c.mu.Unlock()
 	for _, r := range c.all {
 		if r.url == url {
-			return fmt.Sprintf("replica %d.%d", r.slot, r.n)
+			return r.name()
 		}
 	}
 	return url
+}
+
+func (r *tortureReplica) name() string { return fmt.Sprintf("replica %d.%d", r.slot, r.n) }
+
+// listeningSince returns when the replica of that name began to listen.
+func (c *tortureCluster) listeningSince(name string) (time.Time, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, r := range c.all {
+		if r.name() == name && r.url != "" {
+			return r.since, true
+		}
+	}
+	return time.Time{}, false
 }
 
 // up returns the URLs of the replicas that listen and run.

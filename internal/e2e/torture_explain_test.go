@@ -154,24 +154,19 @@ func (m bookingModel) culprits(ops []porcupine.Operation, budget time.Duration) 
 					c = op
 				}
 			}
-			if refused(c) {
-				found = append(found, culprit{window: w, op: c, part: part})
-				m.excused[c.Input.(bookingInput).token] = true
-				from = lo
-				continue
-			}
-			// Another operation (a read, most often) may expose a refusal
-			// that returned before it: the latest one whose excuse makes
-			// the history up to it linearizable again.
-			var earlier []porcupine.Operation
+			// The refusal to excuse: c itself, or one that returned
+			// before it and that c (a read, most often) shows to be
+			// wrong; the latest whose excuse alone makes the history up
+			// to c linearizable again.
+			var candidates []porcupine.Operation
 			for _, op := range part {
-				if refused(op) && op.Return < c.Return && !m.excused[op.Input.(bookingInput).token] {
-					earlier = append(earlier, op)
+				if refused(op) && op.Return <= c.Return && !m.excused[op.Input.(bookingInput).token] {
+					candidates = append(candidates, op)
 				}
 			}
-			slices.SortFunc(earlier, func(a, b porcupine.Operation) int { return cmpInt64(b.Return, a.Return) })
+			slices.SortFunc(candidates, func(a, b porcupine.Operation) int { return cmpInt64(b.Return, a.Return) })
 			excused := false
-			for _, r := range earlier[:min(len(earlier), 32)] {
+			for _, r := range candidates[:min(len(candidates), 32)] {
 				token := r.Input.(bookingInput).token
 				m.excused[token] = true
 				ok, timedOut := linearizable(part, returns[lo])
@@ -179,7 +174,11 @@ func (m bookingModel) culprits(ops []porcupine.Operation, budget time.Duration) 
 					return found, false
 				}
 				if ok {
-					found = append(found, culprit{window: w, op: r, exposer: &c, part: part})
+					f := culprit{window: w, op: r, part: part}
+					if opKey(r) != opKey(c) {
+						f.exposer = &c
+					}
+					found = append(found, f)
 					excused = true
 					break
 				}
@@ -192,6 +191,26 @@ func (m bookingModel) culprits(ops []porcupine.Operation, budget time.Duration) 
 		}
 	}
 	return found, true
+}
+
+// freedBefore returns the refusal's last request, and the cancel of
+// some of its hours that returned last before that request was sent.
+func (m bookingModel) freedBefore(c culprit) (attempt, porcupine.Operation, bool) {
+	as, _ := c.op.Metadata.(attempts)
+	if len(as) == 0 {
+		return attempt{}, porcupine.Operation{}, false
+	}
+	last := as[len(as)-1]
+	var freeing porcupine.Operation
+	found := false
+	for _, op := range c.part {
+		in := op.Input.(bookingInput)
+		if in.op == opCancel && op.Output.(bookingOutput).outcome == outcomeOK && op.Return < last.at &&
+			m.changes(op, m.terms[c.op.Input.(bookingInput).token]) && (!found || op.Return > freeing.Return) {
+			freeing, found = op, true
+		}
+	}
+	return last, freeing, found
 }
 
 // refused reports whether op is a purchase refused for no capacity.
