@@ -53,6 +53,7 @@ type Server struct {
 	pgCtl     string
 	socketDir string
 	cred      *syscall.Credential // the user the server runs as; nil: this process's
+	startArgs []string            // pg_ctl's arguments that start the server, for Restart
 
 	mu    sync.Mutex
 	admin *pgx.Conn // to the postgres database, for CREATE/DROP DATABASE
@@ -117,8 +118,8 @@ func StartServer() (*Server, error) {
 	}
 	opts := fmt.Sprintf("-k %s -c listen_addresses='' -c fsync=off -c synchronous_commit=off"+
 		" -c full_page_writes=off -c max_connections=200", s.socketDir)
-	if err := s.run(pgCtl, "-D", data, "-l", filepath.Join(root, "server.log"), "-w", "-t", "60",
-		"-o", opts, "start"); err != nil {
+	s.startArgs = []string{"-D", data, "-l", filepath.Join(root, "server.log"), "-w", "-t", "60", "-o", opts, "start"}
+	if err := s.run(pgCtl, s.startArgs...); err != nil {
 		log, _ := os.ReadFile(filepath.Join(root, "server.log"))
 		os.RemoveAll(root)
 		return nil, fmt.Errorf("starting PostgreSQL: %w\nserver log:\n%s", err, log)
@@ -208,6 +209,40 @@ func (s *Server) NewDatabase(tb testing.TB) string {
 		}
 	})
 	return s.DSN(name)
+}
+
+// Restart stops the server at once, as a crash would (every client is
+// cut off and nothing is checkpointed), leaves it down for down, and
+// starts it again on the same data directory and socket (its port), so
+// the URLs of its databases reach the same data. What a commit
+// acknowledged under synchronous_commit=off, the server's setting, had
+// not yet written is lost with the crash: a test that counts on every
+// acknowledged commit turns it on for its database
+// (ALTER DATABASE … SET synchronous_commit = on).
+func (s *Server) Restart(down time.Duration) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.admin != nil {
+		s.admin.Close(context.Background())
+		s.admin = nil
+	}
+	data := filepath.Join(s.root, "data")
+	if err := s.run(s.pgCtl, "-D", data, "-m", "immediate", "-w", "stop"); err != nil {
+		return fmt.Errorf("stopping PostgreSQL in %s for a restart: %w", s.root, err)
+	}
+	time.Sleep(down)
+	if err := s.run(s.pgCtl, s.startArgs...); err != nil {
+		log, _ := os.ReadFile(filepath.Join(s.root, "server.log"))
+		return fmt.Errorf("restarting PostgreSQL: %w\nserver log:\n%s", err, log)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	admin, err := pgx.Connect(ctx, s.DSN("postgres"))
+	if err != nil {
+		return fmt.Errorf("connecting to PostgreSQL after its restart: %w", err)
+	}
+	s.admin = admin
+	return nil
 }
 
 // Stop stops the server at once (its data is thrown away, so nothing

@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -77,6 +78,30 @@ func TestStartStop(t *testing.T) {
 	if _, err := os.Stat(s.root); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("Stop left %s behind (stat: %v)", s.root, err)
 	}
+}
+
+// TestRestart checks that a restarted server serves the same databases
+// at the same URLs, keeps what a durable commit wrote before the crash,
+// cuts off the connections of before, and still drops its databases.
+func TestRestart(t *testing.T) {
+	s := Start(t)
+	dsn := s.NewDatabase(t)
+	conn := connect(t, dsn)
+	if _, err := conn.Exec(t.Context(), `SET synchronous_commit = on; CREATE TABLE t (x int); INSERT INTO t VALUES (7)`); err != nil {
+		t.Fatalf("writing before the restart: %v", err)
+	}
+	if err := s.Restart(100 * time.Millisecond); err != nil {
+		t.Fatalf("Restart: %v", err)
+	}
+	if err := conn.Ping(t.Context()); err == nil {
+		t.Errorf("a connection of before the restart still answers")
+	}
+	var x int
+	if err := connect(t, dsn).QueryRow(t.Context(), `SELECT x FROM t`).Scan(&x); err != nil || x != 7 {
+		t.Fatalf("reading after the restart: %d, %v; want 7", x, err)
+	}
+	// The server still makes databases (and drops them when t ends).
+	connect(t, s.NewDatabase(t))
 }
 
 func TestFindBinaries(t *testing.T) {
