@@ -136,7 +136,6 @@ func (e *defectEnv) buyLost() core.Block {
 // the block's extension offerings answer a conflict, its GPUs are
 // offered to others, and its lifecycle steps are not taken.
 func TestLostCommitAnswerIndex(t *testing.T) {
-	t.Skip("defect: a commit whose answer is lost after it is durable leaves the index without the change (service.settle forgets it); see the subtests")
 	t.Run("extension offerings answer a conflict", func(t *testing.T) {
 		e := newDefectEnv(t)
 		b := e.buyLost()
@@ -173,7 +172,6 @@ func TestLostCommitAnswerIndex(t *testing.T) {
 // lose their answers, which TestSimulate leaves out until the defect
 // above is mended.
 func TestSimulateLostCommitAnswers(t *testing.T) {
-	t.Skip("defect: a commit whose answer is lost after it is durable leaves the index without the change (TestLostCommitAnswerIndex)")
 	dir := memDir(t)
 	for seed := uint64(1); seed <= 4; seed++ {
 		cryptotest.SetGlobalRandom(t, seed)
