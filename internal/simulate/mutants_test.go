@@ -24,7 +24,7 @@ const mutantSeeds = 3
 // and still enough for each mutant on the first seed.
 func mutantOps() int {
 	if raceOn || testing.Short() {
-		return 400
+		return 300
 	}
 	return 1500
 }

@@ -125,7 +125,7 @@ func envFaults(t *testing.T) simulate.Faults {
 func simDefaults() (first, seeds, ops uint64) {
 	switch {
 	case raceOn:
-		return 1, 2, 800
+		return 1, 2, 500
 	case testing.Short():
 		return 1, 2, 500
 	}
@@ -174,7 +174,7 @@ func memDir(t *testing.T) string {
 func TestSimulateReplays(t *testing.T) {
 	ops := 800
 	if raceOn || testing.Short() {
-		ops = 200
+		ops = 150
 	}
 	dir := memDir(t)
 	run := func(seed uint64) simulate.Report {
