@@ -105,11 +105,15 @@ func TestTorture(t *testing.T) {
 			}
 			continue
 		}
-		if slot := c.killOne(); slot >= 0 {
-			t.Logf("%6.1fs: SIGKILL to replica %d", time.Since(r.start).Seconds(), slot)
-		} else {
-			t.Logf("%6.1fs: no replica listens; a kill is skipped", time.Since(r.start).Seconds())
+		slot := c.killOne()
+		for ; slot < 0 && time.Since(r.start) < cfg.duration; slot = c.killOne() {
+			time.Sleep(50 * time.Millisecond) // every replica is down: the kill waits for one
 		}
+		if slot < 0 {
+			t.Logf("%6.1fs: no replica came up before the run's end; a kill is skipped", time.Since(r.start).Seconds())
+			continue
+		}
+		t.Logf("%6.1fs: SIGKILL to replica %d", time.Since(r.start).Seconds(), slot)
 	}
 	clients.Wait()
 	ran := time.Since(r.start)
