@@ -30,7 +30,7 @@ type tortureConfig struct {
 }
 
 var (
-	tortureShort = tortureConfig{name: "short", duration: 35 * time.Second, kills: 4, pgRestarts: 1, countBudget: time.Minute}
+	tortureShort = tortureConfig{name: "short", duration: 35 * time.Second, kills: 4, pgRestarts: 1, countBudget: 20 * time.Second}
 	tortureFull  = tortureConfig{name: "full", duration: 3 * time.Minute, kills: 20, pgRestarts: 2, countBudget: 5 * time.Minute}
 )
 
