@@ -77,7 +77,9 @@ var rules = map[string]rule{
 	"e2e":         {why: "end-to-end tests: their code is tests"},
 	"e2e/console": {why: "end-to-end tests: their code is tests"},
 	"e2e/kube":    {why: "end-to-end tests: their code is tests"},
-	"seam":        {why: "this test"},
+	"simulate": {may: []string{"backend", "backend/local", "clock", "contract", "core", "service", "store", "store/sqlite"},
+		why: "the deterministic simulation: the real service on a real store and the simulated engine, through the service's contract"},
+	"seam": {why: "this test"},
 
 	// The binaries, which wire everything.
 	"cmd/capblock": {may: []string{"admission", "api", "auth", "awsapi", "awsapi/sagemaker", "backend", "backend/kubernetes",
