@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -121,6 +122,14 @@ func TestCgroup2MovesOnlyCapblockProcessesToALeaf(t *testing.T) {
 	other.Process.Kill()
 	other.Wait()
 	shim := sleep(shimArg0)
+	// A process this one starts meanwhile (another goroutine of the test
+	// binary) lands in the server's cgroup too: wait until it is gone.
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		pids, _ := readPIDs(filepath.Join(server, "cgroup.procs"))
+		if !slices.ContainsFunc(pids, func(p int) bool { return p != os.Getpid() && p != shim.Process.Pid }) {
+			break
+		}
+	}
 	if err := moveToLeaf(server); err != nil {
 		t.Fatalf("moveToLeaf: %v", err)
 	}
