@@ -3,9 +3,9 @@
 #
 #   scripts/leftovers.sh snapshot FILE   records the processes alive now
 #   scripts/leftovers.sh check FILE      fails, listing them, if processes
-#                                        started since the snapshot are still
-#                                        alive 10 s later (this script's own
-#                                        and its callers' excepted)
+#                                        started since the snapshot and left
+#                                        behind (orphans, and their children)
+#                                        are still alive 10 s later
 #
 # .ci/run takes the snapshot before the tests and checks after them: a test
 # that starts a process (a server, a job's shim, a cluster's daemon) must end
@@ -30,17 +30,18 @@ check)
   trap 'rm -f "$now"' EXIT
   for attempt in $(seq 10); do
     alive "$now"
-    # New since the snapshot, and neither this script, nor a process of
-    # it, nor one of its callers.
+    # New since the snapshot, and left behind: no process alive at the
+    # snapshot (this script's callers, a shell of someone else's) is its
+    # ancestor. A test's leftover is an orphan, or an orphan's child.
     left=$(awk -v snap="$file" -v self=$$ '
       BEGIN { while ((getline p < snap) > 0) old[p] = 1 }
       { parent[$1] = $2; line[$1] = $0 }
       END {
-        for (p = self; p > 1 && (p in parent); p = parent[p]) skip[p] = 1
         for (pid in line) {
-          mine = 0
-          for (p = pid; p > 1 && (p in parent); p = parent[p]) if (p == self) { mine = 1; break }
-          if (!(pid in old) && !mine && !(pid in skip)) print line[pid]
+          if (pid in old || pid == self) continue
+          owned = 0
+          for (p = parent[pid]; p > 1 && (p in parent); p = parent[p]) if ((p in old) || p == self) { owned = 1; break }
+          if (!owned) print line[pid]
         }
       }' "$now")
     [[ -z $left ]] && exit 0
