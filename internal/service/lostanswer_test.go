@@ -42,11 +42,7 @@ func TestLostCommitAnswerIsIndexed(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	f := core.Fleet{Currency: "USD", Limits: core.DefaultLimits(), Pricing: core.DefaultPricing(),
-		Types: []core.InstanceType{{Name: "h100.8x", GPUModel: "H100", GPUsPerInstance: 8, OnDemand: core.Money{Minor: 9832, Currency: "USD"}}}}
-	for _, n := range []string{"n0", "n1"} {
-		f.Nodes = append(f.Nodes, core.Node{Name: n, Zone: "z", Rack: "r", GPUModel: "H100", GPUs: 8, Health: core.Healthy})
-	}
+	f := planFleet()
 	st := &answerLost{Full: db}
 	svc, err := New(ctx, Config{Fleet: f, Store: st, Clock: clock.NewSim(planT0), Log: slog.New(slog.DiscardHandler)})
 	if err != nil {

@@ -40,17 +40,24 @@ func newPlanEnv(t *testing.T, blocks ...core.Block) *planEnv {
 	if err := st.Commit(ctx, store.Change{Insert: blocks}); err != nil {
 		t.Fatal(err)
 	}
-	f := core.Fleet{Currency: "USD", Limits: core.DefaultLimits(), Pricing: core.DefaultPricing(),
-		Types: []core.InstanceType{{Name: "h100.8x", GPUModel: "H100", GPUsPerInstance: 8, OnDemand: core.Money{Minor: 9832, Currency: "USD"}}}}
-	for _, n := range []string{"n0", "n1"} {
-		f.Nodes = append(f.Nodes, core.Node{Name: n, Zone: "z", Rack: "r", GPUModel: "H100", GPUs: 8, Health: core.Healthy})
-	}
+	f := planFleet()
 	sim := clock.NewSim(planT0)
 	svc, err := New(ctx, Config{Fleet: f, Store: st, Clock: sim, Log: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return &planEnv{t: t, svc: svc, st: st, sim: sim}
+}
+
+// planFleet is the plan tests' fleet: two 8-GPU H100 nodes, n0 and n1,
+// sold whole as h100.8x.
+func planFleet() core.Fleet {
+	f := core.Fleet{Currency: "USD", Limits: core.DefaultLimits(), Pricing: core.DefaultPricing(),
+		Types: []core.InstanceType{{Name: "h100.8x", GPUModel: "H100", GPUsPerInstance: 8, OnDemand: core.Money{Minor: 9832, Currency: "USD"}}}}
+	for _, n := range []string{"n0", "n1"} {
+		f.Nodes = append(f.Nodes, core.Node{Name: n, Zone: "z", Rack: "r", GPUModel: "H100", GPUs: 8, Health: core.Healthy})
+	}
+	return f
 }
 
 // wholeNode is a scheduled block of one whole node over [from, to).
