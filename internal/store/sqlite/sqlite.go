@@ -56,7 +56,7 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	var err error
 	// 1. The writer: its first connection turns the file to WAL and runs the
 	//    migrations before any reader opens it.
-	s.w, err = sql.Open("sqlite", path+"?"+dsnParams(true))
+	s.w, err = openCached(path + "?" + dsnParams(true))
 	if err != nil {
 		return nil, fmt.Errorf("opening sqlite writer on %s: %w", path, err)
 	}
@@ -73,7 +73,7 @@ func Open(ctx context.Context, path string) (*Store, error) {
 		return nil, fmt.Errorf("migrating sqlite database %s: %w", path, err)
 	}
 	// 2. The read pool.
-	s.r, err = sql.Open("sqlite", path+"?"+dsnParams(false))
+	s.r, err = openCached(path + "?" + dsnParams(false))
 	if err != nil {
 		s.w.Close()
 		return nil, fmt.Errorf("opening sqlite readers on %s: %w", path, err)
