@@ -136,6 +136,9 @@ func (s *Service) ExtensionOfferings(ctx context.Context, team, id string, d tim
 	if err != nil {
 		return nil, err
 	}
+	if err := s.handedOn(ctx, b, "extended"); err != nil {
+		return nil, err
+	}
 	now := s.clock.Now()
 	var off core.Offering
 	err = s.withLock(func() (err error) { // PlaceExtension may grow the index
@@ -205,7 +208,17 @@ func (s *Service) extendOnce(ctx context.Context, team, id string, off core.Offe
 		if err != nil {
 			return nil, err
 		}
+		// A block that handed its hours on ends where they begin: those
+		// hours are another team's, or offered for resale, and extending
+		// into them would hand them on twice.
+		handovers, err := s.handoversOf(ctx, b.ID)
+		if err != nil {
+			return nil, err
+		}
 		return func(now time.Time) (store.Change, error) {
+			if err := handedOnIn(handovers, b, "extended"); err != nil {
+				return store.Change{}, err
+			}
 			return s.extension(b, off, q, guardAt(now), now, with)
 		}, nil
 	})
@@ -239,7 +252,7 @@ func (s *Service) extension(b core.Block, off core.Offering, q core.Quota, guard
 	ext.Warned, ext.Terminating = false, false
 	ext.Placements = plan.Placements
 	c := store.Change{
-		Update:    []store.BlockUpdate{{Block: ext, ExpectedVersion: b.Version, Replace: true}},
+		Update:    []store.BlockUpdate{{Block: ext, ExpectedVersion: b.Version, Replace: true, From: now}},
 		Offerings: []string{off.ID},
 		Journals:  []core.Journal{purchaseJournal(core.JournalExtension, now, b, off.Fee, off.OnDemandFee)},
 		Events: []core.Event{s.event(now, core.EventBlockExtended, ext, map[string]any{

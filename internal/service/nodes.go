@@ -199,7 +199,7 @@ func (s *Service) replaceOn(c *store.Change, rep *contract.NodeReport, key, node
 			s.log.Error("assuming a block moved off a failed node", "block", b.ID, "err", err)
 			continue
 		}
-		c.Update = append(c.Update, store.BlockUpdate{Block: moved, ExpectedVersion: b.Version, Replace: true})
+		c.Update = append(c.Update, store.BlockUpdate{Block: moved, ExpectedVersion: b.Version, Replace: true, From: now})
 		c.Events = append(c.Events, s.event(now, core.EventBlockNodeReplaced, moved, map[string]any{
 			"failedNode": node, "nodes": nodeNames(pls)}))
 		rep.Replaced = append(rep.Replaced, b.ID)

@@ -58,7 +58,7 @@ func (s *Service) purchaseOnce(ctx context.Context, req contract.PurchaseRequest
 		s.mu.Lock()
 		defer s.mu.Unlock() // a panic too leaves the lock free
 		var plan core.PlacementPlan
-		err = s.decideLocked(want{t.GPUModel, off.Zone, off.Start, off.End}, func() error {
+		err = s.decideLocked(want{t.GPUModel, off.Zone}, func() error {
 			if err := s.index.CheckQuota(req.Team, q, off.Count, off.Start, off.End, now); err != nil {
 				return err
 			}
@@ -301,7 +301,7 @@ func (s *Service) addReserves(c *store.Change) {
 // addMoves adds tentative blocks that a decision re-placed to a change.
 func (s *Service) addMoves(c *store.Change, moves []core.Block, now time.Time) {
 	for _, m := range moves {
-		c.Update = append(c.Update, store.BlockUpdate{Block: m, ExpectedVersion: m.Version, Replace: true})
+		c.Update = append(c.Update, store.BlockUpdate{Block: m, ExpectedVersion: m.Version, Replace: true, From: now})
 		c.Events = append(c.Events, s.event(now, core.EventBlockMoved, m, map[string]any{"nodes": nodeNames(m.Placements)}))
 	}
 }

@@ -29,8 +29,12 @@ type checker struct {
 	// whose version moved has one.
 	evNow  map[string]bool
 	stored map[string]core.Block
-	alloc  allocations
-	led    *ledger
+	// placedFrom is, for each block, when it took the GPUs it holds: its
+	// start, or the step that moved it while it ran (the hours before
+	// were held on the GPUs it left, and are not held twice).
+	placedFrom map[string]time.Time
+	alloc      allocations
+	led        *ledger
 	// touched are the blocks to read after this step.
 	touched    map[string]bool
 	afterCrash bool
@@ -46,7 +50,7 @@ type checker struct {
 func newChecker() *checker {
 	return &checker{
 		evState: map[string]core.BlockState{}, evCreated: map[string]bool{}, evPurchased: map[string]bool{}, evNow: map[string]bool{},
-		stored: map[string]core.Block{}, alloc: allocations{}, led: newLedger(), touched: map[string]bool{},
+		stored: map[string]core.Block{}, placedFrom: map[string]time.Time{}, alloc: allocations{}, led: newLedger(), touched: map[string]bool{},
 	}
 }
 
@@ -195,8 +199,13 @@ func (w *world) takeBlocks(blocks []core.Block) {
 			c.alloc.drop(old)
 		}
 	}
+	now := w.now()
 	for _, b := range blocks {
-		if err := c.alloc.take(b); err != nil {
+		old, ok := c.stored[b.ID]
+		if ok && !samePlacements(old.Placements, b.Placements) && now.After(b.Start) {
+			c.placedFrom[b.ID] = now
+		}
+		if err := c.alloc.take(b, c.placedFrom[b.ID]); err != nil {
 			w.fail("double booking: %v", err)
 		}
 		c.stored[b.ID] = b
@@ -247,7 +256,7 @@ func (w *world) checkAll() {
 		if r := w.m.blocks[b.ID]; r != nil {
 			w.checkAcked(r, b)
 		}
-		if err := fresh.take(b); err != nil {
+		if err := fresh.take(b, c.placedFrom[b.ID]); err != nil {
 			w.fail("double booking: %v", err)
 		}
 	}
@@ -388,23 +397,28 @@ type hold struct {
 	start, end time.Time
 }
 
-// take adds a live block's GPUs over its window; one already held by
-// another live block over an hour of it is an error.
-func (a allocations) take(b core.Block) error {
+// take adds a live block's GPUs over its window from when it took them
+// (from, when after its start); one already held by another live block
+// over an hour of it is an error.
+func (a allocations) take(b core.Block, from time.Time) error {
 	if !b.State.Live() {
 		return nil
+	}
+	start := b.Start
+	if from.After(start) {
+		start = from
 	}
 	for _, pl := range b.Placements {
 		for _, g := range pl.GPUs {
 			k := gpuKey{pl.Node, g}
 			for _, h := range a[k] {
-				if h.block != b.ID && h.start.Before(b.End) && b.Start.Before(h.end) {
+				if h.block != b.ID && h.start.Before(b.End) && start.Before(h.end) {
 					return fmt.Errorf("GPU %d of node %s is in live block %s over [%s, %s) and in live block %s over [%s, %s)",
 						g, pl.Node, h.block, h.start.Format(time.RFC3339), h.end.Format(time.RFC3339),
-						b.ID, b.Start.Format(time.RFC3339), b.End.Format(time.RFC3339))
+						b.ID, start.Format(time.RFC3339), b.End.Format(time.RFC3339))
 				}
 			}
-			a[k] = append(a[k], hold{b.ID, b.Start, b.End})
+			a[k] = append(a[k], hold{b.ID, start, b.End})
 		}
 	}
 	return nil

@@ -178,13 +178,26 @@ type Change struct {
 // BlockUpdate replaces a stored block's mutable fields (State, End, Name,
 // Tags, Warned, Terminating, Fee) with those of Block. When Replace is true
 // its allocations are replaced by Block.Placements over [Block.Start,
-// Block.End); otherwise, if End changed, the existing allocations are
-// re-stored over the new range and re-checked. A block that leaves the live
-// states keeps its allocation rows, but they no longer count as taken.
+// Block.End), or over [From, Block.End) when From falls inside the block:
+// the hours before From are past, and neither hold GPUs nor are checked
+// again (a block moved while it runs holds its new GPUs from the move on).
+// Otherwise, if End changed, the existing allocations are re-stored over
+// the new range and re-checked. A block that leaves the live states keeps
+// its allocation rows, but they no longer count as taken.
 type BlockUpdate struct {
 	Block           core.Block
 	ExpectedVersion int64
 	Replace         bool
+	From            time.Time
+}
+
+// ReplacedFrom is the start of the allocations a replacing update stores
+// for a block that starts at start and ends at end.
+func (u BlockUpdate) ReplacedFrom(start, end time.Time) time.Time {
+	if u.From.After(start) && u.From.Before(end) {
+		return u.From
+	}
+	return start
 }
 
 // IdempotencyRecord remembers what a client token bought.

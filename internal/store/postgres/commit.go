@@ -375,7 +375,7 @@ func (w *commitWriter) queueUpdate(u store.BlockUpdate) error {
 	case u.Replace:
 		w.exec(fmt.Sprintf("deleting allocations of block %s", b.ID), nil,
 			`DELETE FROM allocations WHERE block_id = $1`, b.ID)
-		w.queueAllocations(b.ID, sb.start, newEnd, live, b.Placements)
+		w.queueAllocations(b.ID, u.ReplacedFrom(sb.start, newEnd), newEnd, live, b.Placements)
 		sb.placements = b.Placements
 	case !newEnd.Equal(sb.end) || live != wasLive:
 		w.exec(fmt.Sprintf("updating allocations of block %s", b.ID), nil,

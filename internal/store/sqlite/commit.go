@@ -304,7 +304,8 @@ func (w *commitTx) updateBlock(u store.BlockUpdate) (recheck bool, err error) {
 		if _, err := w.stmt(w.ws.deleteAllocations).ExecContext(w.ctx, b.ID); err != nil {
 			return false, fmt.Errorf("deleting allocations of block %s: %w", b.ID, err)
 		}
-		if err := w.insertAllocations(b.ID, start, newEnd, live, b.Placements); err != nil {
+		from := u.ReplacedFrom(fromUnix(start), b.End).Unix()
+		if err := w.insertAllocations(b.ID, from, newEnd, live, b.Placements); err != nil {
 			return false, err
 		}
 	case newEnd != end || live != wasLive:

@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"testing"
+	"time"
 
 	"capblock/internal/core"
 	"capblock/internal/store"
@@ -285,6 +286,32 @@ func testReplaceMakesRoom(t *testing.T, h Harness) {
 	mustCommit(t, s, c)
 	wantBlock(t, s, withVersion(moved, 2))
 	wantBlock(t, s, withVersion(e, 1))
+}
+
+// testReplaceFrom: a block moved while it runs holds its new GPUs from
+// the move on; the hours before it are not checked again, so a block
+// that ended on the new GPUs before the move, live until its expiry is
+// committed, does not refuse it.
+func testReplaceFrom(t *testing.T, h Harness) {
+	s := h.Open(t)
+	ended := makeBlock("ended").on("n1", 0).hours(1, 3).obj()
+	running := makeBlock("running").on("n2", 0).hours(2, 6).obj()
+	mustCommit(t, s, insert(ended, running))
+	moved := running
+	moved.Placements = []core.Placement{{Node: "n1", GPUs: []int{0}}}
+	wantConflict(t, s, replace(moved, 1)) // over its whole window, it overlaps hour 2
+	c := replace(moved, 1)
+	c.Update[0].From = hour(3).Add(30 * time.Minute)
+	mustCommit(t, s, c)
+	wantBlock(t, s, withVersion(moved, 2))
+	// From on, the new GPUs are taken; ended's hours are still its own.
+	wantConflict(t, s, insert(makeBlock("after").on("n1", 0).hours(4, 5).obj()))
+	wantConflict(t, s, insert(makeBlock("under").on("n1", 0).hours(1, 2).obj()))
+	// An extension keeps the move's start.
+	longer := withVersion(moved, 2)
+	longer.End = hour(7)
+	mustCommit(t, s, update(longer, 2))
+	wantConflict(t, s, insert(makeBlock("later").on("n1", 0).hours(6, 7).obj()))
 }
 
 func testExtend(t *testing.T, h Harness) {

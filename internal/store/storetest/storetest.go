@@ -63,6 +63,7 @@ func Exercise(t *testing.T, h Harness) {
 		{"OverlapWithinChange", testOverlapWithinChange},
 		{"Replace", testReplace},
 		{"ReplaceMakesRoom", testReplaceMakesRoom},
+		{"ReplaceFrom", testReplaceFrom},
 		{"Extend", testExtend},
 		{"Liveness", testLiveness},
 		{"Idempotency", testIdempotency},
