@@ -14,27 +14,31 @@ import (
 const settleWait = 10 * time.Second
 
 // want is the capacity a request asks for: GPUs of a model, in a zone
-// (any when ""), over a window.
+// (any when "").
 type want struct {
 	gpuModel, zone string
-	start, end     time.Time
 }
 
 // decideLocked runs decide, which places a request for w on the index,
 // with mu held. A request refused for want of capacity or quota while a
-// decision in flight changes blocks of that capacity waits for the
-// decisions to settle and is decided again: what they hold is free again
-// if their commits fail. So a purchase answers no_capacity only for
-// capacity that is committed, or held in flight for longer than
-// settleWait; decisions on other capacity never hold it up. Searches
-// never wait: they read assumed capacity as taken.
+// decision in flight changes blocks of that GPU model in that zone waits
+// for the decisions to settle and is decided again: what they hold is
+// free again if their commits fail, and a block in flight is not moved
+// to make room, whatever its hours (a whole-node placement may re-pack
+// every tentative block of the pool). So a purchase answers no_capacity
+// only for capacity that is committed, or held in flight for longer than
+// settleWait; decisions on other GPU models or zones never hold it up.
+// Searches never wait: they read assumed capacity as taken.
 func (s *Service) decideLocked(w want, decide func() error) error {
 	err := decide()
 	s.awaitSettled(func() bool {
-		return !refusedForCapacity(err) || !s.index.InFlightOn(w.gpuModel, w.zone, w.start, w.end)
+		return !refusedForCapacity(err) || !s.index.InFlightOn(w.gpuModel, w.zone, time.Time{}, endOfTime)
 	}, func() { err = decide() })
 	return err
 }
+
+// endOfTime is later than any block ends.
+var endOfTime = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // awaitSettled waits, with mu held, while done reports false: each time
 // a decision in flight settles it calls again (a fresh decision), then

@@ -139,6 +139,13 @@ func (s *Service) catchUp(ctx context.Context) error {
 	return s.reindex(ctx, reindexing{why: "catch-up", health: true})
 }
 
+// sharesStore reports whether other replicas may commit to this one's
+// store, which it follows.
+func (s *Service) sharesStore() bool {
+	_, shared := s.store.(store.Coordinator)
+	return shared && s.following.Load()
+}
+
 // passBarrier tells the catch-up that sent token that follow reached it.
 func (s *Service) passBarrier(token string) {
 	s.barrierMu.Lock()

@@ -19,12 +19,19 @@ import (
 // with another request is refused; a conflict with the stored state is
 // retried on a fresh snapshot, a bounded number of times. Looking the
 // token up only on failure keeps a read off every first purchase's path.
+//
+// A purchase refused for want of capacity by a replica on a shared store
+// is decided again once the replica has caught up with every commit
+// that ended before (catchUp): another replica may have freed the
+// capacity a moment ago, and a refusal must hold against every commit
+// acknowledged before it was asked.
 func buyOnce[T any](ctx context.Context, s *Service, team, token, hash, what string,
 	buy func() (T, error), load func(subject string) (T, error)) (T, bool, error) {
 	var zero T
 	if token == "" {
 		return zero, false, core.Invalidf("clientToken is required: pass a unique string per purchase so a retry cannot buy twice")
 	}
+	caughtUp := false
 	for attempt := 1; ; attempt++ {
 		v, err := buy()
 		if err == nil {
@@ -41,6 +48,14 @@ func buyOnce[T any](ctx context.Context, s *Service, team, token, hash, what str
 			}
 			return v, false, nil
 		}
+		if errors.Is(err, core.ErrNoCapacity) && !caughtUp && s.sharesStore() {
+			caughtUp = true
+			if err := s.catchUp(ctx); err != nil {
+				return zero, false, err
+			}
+			attempt--
+			continue
+		}
 		if !store.IsConflict(err) {
 			return zero, false, err
 		}
@@ -53,6 +68,7 @@ func buyOnce[T any](ctx context.Context, s *Service, team, token, hash, what str
 		if err := s.catchUp(ctx); err != nil {
 			return zero, false, err
 		}
+		caughtUp = true
 		// Purchases that collide again and again decide at the same
 		// moments on the last free GPUs: a random pause, doubling with the
 		// attempts up to 100 ms, sets them apart, until one wins or the

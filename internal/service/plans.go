@@ -86,7 +86,7 @@ func (s *Service) purchasePlanOnce(ctx context.Context, req contract.PlanPurchas
 	p := core.Plan{ID: newID("tp"), Name: req.Name, Team: req.Team, Target: off.Target, Fee: off.Fee(), CreatedAt: now}
 	var pp *planPlacement
 	err = s.withLock(func() error {
-		window := want{t.GPUModel, off.Zone, off.Segments[0].Start, off.Segments[len(off.Segments)-1].End}
+		window := want{t.GPUModel, off.Zone}
 		return s.decideLocked(window, func() error {
 			// 2. Each segment must pass the team's quota, like a block.
 			for i, sg := range off.Segments {

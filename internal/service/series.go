@@ -118,7 +118,7 @@ func (s *Service) purchaseSeriesOnce(ctx context.Context, req contract.SeriesPur
 	}
 	var pp *planPlacement
 	err = s.withLock(func() error {
-		window := want{t.GPUModel, off.Zone, occ[0].Start, occ[len(occ)-1].End}
+		window := want{t.GPUModel, off.Zone}
 		return s.decideLocked(window, func() error {
 			// 2. Each occurrence must pass the team's quota, like a block.
 			for i, oc := range occ {
