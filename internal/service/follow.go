@@ -140,10 +140,11 @@ func (s *Service) catchUp(ctx context.Context) error {
 }
 
 // sharesStore reports whether other replicas may commit to this one's
-// store, which it follows.
+// store. Until its watch is in place, the replica learns their commits
+// only by rebuilding its index from the store (catchUp does).
 func (s *Service) sharesStore() bool {
 	_, shared := s.store.(store.Coordinator)
-	return shared && s.following.Load()
+	return shared
 }
 
 // passBarrier tells the catch-up that sent token that follow reached it.

@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"path/filepath"
 	"testing"
-	"testing/cryptotest"
 	"time"
 
 	"capblock/internal/backend/local"
@@ -14,14 +13,12 @@ import (
 	"capblock/internal/contract"
 	"capblock/internal/core"
 	"capblock/internal/service"
-	"capblock/internal/simulate"
 	"capblock/internal/store"
 	"capblock/internal/store/sqlite"
 )
 
-// Defects the simulation found, each shown by a scenario of its own,
-// small enough to read: each is skipped, naming the defect, until it is
-// mended.
+// Defects the simulation found, each kept as a scenario of its own,
+// small enough to read, that fails on the code that had it.
 
 // scriptedStore is a store whose next Commit, when lose is set, stores
 // the change and then answers an error, as a reply lost after the fsync
@@ -128,13 +125,14 @@ func (e *defectEnv) buyLost() core.Block {
 	return b
 }
 
-// TestLostCommitAnswerIndex: when a commit is durable but its answer is
-// lost, the service forgets the decision on its index (settle with the
-// error), although the store holds it. The index then lacks the block
-// (or holds an older version of it) until something rebuilds it (a
+// TestLostCommitAnswerIndex: when a commit was durable but its answer
+// lost, the service forgot the decision on its index (settle with the
+// error), although the store held it. The index then lacked the block
+// (or held an older version of it) until something rebuilt it (a
 // conflict in another commit, the daily rebase, a restart). Meanwhile:
-// the block's extension offerings answer a conflict, its GPUs are
-// offered to others, and its lifecycle steps are not taken.
+// the block's extension offerings answered a conflict, its GPUs were
+// offered to others, and its lifecycle steps were not taken. The settle
+// now reads what the store holds (indexStored).
 func TestLostCommitAnswerIndex(t *testing.T) {
 	t.Run("extension offerings answer a conflict", func(t *testing.T) {
 		e := newDefectEnv(t)
@@ -168,19 +166,6 @@ func TestLostCommitAnswerIndex(t *testing.T) {
 	})
 }
 
-// TestSimulateLostCommitAnswers runs the simulation with commits that
-// lose their answers, which TestSimulate leaves out until the defect
-// above is mended.
-func TestSimulateLostCommitAnswers(t *testing.T) {
-	dir := memDir(t)
-	for seed := uint64(1); seed <= 4; seed++ {
-		cryptotest.SetGlobalRandom(t, seed)
-		if _, err := simulate.Run(t.Context(), simulate.Config{Seed: seed, Ops: 2000, Dir: dir, Faults: simulate.DefaultFaults}); err != nil {
-			t.Errorf("%v\nreplay: CAPBLOCK_SIM_FAULTS=commit-lost=%g %s", err, simulate.DefaultFaults.CommitLosesAnswer, replay(seed, 2000))
-		}
-	}
-}
-
 // buy buys one whole node for [from, to) hours after the start, as the
 // member.
 func (e *defectEnv) buy(from, to int, token string) core.Block {
@@ -203,12 +188,12 @@ func (e *defectEnv) buy(from, to int, token string) core.Block {
 // failed, or has not run yet) is live in the store, its allocation
 // rows over its whole window. An index built since its end (a restart,
 // the daily rebase) counts hours from then on, and so sees its GPUs
-// free. A node failure then moves another block onto them: the
-// replacement's rows cover the moved block's whole window, the past
-// hours included, and the store refuses them as overlapping the ended
-// block's. The failure is retried twenty times, each a conflict, and
-// the node's failure is not recorded at all: it stays healthy, and the
-// block on it stays there.
+// free. A node failure then moved another block onto them: the
+// replacement's rows covered the moved block's whole window, the past
+// hours included, and the store refused them as overlapping the ended
+// block's. The failure was retried twenty times, each a conflict, and
+// the node's failure was not recorded at all. A block moved while it
+// runs now holds its new GPUs from the move on (BlockUpdate.From).
 // Seed 75 of TestSimulate found it:
 //
 //	CAPBLOCK_SIM_SEED=75 CAPBLOCK_SIM_OPS=5000 go test ./internal/simulate -run 'TestSimulate$' -count=1 -v

@@ -75,15 +75,8 @@ func TestSimulate(t *testing.T) {
 	t.Logf("seeds %d..%d: %d steps in %s, %.0f steps/s", first, first+seeds-1, total, d.Round(time.Millisecond), float64(total)/d.Seconds())
 }
 
-// testFaults are the faults TestSimulate injects: the default ones but
-// commits whose answers are lost, which fail most seeds on the defect
-// TestLostCommitAnswerIndex shows until it is mended
-// (TestSimulateLostCommitAnswers runs them).
-func testFaults() simulate.Faults {
-	f := simulate.DefaultFaults
-	f.CommitLosesAnswer = 0
-	return f
-}
+// testFaults are the faults TestSimulate injects: DefaultFaults.
+func testFaults() simulate.Faults { return simulate.DefaultFaults }
 
 // envFaults reads CAPBLOCK_SIM_FAULTS over testFaults.
 func envFaults(t *testing.T) simulate.Faults {
