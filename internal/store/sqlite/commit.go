@@ -18,6 +18,11 @@ import (
 // it does not check the allocations of blocks that are not live, which
 // hold nothing.
 //
+// Changes committed at the same time share a transaction and its fsync
+// (groupcommit.go): each is applied and re-checked on its own, in a
+// savepoint, on the state the ones before it left, and one that fails
+// fails alone. Commit returns once its group is durable.
+//
 // On success Commit also writes the new Version into c.Insert[i] and
 // c.Update[i].Block, and the Seq into c.Events[i]: the slices are shared
 // with the caller. Nothing is written into them when it fails.
@@ -33,24 +38,10 @@ func (s *Store) Commit(ctx context.Context, c store.Change) error {
 	if err != nil {
 		return fmt.Errorf("checking change: %w", err)
 	}
-	tx, err := s.w.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("beginning commit: %w", err)
-	}
-	defer tx.Rollback()
-	// The statements run without ctx's cancellation: with it, the driver
-	// starts a watcher goroutine per statement, a sizeable part of the CPU
-	// of a commit.
-	// BeginTx holds ctx, so a cancellation still rolls the transaction
-	// back, and apply checks ctx between its steps.
-	w := &commitTx{ctx: context.WithoutCancel(ctx), done: ctx, tx: tx, ws: s.ws}
-	seqs, err := w.apply(c, data, used)
-	if err != nil {
-		return err
-	}
-	journalSeqs := w.journalSeqs
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("committing change: %w", err)
+	req := &commitRequest{ctx: ctx, c: c, data: data, used: used, wake: make(chan struct{}, 1)}
+	s.group.commit(s, req)
+	if req.err != nil {
+		return req.err
 	}
 	for i := range c.Insert {
 		c.Insert[i].Version = 1
@@ -59,10 +50,10 @@ func (s *Store) Commit(ctx context.Context, c store.Change) error {
 		c.Update[i].Block.Version = c.Update[i].ExpectedVersion + 1
 	}
 	for i := range c.Events {
-		c.Events[i].Seq = seqs[i]
+		c.Events[i].Seq = req.seqs[i]
 	}
 	for i := range c.Journals {
-		c.Journals[i].Seq = journalSeqs[i]
+		c.Journals[i].Seq = req.journalSeqs[i]
 	}
 	for i := range c.InsertOrders {
 		c.InsertOrders[i].Version = 1

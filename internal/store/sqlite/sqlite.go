@@ -39,6 +39,8 @@ type Store struct {
 
 	ws *writeStmts
 	rs *readStmts
+	// group queues the commits that arrive while one is written.
+	group groupCommitter
 
 	closeOnce sync.Once
 	closeErr  error
