@@ -204,9 +204,15 @@ func TestReplacementOverAnEndedBlock(t *testing.T) {
 	moved := e.buy(2, 6, "moved") // the other node, hours 2 to 6
 	_, err := g.SetClock(e.admin, contract.ClockRequest{Advance: 2 * time.Hour})
 	e.must(err) // both active
-	e.st.fail = true
-	if _, err := g.SetClock(e.admin, contract.ClockRequest{Advance: 90 * time.Minute}); !errors.Is(err, errDiskFailed) {
-		t.Fatalf("the reconcile after the clock moved past the end of %s: %v; want the disk's failure", ended.ID, err)
+	e.st.fail = true // the reconcile after the clock moves fails
+	if _, err := g.SetClock(e.admin, contract.ClockRequest{Advance: 90 * time.Minute}); err != nil {
+		t.Fatalf("moving the clock past the end of %s: %v; want it moved, its reconcile left to the leader", ended.ID, err)
+	}
+	if e.st.fail {
+		t.Fatal("the reconcile after the clock moved did not commit: the disk's failure was not met")
+	}
+	if b, err := e.st.GetBlock(t.Context(), ended.ID); err != nil || b.State != core.StateActive {
+		t.Fatalf("%s after the reconcile failed: %s, %v; want it still active in the store", ended.ID, b.State, err)
 	}
 	e.restart()
 	g = e.svc.Guarded()
