@@ -40,8 +40,10 @@ func (s *Service) RecoverNode(ctx context.Context, name string) (contract.NodeRe
 // The sources combine so: an engine's report that a node is healthy does
 // not end an admin's fail (ops may have drained it for what the engine
 // cannot see) and is ignored; only an admin's recover ends it. An
-// engine's report that a node failed always counts. A report that
-// changes nothing stores nothing, so that an engine may repeat itself.
+// engine's report that a node failed always counts (its blocks are
+// replaced), but leaves an admin's fail recorded as the admin's. A
+// report that changes nothing stores nothing, so that an engine may
+// repeat itself.
 //
 // h.Since is not read: the service clock stamps when the node entered
 // its health, and a record that keeps the health keeps that time. A
@@ -103,7 +105,7 @@ func (s *Service) setNodeHealth(ctx context.Context, h core.NodeHealth) (contrac
 		return contract.NodeReport{Node: h.Node, Health: cur.Health, Record: cur}, nil, nil
 	}
 	now := s.clock.Now()
-	next := h
+	next := adminFailStands(cur, h)
 	next.Since = now
 	if cur.Health == next.Health && !cur.Since.IsZero() {
 		next.Since = cur.Since
