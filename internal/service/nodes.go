@@ -156,6 +156,15 @@ func (s *Service) setNodeHealth(ctx context.Context, h core.NodeHealth) (contrac
 		if herr := s.index.SetHealth(h.Node, cur.Health); herr != nil {
 			s.log.Error("putting back a node's health that was not stored", "node", h.Node, "err", herr)
 		}
+		if !store.IsConflict(err) {
+			// The commit may have been stored, its answer lost: the
+			// index follows what the store holds, the blocks moved and
+			// the node's health, as after a purchase (settle).
+			s.mu.Unlock()
+			locked = false
+			s.indexStored(c)
+			s.reloadHealth(ctx)
+		}
 		return contract.NodeReport{}, nil, fmt.Errorf("recording the health of node %s: %w", h.Node, err)
 	}
 	s.index.Confirm(key)
