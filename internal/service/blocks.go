@@ -266,7 +266,7 @@ func (s *Service) extension(b core.Block, off core.Offering, q core.Quota, guard
 	if b.State == core.StateActive {
 		// The engine holds the block until its new end (a Slurm
 		// reservation's end moves): activating again is idempotent.
-		c.Actions = []core.Action{s.blockAction(core.ActionActivate, ext, b.Version+1)}
+		c.Actions = s.activation(ext, b.Version+1)
 	}
 	return c, nil
 }

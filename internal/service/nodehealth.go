@@ -102,6 +102,20 @@ func overruled(cur, h core.NodeHealth) bool {
 		cur.Source == core.HealthFromAdmin && cur.Health == core.Unhealthy
 }
 
+// adminFailStands is the record report h makes of the record cur: h,
+// but for an engine's word that a node failed that an admin failed
+// already, which keeps the admin's reason and source. Recorded as the
+// engine's, the fail would end at the engine's word that the node is
+// healthy again (a node back in the inventory, reportMissing), which
+// overruled keeps from ending an admin's.
+func adminFailStands(cur, h core.NodeHealth) core.NodeHealth {
+	if h.Source == core.HealthFromEngine && h.Health == core.Unhealthy &&
+		cur.Source == core.HealthFromAdmin && cur.Health == core.Unhealthy {
+		h.Reason, h.Source = cur.Reason, cur.Source
+	}
+	return h
+}
+
 // checkNodeHealth checks a report before it is decided on. An admin's
 // reason must be printable and at most maxHealthReason characters; an
 // engine's is made so (a backend's odd output must not lose a failure).

@@ -210,6 +210,10 @@ func TestSetNodeHealthSources(t *testing.T) {
 			reports: []core.NodeHealth{engine(core.Unhealthy, "XID 79"), admin(core.Healthy, "")},
 			want:    core.NodeHealth{Node: "n0", Health: core.Healthy, Since: at(1), Source: core.HealthFromAdmin},
 		},
+		"the engine's fail keeps an admin's, which its healthy does not end": {
+			reports: []core.NodeHealth{admin(core.Unhealthy, "drained by ops"), engine(core.Unhealthy, "XID 79"), engine(core.Healthy, "")},
+			want:    core.NodeHealth{Node: "n0", Health: core.Unhealthy, Reason: "drained by ops", Since: at(0), Source: core.HealthFromAdmin},
+		},
 		"the engine fails what an admin recovered": {
 			reports: []core.NodeHealth{admin(core.Unhealthy, ""), admin(core.Healthy, ""), engine(core.Unhealthy, "XID 48")},
 			want:    core.NodeHealth{Node: "n0", Health: core.Unhealthy, Reason: "XID 48", Since: at(2), Source: core.HealthFromEngine},

@@ -40,8 +40,10 @@ func (s *Service) RecoverNode(ctx context.Context, name string) (contract.NodeRe
 // The sources combine so: an engine's report that a node is healthy does
 // not end an admin's fail (ops may have drained it for what the engine
 // cannot see) and is ignored; only an admin's recover ends it. An
-// engine's report that a node failed always counts. A report that
-// changes nothing stores nothing, so that an engine may repeat itself.
+// engine's report that a node failed always counts (its blocks are
+// replaced), but leaves an admin's fail recorded as the admin's. A
+// report that changes nothing stores nothing, so that an engine may
+// repeat itself.
 //
 // h.Since is not read: the service clock stamps when the node entered
 // its health, and a record that keeps the health keeps that time. A
@@ -103,7 +105,7 @@ func (s *Service) setNodeHealth(ctx context.Context, h core.NodeHealth) (contrac
 		return contract.NodeReport{Node: h.Node, Health: cur.Health, Record: cur}, nil, nil
 	}
 	now := s.clock.Now()
-	next := h
+	next := adminFailStands(cur, h)
 	next.Since = now
 	if cur.Health == next.Health && !cur.Since.IsZero() {
 		next.Since = cur.Since
@@ -136,7 +138,7 @@ func (s *Service) setNodeHealth(ctx context.Context, h core.NodeHealth) (contrac
 	}
 	for _, u := range c.Update { // the engine makes the replacement GPUs usable
 		if u.Block.State == core.StateActive {
-			c.Actions = append(c.Actions, s.blockAction(core.ActionActivate, u.Block, u.ExpectedVersion+1))
+			c.Actions = append(c.Actions, s.activation(u.Block, u.ExpectedVersion+1)...)
 		}
 	}
 	s.addReserves(&c) // and holds those of blocks to come
@@ -153,6 +155,15 @@ func (s *Service) setNodeHealth(ctx context.Context, h core.NodeHealth) (contrac
 		s.index.Forget(key)
 		if herr := s.index.SetHealth(h.Node, cur.Health); herr != nil {
 			s.log.Error("putting back a node's health that was not stored", "node", h.Node, "err", herr)
+		}
+		if !store.IsConflict(err) {
+			// The commit may have been stored, its answer lost: the
+			// index follows what the store holds, the blocks moved and
+			// the node's health, as after a purchase (settle).
+			s.mu.Unlock()
+			locked = false
+			s.indexStored(c)
+			s.reloadHealth(ctx)
 		}
 		return contract.NodeReport{}, nil, fmt.Errorf("recording the health of node %s: %w", h.Node, err)
 	}

@@ -167,6 +167,19 @@ func (s *Service) blockAction(kind core.ActionKind, b core.Block, version int64)
 		Payload: backend.EncodeBlock(b), NextAt: now, CreatedAt: now}
 }
 
+// activation is the engine's actions for block b, active, as stored at
+// version: activate it (again, which is idempotent: on new GPUs, or
+// until a new end), then, when its workloads were told to stop already,
+// terminate it again, so that the engine holds it as terminating there
+// too.
+func (s *Service) activation(b core.Block, version int64) []core.Action {
+	acts := []core.Action{s.blockAction(core.ActionActivate, b, version)}
+	if b.Terminating {
+		acts = append(acts, s.blockAction(core.ActionTerminate, b, version))
+	}
+	return acts
+}
+
 // kickOutbox wakes the worker after a commit that stored actions; on a
 // replica that does not lead, nobody listens and the kick is dropped.
 func (s *Service) kickOutbox() {

@@ -15,8 +15,8 @@ import (
 // restart takes it back), reconciles the lifecycles, forgets the used
 // offerings whose quotes long expired, applies the engine actions due on
 // the outbox clock (one pass of the worker, OutboxOptions.Parallel at a
-// time), and hands the backend, when it converges, the desired state
-// that the index holds now.
+// time), serves the standing orders, and hands the backend, when it
+// converges, the desired state that the index holds now.
 //
 // It is for a deterministic simulation of the whole service
 // (internal/simulate), which drives the leader step by step instead of
@@ -36,6 +36,7 @@ func (s *Service) LeadOnce(ctx context.Context) error {
 		w := &outboxWorker{svc: s, opts: s.outbox.opts, epoch: l.Epoch}
 		errs = append(errs, w.pass(ctx))
 	}
+	errs = append(errs, s.ServeOrders(ctx)) // logs each order's failure, as the leader does
 	if cv, ok := s.backend.(backend.Converger); ok {
 		s.mu.RLock()
 		d := s.desiredLocked(l.Epoch)

@@ -137,7 +137,13 @@ func (w *world) checkBought(b core.Block, p *pendingOp) {
 		}
 	}
 	w.chk.touch(b.ID)
-	id, fee := b.ID, off.Fee.Minor
+	w.expectCharged(b.ID, off.Fee.Minor)
+}
+
+// expectCharged checks, once the step is read, that block id,
+// acknowledged bought for fee, was charged by one purchase journal and
+// is stored with that fee or more (an extension adds to it).
+func (w *world) expectCharged(id string, fee int64) {
 	w.chk.expect = append(w.chk.expect, func() {
 		if n := w.chk.led.purchases[id]; n != 1 {
 			w.fail("block %s, acknowledged bought, was charged by %d purchase journals", id, n)

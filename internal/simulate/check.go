@@ -35,6 +35,7 @@ type checker struct {
 	placedFrom map[string]time.Time
 	alloc      allocations
 	led        *ledger
+	ord        *orderLog
 	// touched are the blocks to read after this step.
 	touched    map[string]bool
 	afterCrash bool
@@ -50,7 +51,8 @@ type checker struct {
 func newChecker() *checker {
 	return &checker{
 		evState: map[string]core.BlockState{}, evCreated: map[string]bool{}, evPurchased: map[string]bool{}, evNow: map[string]bool{},
-		stored: map[string]core.Block{}, placedFrom: map[string]time.Time{}, alloc: allocations{}, led: newLedger(), touched: map[string]bool{},
+		stored: map[string]core.Block{}, placedFrom: map[string]time.Time{}, alloc: allocations{}, led: newLedger(), ord: newOrderLog(),
+		touched: map[string]bool{},
 	}
 }
 
@@ -59,8 +61,12 @@ func (c *checker) touch(id string) { c.touched[id] = true }
 
 // event takes in one event.
 func (c *checker) event(e core.Event) {
+	if isOrderID(e.Subject) {
+		c.ord.event(e)
+		return
+	}
 	if !isBlockID(e.Subject) {
-		return // a plan's, a job's
+		return // a plan's, a series', a job's
 	}
 	c.touched[e.Subject] = true
 	c.evNow[e.Subject] = true
@@ -103,7 +109,12 @@ func (w *world) check() {
 		}
 		w.takeBlocks(blocks)
 	}
-	// 3. The step's own expectations, now that what it stored is read.
+	// 3. The orders the step named or changed, once the blocks they
+	//    bought are read.
+	if len(c.ord.touched) > 0 {
+		w.takeOrders()
+	}
+	// 4. The step's own expectations, now that what it stored is read.
 	for _, f := range c.expect {
 		f()
 	}
@@ -222,9 +233,10 @@ func (w *world) checkAcked(r *blockRec, b core.Block) {
 		return // known from the store only
 	case b.Version < a.Version:
 		w.fail("block %s is stored at version %d, older than version %d acknowledged (%s)", b.ID, b.Version, a.Version, a.State)
-	case b.Version == a.Version && (b.State != a.State || !b.End.Equal(a.End) || b.Fee != a.Fee || b.Team != a.Team || b.Count != a.Count):
-		w.fail("block %s at version %d is stored as %s until %s with a fee of %d; it was acknowledged as %s until %s with a fee of %d",
-			b.ID, b.Version, b.State, b.End.Format(time.RFC3339), b.Fee.Minor, a.State, a.End.Format(time.RFC3339), a.Fee.Minor)
+	case b.Version == a.Version && (b.State != a.State || !b.End.Equal(a.End) || b.Fee != a.Fee || b.Team != a.Team || b.Count != a.Count ||
+		b.Lending != a.Lending):
+		w.fail("block %s at version %d is stored as %s until %s with a fee of %d, lending %v; it was acknowledged as %s until %s with a fee of %d, lending %v",
+			b.ID, b.Version, b.State, b.End.Format(time.RFC3339), b.Fee.Minor, b.Lending, a.State, a.End.Format(time.RFC3339), a.Fee.Minor, a.Lending)
 	case r.cancelled && b.State != core.StateCancelled:
 		w.fail("block %s was acknowledged cancelled; the store says %s", b.ID, b.State)
 	case !a.State.Live() && b.State != a.State:
@@ -261,6 +273,9 @@ func (w *world) checkAll() {
 		}
 	}
 	w.checkHeld(all)
+	w.checkSeriesStored()
+	w.checkOrdersStored()
+	w.checkAccountsStored()
 	for _, id := range slices.Sorted(maps.Keys(w.m.blocks)) {
 		if r := w.m.blocks[id]; r.acked.ID != "" && !seen[id] {
 			w.fail("block %s, acknowledged (%s), is not stored", id, r.acked.State)
@@ -372,6 +387,9 @@ func (w *world) checkFinal() {
 	}
 	if n := len(w.m.pending); n > 0 {
 		w.fail("%d operations never learnt their outcome, the first a %s", n, w.m.pending[0].kind)
+	}
+	if n := len(w.m.waiting); n > 0 {
+		w.fail("%d series purchases never learnt their outcome", n)
 	}
 }
 

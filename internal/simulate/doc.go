@@ -15,8 +15,12 @@
 // leader's work runs as steps too (service.LeadOnce), not on goroutines
 // of its own, so that nothing runs between steps. The operations are those of clients: searches and purchases
 // under client tokens, retried after a lost answer, cancellations,
-// extensions, transfers, releases for resale, plans; and the operator's:
-// approvals, node health, teams disabled.
+// extensions, transfers, releases for resale, plans, series of
+// recurring blocks, standing orders (which the leader serves), the
+// lending of a block's GPUs; and the operator's: approvals, node
+// health, teams and users disabled, nodes gained or lost between
+// restarts. Jobs are not run: their instances are processes, driven on
+// goroutines of the leader's, which no step can drive.
 //
 // After every step the checker reads what the step stored (the events
 // and journals after the last it read, the blocks they name) and checks

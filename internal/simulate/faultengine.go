@@ -29,8 +29,11 @@ type faultEngine struct {
 	seed  uint64
 	rates Faults
 
-	mu     sync.Mutex
-	off    bool
+	mu  sync.Mutex
+	off bool
+	// nodes, when set, are the inventory the engine reports instead of
+	// the sim's: the fleet an operator changed (opInventory).
+	nodes  []core.Node
 	tries  map[string]int  // by call
 	blocks map[string]bool // every block the engine was told of
 	counts [3]int          // passed, failed, lost
@@ -57,10 +60,23 @@ func newFaultEngine(inner *local.Sim, seed uint64, rates Faults) *faultEngine {
 
 func (e *faultEngine) Name() string { return e.inner.Name() }
 
-// Inventory is the sim's: the fleet's nodes. It never fails, so that a
-// restart always finds its nodes.
+// Inventory is the sim's, the fleet's nodes, or those set since. It
+// never fails, so that a restart always finds its nodes.
 func (e *faultEngine) Inventory(ctx context.Context) ([]core.Node, error) {
-	return e.inner.Inventory(ctx)
+	e.mu.Lock()
+	nodes := slices.Clone(e.nodes)
+	e.mu.Unlock()
+	if nodes == nil {
+		return e.inner.Inventory(ctx)
+	}
+	return nodes, nil
+}
+
+// setInventory makes the engine report nodes from now on.
+func (e *faultEngine) setInventory(nodes []core.Node) {
+	e.mu.Lock()
+	e.nodes = slices.Clone(nodes)
+	e.mu.Unlock()
 }
 
 func (e *faultEngine) Activate(ctx context.Context, b core.Block) error {

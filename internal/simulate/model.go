@@ -25,8 +25,19 @@ type model struct {
 	plans  []*planRec
 	tokens int
 	// health is each node's health as the last acknowledged fail or
-	// recover left it.
-	health map[string]core.Health
+	// recover left it; missing are the nodes whose recorded failure is
+	// the engine's word that they left its inventory (opInventory).
+	health  map[string]core.Health
+	missing map[string]bool
+	// series are the series purchases acknowledged; orders the standing
+	// orders acknowledged, in the order they were placed, and by id.
+	series  []*seriesRec
+	orders  []*orderRec
+	orderAt map[string]*orderRec
+	// waiting are the series purchases whose answer was a fault, retried
+	// as pending ones are (they are kept apart from pending, whose
+	// retries know the older kinds only).
+	waiting []*pendingOp
 }
 
 // blockRec is what the simulation knows of a block.
@@ -55,12 +66,14 @@ type planRec struct {
 // pendingOp is an operation whose answer was a fault: retried as a
 // client would, until an answer tells what became of it.
 type pendingOp struct {
-	kind string // "purchase", "plan", "extend", "cancel", "node", "team"
-	// purchase and plan: the request, retried as it was.
+	kind string // "purchase", "plan", "extend", "cancel", "node", "team", "series"
+	// purchase, plan and series: the request, retried as it was.
 	buy    contract.PurchaseRequest
 	plan   contract.PlanPurchaseRequest
-	quote  core.Offering     // the purchase's quote
-	pquote core.PlanOffering // the plan's
+	series contract.SeriesPurchaseRequest
+	quote  core.Offering       // the purchase's quote
+	pquote core.PlanOffering   // the plan's
+	squote core.SeriesOffering // the series'
 	// extend and cancel: the block (and the extension's quote).
 	block string
 	// node: the node and the health asked for; team: the team and
@@ -72,7 +85,8 @@ type pendingOp struct {
 }
 
 func newModel() *model {
-	return &model{blocks: map[string]*blockRec{}, liveAt: map[string]int{}, health: map[string]core.Health{}}
+	return &model{blocks: map[string]*blockRec{}, liveAt: map[string]int{}, health: map[string]core.Health{}, missing: map[string]bool{},
+		orderAt: map[string]*orderRec{}}
 }
 
 // learn records a block the service answered with; the record of a

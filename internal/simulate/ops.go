@@ -41,6 +41,12 @@ func (w *world) randomOp() {
 		{1, w.opTeam},
 		{1, w.opCrash},
 		{1, w.opIsolation},
+		{2, w.opSeries},
+		{1, w.opCancelSeries},
+		{3, w.opOrder},
+		{1, w.opLend},
+		{1, w.opUser},
+		{1, w.opInventory},
 	}
 	total := 0
 	for _, o := range ops {

@@ -23,6 +23,15 @@ func (w *world) quiesce() {
 		w.end()
 		w.check()
 	}
+	for len(w.m.waiting) > 0 {
+		p := w.m.waiting[0]
+		if p.tries > 20 {
+			w.fail("a %s retried %d times never learnt its outcome", p.kind, p.tries)
+		}
+		w.retrySeries(p)
+		w.end()
+		w.check()
+	}
 	for pass := 1; ; pass++ {
 		if pass > maxQuietPasses {
 			w.fail("engine actions still pending after %d passes of the leader without faults", maxQuietPasses)

@@ -144,6 +144,10 @@ type world struct {
 type simTeam struct {
 	id, name string
 	member   core.Principal
+	// users are the team's members that sign in with a token, once
+	// opUser has met the team: member is one of them, never a disabled
+	// one.
+	users    []*simUser
 	budget   *core.Budget
 	maxHeld  int  // its quota of instances held at once; 0: none
 	disabled bool // as last acknowledged
