@@ -82,7 +82,8 @@ func (s *Service) SetNodeHealth(ctx context.Context, h core.NodeHealth) (contrac
 
 // setNodeHealth decides and commits one attempt of SetNodeHealth under
 // the lock. It returns the active blocks that moved, whose jobs must
-// restart. On failure the index is left as it was.
+// restart. On failure the index is left as it was, or, when the commit
+// may have been stored all the same, as the store holds it.
 func (s *Service) setNodeHealth(ctx context.Context, h core.NodeHealth) (contract.NodeReport, []core.Block, error) {
 	s.mu.Lock()
 	locked := true
@@ -153,6 +154,15 @@ func (s *Service) setNodeHealth(ctx context.Context, h core.NodeHealth) (contrac
 		s.index.Forget(key)
 		if herr := s.index.SetHealth(h.Node, cur.Health); herr != nil {
 			s.log.Error("putting back a node's health that was not stored", "node", h.Node, "err", herr)
+		}
+		if !store.IsConflict(err) {
+			// Stored all the same, perhaps (its answer lost once it was
+			// durable): the index and the node's health follow what the
+			// store holds, as a purchase's do (settle).
+			s.mu.Unlock()
+			locked = false
+			s.indexStored(c)
+			s.reloadHealth(ctx)
 		}
 		return contract.NodeReport{}, nil, fmt.Errorf("recording the health of node %s: %w", h.Node, err)
 	}

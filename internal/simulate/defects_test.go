@@ -271,3 +271,45 @@ func TestExtendAfterRelease(t *testing.T) {
 		}
 	}
 }
+
+// TestLostNodeHealthAnswer: when the commit of a node's failure was
+// durable but its answer lost, the service forgot the replacements on
+// its index and put the node's health back as healthy, although the
+// store held both (as TestLostCommitAnswerIndex, for a node's health).
+// Until something rebuilt the index, a moved block's extension
+// offerings answered a conflict, and the failed node was sold again.
+// The service now reads back what the store holds. Seed 5 of
+// TestSimulate found it:
+//
+//	CAPBLOCK_SIM_SEED=5 CAPBLOCK_SIM_OPS=5000 go test ./internal/simulate -run 'TestSimulate$' -count=1 -v
+func TestLostNodeHealthAnswer(t *testing.T) {
+	e := newDefectEnv(t)
+	g := e.svc.Guarded()
+	b := e.buy(2, 5, "moved") // one node; the other is free to replace it
+	node := b.Placements[0].Node
+	e.st.lose = true
+	if _, err := g.FailNode(e.admin, node, "simulated failure"); !errors.Is(err, errAnswerLost) {
+		t.Fatalf("failing node %s, its answer lost: %v; want the lost answer", node, err)
+	}
+	stored, err := e.st.GetBlock(t.Context(), b.ID)
+	e.must(err)
+	if stored.Placements[0].Node == node {
+		t.Fatalf("block %s is stored on node %s, which failed; want it moved", b.ID, node)
+	}
+	if _, err := g.ExtensionOfferings(e.member, e.team, b.ID, time.Hour); err != nil {
+		t.Errorf("extension offerings of block %s, moved off node %s: %v; want offerings, or none", b.ID, node, err)
+	}
+	views, err := g.Nodes(e.admin)
+	e.must(err)
+	for _, v := range views {
+		if v.Node.Name == node && v.Node.Health != core.Unhealthy {
+			t.Errorf("node %s is stored unhealthy; the service says %s", node, v.Node.Health)
+		}
+	}
+	offs, err := g.Offerings(e.member, core.SearchRequest{Types: []string{"h100.8x"}, Count: 1, Duration: 3 * time.Hour,
+		StartAfter: b.Start, EndBefore: b.End, Team: e.team})
+	e.must(err)
+	if len(offs) > 0 {
+		t.Errorf("one node failed and the other holds block %s over [%s, %s), yet a search offers %+v", b.ID, b.Start, b.End, offs[0])
+	}
+}
