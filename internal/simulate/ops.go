@@ -41,6 +41,9 @@ func (w *world) randomOp() {
 		{1, w.opTeam},
 		{1, w.opCrash},
 		{1, w.opIsolation},
+		// The faults of faultleader.go and faultlatency.go.
+		{1, w.opLeaderChange},
+		{2, w.opSlowStore},
 	}
 	total := 0
 	for _, o := range ops {
