@@ -189,7 +189,7 @@ func (s *Service) keptActions(was, kept core.Block) []core.Action {
 	case kept.State == core.StateCancelled:
 		return []core.Action{s.blockAction(core.ActionRelease, kept, was.Version+1)}
 	case kept.State == core.StateActive:
-		return []core.Action{s.blockAction(core.ActionActivate, kept, was.Version+1)}
+		return s.activeActions(kept, was.Version+1)
 	}
 	return nil
 }

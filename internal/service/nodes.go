@@ -137,7 +137,7 @@ func (s *Service) setNodeHealth(ctx context.Context, h core.NodeHealth) (contrac
 	}
 	for _, u := range c.Update { // the engine makes the replacement GPUs usable
 		if u.Block.State == core.StateActive {
-			c.Actions = append(c.Actions, s.blockAction(core.ActionActivate, u.Block, u.ExpectedVersion+1))
+			c.Actions = append(c.Actions, s.activeActions(u.Block, u.ExpectedVersion+1)...)
 		}
 	}
 	s.addReserves(&c) // and holds those of blocks to come

@@ -167,6 +167,19 @@ func (s *Service) blockAction(kind core.ActionKind, b core.Block, version int64)
 		Payload: backend.EncodeBlock(b), NextAt: now, CreatedAt: now}
 }
 
+// activeActions are the engine actions that make the engine hold active
+// block b, at version, as it is now (its GPUs moved, or its end): an
+// activation and, when its workloads are being stopped, their
+// termination again, which the activation would otherwise end (the
+// sim's) or leave undone on GPUs new to the block (a replacement's).
+func (s *Service) activeActions(b core.Block, version int64) []core.Action {
+	as := []core.Action{s.blockAction(core.ActionActivate, b, version)}
+	if b.Terminating {
+		as = append(as, s.blockAction(core.ActionTerminate, b, version))
+	}
+	return as
+}
+
 // kickOutbox wakes the worker after a commit that stored actions; on a
 // replica that does not lead, nobody listens and the kick is dropped.
 func (s *Service) kickOutbox() {

@@ -56,6 +56,7 @@ type defectEnv struct {
 	admin  context.Context
 	team   string
 	fleet  core.Fleet
+	engine *local.Sim
 }
 
 // restart starts a new service on the store, as after a crash: its
@@ -64,7 +65,7 @@ func (e *defectEnv) restart() {
 	e.t.Helper()
 	var err error
 	e.svc, err = service.New(e.t.Context(), service.Config{Fleet: e.fleet, Store: e.st,
-		Backend: local.NewSim(slog.New(slog.DiscardHandler), e.fleet.Nodes), Clock: e.sim, Log: slog.New(slog.DiscardHandler)})
+		Backend: e.engine, Clock: e.sim, Log: slog.New(slog.DiscardHandler)})
 	e.must(err)
 }
 
@@ -81,7 +82,8 @@ func newDefectEnv(t *testing.T) *defectEnv {
 	for _, n := range []string{"h0", "h1"} {
 		f.Nodes = append(f.Nodes, core.Node{Name: n, Zone: "z1", Rack: "r0", GPUModel: "H100", GPUs: 8, Health: core.Healthy})
 	}
-	e := &defectEnv{t: t, st: &scriptedStore{Full: db}, sim: clock.NewSim(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)), fleet: f}
+	e := &defectEnv{t: t, st: &scriptedStore{Full: db}, sim: clock.NewSim(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)), fleet: f,
+		engine: local.NewSim(slog.New(slog.DiscardHandler), f.Nodes)}
 	e.restart()
 	ops, err := e.svc.CreateTeam(ctx, "ops")
 	e.must(err)
@@ -311,5 +313,37 @@ func TestLostNodeHealthAnswer(t *testing.T) {
 	e.must(err)
 	if len(offs) > 0 {
 		t.Errorf("one node failed and the other holds block %s over [%s, %s), yet a search offers %+v", b.ID, b.Start, b.End, offs[0])
+	}
+}
+
+// TestReplacementWhileTerminating: a block whose workloads were being
+// stopped (its last half hour) and whose node failed was moved to a
+// replacement with an activation only: the engine then held it active
+// again (the sim's), or ran its workloads on the new GPUs unstopped
+// (Kubernetes, Slurm), until its end. A move of a terminating block now
+// terminates it again after the activation, as a hand-over that keeps
+// it does. Seed 108 of TestSimulate found it, under more faults than
+// the default:
+//
+//	CAPBLOCK_SIM_FAULTS="engine-hangs=0.1,commit-crashes=0.02,commit-slow=1,leader-deposed=1" CAPBLOCK_SIM_SEED=108 CAPBLOCK_SIM_OPS=5000 go test ./internal/simulate -run 'TestSimulate$' -count=1 -v
+func TestReplacementWhileTerminating(t *testing.T) {
+	e := newDefectEnv(t)
+	g := e.svc.Guarded()
+	b := e.buy(1, 3, "ending") // one node, hours 1 to 3; the other is free
+	_, err := g.SetClock(e.admin, contract.ClockRequest{Advance: 2*time.Hour + 40*time.Minute})
+	e.must(err)
+	e.must(e.svc.LeadOnce(t.Context()))
+	if got := e.engine.State(b.ID); got != "terminating" {
+		t.Fatalf("block %s, 20 minutes before its end: the engine holds it %q, want terminating", b.ID, got)
+	}
+	node := b.Placements[0].Node
+	rep, err := g.FailNode(e.admin, node, "simulated failure")
+	e.must(err)
+	if len(rep.Replaced) != 1 {
+		t.Fatalf("node %s failed under block %s, with the other node free: replaced %v, degraded %v", node, b.ID, rep.Replaced, rep.Degraded)
+	}
+	e.must(e.svc.LeadOnce(t.Context()))
+	if got := e.engine.State(b.ID); got != "terminating" {
+		t.Errorf("block %s, its workloads being stopped, moved off failed node %s: the engine holds it %q, want terminating", b.ID, node, got)
 	}
 }
