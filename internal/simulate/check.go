@@ -123,6 +123,7 @@ func (w *world) check() {
 	if s := w.engine.staleWrite(); s != "" {
 		w.fail("a stale engine write: %s", s)
 	}
+	w.checkFences()
 	if c.afterCrash || w.step%w.cfg.FullCheckEvery == 0 {
 		c.afterCrash = false
 		w.checkAll()

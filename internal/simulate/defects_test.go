@@ -206,7 +206,7 @@ func TestReplacementOverAnEndedBlock(t *testing.T) {
 	ended := e.buy(1, 3, "ended") // one node, hours 1 to 3
 	moved := e.buy(2, 6, "moved") // the other node, hours 2 to 6
 	_, err := g.SetClock(e.admin, contract.ClockRequest{Advance: 2 * time.Hour})
-	e.must(err) // both active
+	e.must(err)      // both active
 	e.st.fail = true // the reconcile after the clock moves fails
 	if _, err := g.SetClock(e.admin, contract.ClockRequest{Advance: 90 * time.Minute}); err != nil {
 		t.Fatalf("moving the clock past the end of %s: %v; want it moved, its reconcile left to the leader", ended.ID, err)

@@ -8,12 +8,17 @@
 //
 // The faults are a store whose commits fail before they are durable or
 // lose their answer once they are, and so do the outbox's records of the
-// engine actions it applied (faultStore); an engine whose calls fail or
-// lose their answer (faultEngine); crashes (the service dropped between
-// steps and started again on the same database file, as `capblock serve`
-// starts); nodes failing and recovering; and the clock moving. The
-// leader's work runs as steps too (service.LeadOnce), not on goroutines
-// of its own, so that nothing runs between steps. The operations are those of clients: searches and purchases
+// engine actions it applied (faultStore); commits that take minutes of
+// the clock (faultlatency.go); an engine whose calls fail, lose their
+// answer, or hang until the caller's deadline and reach the engine later,
+// out of order, or never (faultEngine, faultlate.go); crashes (the
+// service dropped between steps, or during a commit, and started again
+// on the same database file, as `capblock serve` starts: faultcrash.go);
+// a leader deposed while its engine call hangs, which goes on with its
+// pass while a new server leads (faultleader.go); nodes failing and
+// recovering; and the clock moving. The leader's work runs as steps too
+// (service.LeadOnce), not on goroutines of its own, so that nothing runs
+// between steps. The operations are those of clients: searches and purchases
 // under client tokens, retried after a lost answer, cancellations,
 // extensions, transfers, releases for resale, plans, series of
 // recurring blocks, standing orders (which the leader serves), the
@@ -29,7 +34,8 @@
 // acknowledged change durable, across crashes too; a client token buys
 // once and charges once; the fee charged is the fee quoted; every
 // journal balances and budgets hold; every change of a block is an
-// event. A seed ends with the world healed (no more faults) and the
+// event; the engine never takes a write older than one it took, and the
+// store takes no claim or record of a deposed leader. A seed ends with the world healed (no more faults) and the
 // leader stepped until nothing is pending: the engine then holds exactly
 // the store's active blocks, and no block has a lifecycle step overdue.
 //

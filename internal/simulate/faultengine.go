@@ -8,7 +8,6 @@ import (
 	"sync"
 
 	"capblock/internal/backend"
-	"capblock/internal/backend/local"
 	"capblock/internal/core"
 )
 
@@ -16,16 +15,44 @@ import (
 // ones after always pass, so that every action is taken in the end.
 const maxEngineFaults = 3
 
-// faultEngine is the simulated engine (local.Sim) behind calls that fail
-// or whose answers are lost, as the seed decides. It outlives restarts
-// of the service: it is the world outside the server.
+// Engine is the engine the simulation runs: the sim backend
+// (local.Sim), or a mutant of it (Config.MutantSim).
+type Engine interface {
+	backend.Backend
+	// State is what the engine holds of a block: "active",
+	// "terminating", or "" for nothing.
+	State(id string) string
+	// LastWrite is the last write of a block the engine took: its kind
+	// and the block's version.
+	LastWrite(id string) (kind core.ActionKind, version int64, ok bool)
+}
+
+// engineFault is what the network between the service and the engine
+// does to one call.
+type engineFault int
+
+const (
+	enginePasses engineFault = iota
+	// engineFails: the call never reaches the engine.
+	engineFails
+	// engineLosesAnswer: the engine takes the call, its answer is lost.
+	engineLosesAnswer
+	// engineHangs: the call does not return until the caller's context
+	// ends; the engine takes it later, after calls made since (out of
+	// order), or never (faultlate.go).
+	engineHangs
+)
+
+// faultEngine is the simulated engine (an Engine) behind calls that
+// fail, lose their answer, or hang, as the seed decides. It outlives
+// restarts of the service: it is the world outside the server.
 //
 // A call's fate is a hash of the seed, the call (kind, block, version)
 // and how many times that call was made before, not a draw from a
 // stream: the outbox worker may make the calls of different blocks in
 // any order, and each still meets the same fate on a replay.
 type faultEngine struct {
-	inner *local.Sim
+	inner Engine
 	seed  uint64
 	rates Faults
 
@@ -36,13 +63,26 @@ type faultEngine struct {
 	nodes  []core.Node
 	tries  map[string]int  // by call
 	blocks map[string]bool // every block the engine was told of
-	counts [3]int          // passed, failed, lost
-	// applied is, by block, the last write the engine took: its
-	// version and, for an activation, the GPUs it made usable.
+	counts [4]int          // by engineFault
+	// applied is, by block, the last write the engine took: its version
+	// and, for an activation, the GPUs it made usable.
 	applied map[string]engineWrite
-	// stale is the first write the engine took of an older version of a
-	// block than one it had taken (DESIGN.md, invariant 11).
+	// stale is the first write the engine took that is older than one
+	// it had taken (DESIGN.md, invariant 11).
 	stale string
+	// late are the calls that hung, each waiting to reach the engine
+	// (faultlate.go); calls counts the calls made, which time them.
+	late  []lateCall
+	calls int
+	// landed counts the late calls the engine took, and refused those
+	// its fence refused as older than a write it had taken.
+	landed, refused int
+	// onCall, when set, runs once, at the next call, before the call
+	// reaches the engine (a change of leader while it hangs).
+	onCall func()
+	// lateHook is told of each late call as it lands, for the step's
+	// record.
+	lateHook func(c lateCall, taken bool)
 }
 
 // engineWrite is one write of a block the engine took.
@@ -52,9 +92,24 @@ type engineWrite struct {
 	placements []core.Placement
 }
 
+// before reports whether w is older than v: of an older version of the
+// block, or of the same version and an earlier step of its life.
+func (w engineWrite) before(v engineWrite) bool {
+	if w.version != v.version {
+		return w.version < v.version
+	}
+	return lifeStep(w.kind) < lifeStep(v.kind)
+}
+
+// lifeStep orders the actions on a block as its life takes them: one
+// commit may store several of them, all at the block's new version.
+func lifeStep(k core.ActionKind) int {
+	return slices.Index([]core.ActionKind{core.ActionReserve, core.ActionActivate, core.ActionTerminate, core.ActionRelease}, k)
+}
+
 var _ backend.Backend = (*faultEngine)(nil)
 
-func newFaultEngine(inner *local.Sim, seed uint64, rates Faults) *faultEngine {
+func newFaultEngine(inner Engine, seed uint64, rates Faults) *faultEngine {
 	return &faultEngine{inner: inner, seed: seed, rates: rates, tries: map[string]int{}, blocks: map[string]bool{}, applied: map[string]engineWrite{}}
 }
 
@@ -92,49 +147,70 @@ func (e *faultEngine) Release(ctx context.Context, b core.Block) error {
 }
 
 // call fails the call before it reaches the engine, or makes it and then
-// fails (the answer lost), or makes it.
+// fails (the answer lost), or hangs it, or makes it. The calls that hung
+// before and are due land first.
 func (e *faultEngine) call(ctx context.Context, kind core.ActionKind, b core.Block, next func(context.Context, core.Block) error) error {
 	key := fmt.Sprintf("%s %s v%d", kind, b.ID, b.Version)
+	e.landDue()
 	e.mu.Lock()
 	try := e.tries[key]
 	e.tries[key]++
 	e.blocks[b.ID] = true
-	fault := 0
+	fault := enginePasses
 	if !e.off && try < maxEngineFaults {
 		switch u := unitHash(e.seed, key, try); {
 		case u < e.rates.EngineFails:
-			fault = 1
+			fault = engineFails
 		case u < e.rates.EngineFails+e.rates.EngineLosesAnswer:
-			fault = 2
+			fault = engineLosesAnswer
+		case u < e.rates.EngineFails+e.rates.EngineLosesAnswer+e.rates.EngineHangs:
+			fault = engineHangs
 		}
 	}
+	if _, bounded := ctx.Deadline(); fault == engineHangs && !bounded {
+		fault = engineFails // a call that nothing ends cannot hang
+	}
 	e.counts[fault]++
+	onCall := e.onCall
+	e.onCall = nil
 	e.mu.Unlock()
-	if fault == 1 {
+	if onCall != nil {
+		onCall()
+	}
+	switch fault {
+	case engineFails:
 		return fmt.Errorf("%s of block %s: %w: the engine did not answer", kind, b.ID, errInjected)
+	case engineHangs:
+		return e.hang(ctx, kind, b, key, try)
 	}
 	if err := next(ctx, b); err != nil {
 		return err
 	}
 	e.took(kind, b)
-	if fault == 2 {
+	if fault == engineLosesAnswer {
 		return fmt.Errorf("%s of block %s: %w: the engine took it, its answer was lost", kind, b.ID, errInjected)
 	}
 	return nil
 }
 
-// took records a write the engine took, and the first one older than a
-// write it took before.
-func (e *faultEngine) took(kind core.ActionKind, b core.Block) {
+// took records a write the engine took, if it did (its fence may have
+// refused it: took is false), and the first one older than a write it
+// took before.
+func (e *faultEngine) took(kind core.ActionKind, b core.Block) bool {
+	if k, v, ok := e.inner.LastWrite(b.ID); !ok || k != kind || v != b.Version {
+		return false
+	}
+	w := engineWrite{kind: kind, version: b.Version, placements: b.Placements}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	last, ok := e.applied[b.ID]
-	if ok && b.Version < last.version && e.stale == "" {
+	if ok && w.before(last) && e.stale == "" {
 		e.stale = fmt.Sprintf("the engine took %s of block %s at version %d after %s at version %d", kind, b.ID, b.Version, last.kind, last.version)
 	}
-	if !ok || b.Version >= last.version {
-		e.applied[b.ID] = engineWrite{kind: kind, version: b.Version, placements: b.Placements}
+	if !ok || !w.before(last) {
+		e.applied[b.ID] = w
 	}
+	return true
 }
 
 // staleWrite is the first stale write the engine took, or "".
@@ -177,10 +253,12 @@ func (e *faultEngine) held() map[string]string {
 	return out
 }
 
-func (e *faultEngine) injected() (failed, lost int) {
+// injected counts the calls failed, those whose answers were lost, and
+// those that hung.
+func (e *faultEngine) injected() (failed, lost, hung int) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return e.counts[1], e.counts[2]
+	return e.counts[engineFails], e.counts[engineLosesAnswer], e.counts[engineHangs]
 }
 
 // unitHash is a number in [0, 1) that the seed, key and try decide.

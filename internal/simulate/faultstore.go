@@ -30,6 +30,11 @@ const (
 	// although the change is durable (the reply lost on its way, a
 	// process killed between the fsync and the answer).
 	commitLosesAnswer
+	// commitDiesBefore and commitDiesAfter: the server dies during the
+	// commit, before the change is durable or once it is, and answers
+	// nothing more (faultcrash.go).
+	commitDiesBefore
+	commitDiesAfter
 )
 
 func (f commitFault) String() string {
@@ -38,6 +43,10 @@ func (f commitFault) String() string {
 		return "commit failed before it was durable"
 	case commitLosesAnswer:
 		return "commit durable, its answer lost"
+	case commitDiesBefore:
+		return "the server died during the commit, before it was durable"
+	case commitDiesAfter:
+		return "the server died during the commit, once it was durable"
 	}
 	return "commit passed"
 }
@@ -52,11 +61,14 @@ func (f commitFault) String() string {
 type faultStore struct {
 	store.Full
 
-	mu     sync.Mutex
-	rng    *rand.Rand
-	rates  Faults
-	off    bool // faults are off (setup, a restart, quiescence)
-	counts [3]int
+	mu    sync.Mutex
+	rng   *rand.Rand
+	rates Faults
+	off   bool // faults are off (setup, a restart, quiescence)
+	// more draws the faults added after the first ones, so that those
+	// keep their stream.
+	more   *rand.Rand
+	counts [5]int
 	// records counts the outbox's records of actions by their fault.
 	records [3]int
 	// events and journals count the commits asked to store events, and
@@ -65,29 +77,68 @@ type faultStore struct {
 	// injectedHook is told of each fault injected, for the step's
 	// record: the service may hide it from its caller.
 	injectedHook func(commitFault)
+
+	// The server dying during a commit (faultcrash.go): dead is set from
+	// then on until a restart swaps the store, and died until the world
+	// took it.
+	dead, died bool
+	// A slow store (faultlatency.go): while slow is set, each commit
+	// takes time at the rate CommitSlow (slowHook moves the clocks), and
+	// slowed adds it up.
+	slow     bool
+	slowHook func(d time.Duration, durable bool)
+	slowed   time.Duration
+	// The lease (faultleader.go): the holder and epoch of the last lease
+	// taken, the epochs up to deposed that a later term replaced, and
+	// the first record or claim of one of those that the store took.
+	holder   string
+	epoch    int64
+	deposed  int64
+	unfenced string
 }
 
-func newFaultStore(rng *rand.Rand, rates Faults) *faultStore {
-	return &faultStore{rng: rng, rates: rates}
+func newFaultStore(rng, more *rand.Rand, rates Faults) *faultStore {
+	return &faultStore{rng: rng, more: more, rates: rates}
 }
 
 // Commit draws what happens to this commit, then fails it, loses its
-// answer, or passes it through.
+// answer, kills the server during it, or passes it through; a slow one
+// moves the clock before it is durable, or between durable and the
+// answer.
 func (f *faultStore) Commit(ctx context.Context, c store.Change) error {
-	fault := f.decide(c)
+	if err := f.deadErr("committing"); err != nil {
+		return err
+	}
+	fault, slow, durable := f.decide(c)
+	if slow > 0 && !durable {
+		f.slowHook(slow, false)
+	}
 	switch fault {
 	case commitFailsBefore:
 		return fmt.Errorf("committing: %w: the disk failed before the change was durable", errInjected)
-	case commitLosesAnswer:
-		if err := f.Full.Commit(ctx, c); err != nil {
-			return err
-		}
-		return fmt.Errorf("committing: %w: the change is durable, its answer was lost", errInjected)
+	case commitDiesBefore:
+		f.die()
+		return fmt.Errorf("committing: %w: the server died before the change was durable", errInjected)
 	}
-	return f.Full.Commit(ctx, c)
+	if err := f.Full.Commit(ctx, c); err != nil {
+		return err
+	}
+	if slow > 0 && durable {
+		f.slowHook(slow, true)
+	}
+	switch fault {
+	case commitLosesAnswer:
+		return fmt.Errorf("committing: %w: the change is durable, its answer was lost", errInjected)
+	case commitDiesAfter:
+		f.die()
+		return fmt.Errorf("committing: %w: the change is durable, the server died before it answered", errInjected)
+	}
+	return nil
 }
 
-func (f *faultStore) decide(c store.Change) commitFault {
+// decide draws the fault of one commit, and how long it takes on a slow
+// store: slow, before the change is durable or after (durable).
+func (f *faultStore) decide(c store.Change) (fault commitFault, slow time.Duration, durable bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if len(c.Events) > 0 {
@@ -96,12 +147,24 @@ func (f *faultStore) decide(c store.Change) commitFault {
 	if len(c.Journals) > 0 {
 		f.journals++
 	}
-	fault := f.draw(f.rates.CommitFails, f.rates.CommitLosesAnswer)
+	fault = f.draw(f.rates.CommitFails, f.rates.CommitLosesAnswer)
+	if !f.off && fault == commitPasses {
+		switch u := f.more.Float64(); {
+		case u < f.rates.CommitCrashes/2:
+			fault = commitDiesBefore
+		case u < f.rates.CommitCrashes:
+			fault = commitDiesAfter
+		}
+	}
+	if !f.off && f.slow && f.more.Float64() < f.rates.CommitSlow {
+		slow, durable = slowCommit(f.more)
+		f.slowed += slow
+	}
 	f.counts[fault]++
 	if fault != commitPasses && f.injectedHook != nil {
 		f.injectedHook(fault)
 	}
-	return fault
+	return fault, slow, durable
 }
 
 // draw is a fault drawn at the rates given, when faults are on. f.mu
@@ -123,11 +186,15 @@ func (f *faultStore) draw(fails, loses float64) commitFault {
 // its answer, at the rates of the outbox's records: the worker must
 // leave the action to be applied again, or find it done.
 func (f *faultStore) FinishAction(ctx context.Context, epoch int64, id string, at time.Time) (bool, error) {
+	if err := f.deadErr("recording action " + id + " done"); err != nil {
+		return false, err
+	}
 	fault := f.decideRecord()
 	if fault == commitFailsBefore {
 		return false, fmt.Errorf("recording action %s done: %w: the disk failed", id, errInjected)
 	}
 	changed, err := f.Full.FinishAction(ctx, epoch, id, at)
+	f.fenced("finishing action "+id, epoch, err)
 	if err == nil && fault == commitLosesAnswer {
 		return false, fmt.Errorf("recording action %s done: %w: recorded, the answer was lost", id, errInjected)
 	}
@@ -137,11 +204,15 @@ func (f *faultStore) FinishAction(ctx context.Context, epoch int64, id string, a
 // RetryAction records a failed try of an engine action, with the faults
 // of FinishAction.
 func (f *faultStore) RetryAction(ctx context.Context, epoch int64, id string, attempts int, nextAt time.Time, lastErr string) error {
+	if err := f.deadErr("recording a try of action " + id); err != nil {
+		return err
+	}
 	fault := f.decideRecord()
 	if fault == commitFailsBefore {
 		return fmt.Errorf("recording a try of action %s: %w: the disk failed", id, errInjected)
 	}
 	err := f.Full.RetryAction(ctx, epoch, id, attempts, nextAt, lastErr)
+	f.fenced("retrying action "+id, epoch, err)
 	if err == nil && fault == commitLosesAnswer {
 		return fmt.Errorf("recording a try of action %s: %w: recorded, the answer was lost", id, errInjected)
 	}
@@ -163,9 +234,15 @@ func (f *faultStore) setOff(off bool) {
 	f.mu.Unlock()
 }
 
-// swap puts the store of a restarted service under the faults. It is
-// called between steps, when no call of the service is in flight.
-func (f *faultStore) swap(inner store.Full) { f.Full = inner }
+// swap puts the store of a restarted service under the faults: the
+// server that died is gone. It is called when no call of the service is
+// in flight, or (a change of leader) while the deposed leader's waits
+// for an engine call.
+func (f *faultStore) swap(inner store.Full) {
+	f.mu.Lock()
+	f.Full, f.dead = inner, false
+	f.mu.Unlock()
+}
 
 // written counts the commits asked to store events, and journals:
 // events and journals are stored by such commits only, so a step that
@@ -182,4 +259,12 @@ func (f *faultStore) injected() (failed, lost, recordsFailed, recordsLost int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.counts[commitFailsBefore], f.counts[commitLosesAnswer], f.records[commitFailsBefore], f.records[commitLosesAnswer]
+}
+
+// injectedMore counts the commits the server died in, and the time the
+// slow commits took.
+func (f *faultStore) injectedMore() (died int, slowed time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.counts[commitDiesBefore] + f.counts[commitDiesAfter], f.slowed
 }

@@ -2,12 +2,15 @@ package simulate_test
 
 import (
 	"context"
+	"log/slog"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"testing/cryptotest"
 
 	"capblock/internal/backend"
+	"capblock/internal/backend/local"
 	"capblock/internal/core"
 	"capblock/internal/simulate"
 	"capblock/internal/store"
@@ -270,4 +273,109 @@ func TestMutants(t *testing.T) {
 func firstLine(s string) string {
 	line, _, _ := strings.Cut(s, "\n")
 	return line
+}
+
+// unfencedSim is an engine without a version fence: it takes every
+// write, a late one of an older version of a block too. Only calls that
+// reach it out of order (a call that hung, a deposed leader's) show it.
+type unfencedSim struct {
+	backend.Backend // the sim, for its name and inventory
+
+	mu   sync.Mutex
+	held map[string]string
+	last map[string]unfencedWrite
+}
+
+type unfencedWrite struct {
+	kind    core.ActionKind
+	version int64
+}
+
+func newUnfencedSim(nodes []core.Node) simulate.Engine {
+	return &unfencedSim{Backend: local.NewSim(slog.New(slog.DiscardHandler), nodes), held: map[string]string{}, last: map[string]unfencedWrite{}}
+}
+
+func (s *unfencedSim) take(kind core.ActionKind, b core.Block, state string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if state == "" {
+		delete(s.held, b.ID)
+	} else {
+		s.held[b.ID] = state
+	}
+	s.last[b.ID] = unfencedWrite{kind, b.Version}
+	return nil
+}
+
+func (s *unfencedSim) Activate(_ context.Context, b core.Block) error {
+	return s.take(core.ActionActivate, b, "active")
+}
+
+func (s *unfencedSim) Terminate(_ context.Context, b core.Block) error {
+	return s.take(core.ActionTerminate, b, "terminating")
+}
+
+func (s *unfencedSim) Release(_ context.Context, b core.Block) error {
+	return s.take(core.ActionRelease, b, "")
+}
+
+func (s *unfencedSim) State(id string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.held[id]
+}
+
+func (s *unfencedSim) LastWrite(id string) (core.ActionKind, int64, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	w, ok := s.last[id]
+	return w.kind, w.version, ok
+}
+
+// stickyLease is a store whose leader's lease, once taken, never lapses
+// for its holder: a release (an expiry, in the simulation) leaves it
+// current, so that a server taking the lead under the same name goes on
+// with its epoch, and a deposed leader's records are taken.
+type stickyLease struct{ store.Full }
+
+func (stickyLease) ReleaseLease(context.Context, string, int64) error { return nil }
+
+// TestMutantFences runs the simulation on an engine without a version
+// fence, and on a store whose lease never lapses: the calls that reach
+// the engine out of order, and the leaders deposed while their call
+// hangs, must find them.
+func TestMutantFences(t *testing.T) {
+	tests := map[string]struct {
+		cfg  func(*simulate.Config)
+		want string
+	}{
+		"an engine takes a write older than one it took": {
+			cfg:  func(c *simulate.Config) { c.MutantSim = newUnfencedSim },
+			want: "a stale engine write",
+		},
+		"a deposed leader's records are taken": {
+			cfg:  func(c *simulate.Config) { c.Mutant = func(full store.Full) store.Full { return stickyLease{full} } },
+			want: "a deposed leader was not fenced",
+		},
+	}
+	dir := memDir(t)
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			for seed := uint64(1); seed <= mutantSeeds; seed++ {
+				cryptotest.SetGlobalRandom(t, seed)
+				cfg := simulate.Config{Seed: seed, Ops: mutantOps(), Dir: dir, Faults: testFaults()}
+				tc.cfg(&cfg)
+				_, err := simulate.Run(t.Context(), cfg)
+				if err == nil {
+					continue
+				}
+				if !strings.Contains(err.Error(), tc.want) {
+					t.Fatalf("seed %d failed, but not on the defect (want %q in the message): %v", seed, tc.want, err)
+				}
+				t.Logf("seed %d found it: %s", seed, firstLine(err.Error()))
+				return
+			}
+			t.Errorf("%d seeds of %d steps never found the defect", mutantSeeds, mutantOps())
+		})
+	}
 }

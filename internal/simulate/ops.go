@@ -47,6 +47,9 @@ func (w *world) randomOp() {
 		{1, w.opLend},
 		{1, w.opUser},
 		{1, w.opInventory},
+		// The faults of faultleader.go and faultlatency.go.
+		{1, w.opLeaderChange},
+		{2, w.opSlowStore},
 	}
 	total := 0
 	for _, o := range ops {

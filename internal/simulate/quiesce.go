@@ -14,6 +14,7 @@ const maxQuietPasses = 50
 func (w *world) quiesce() {
 	w.fs.setOff(true)
 	w.engine.setOff(true)
+	w.engine.landAll() // the calls that hung reach the engine, or never will
 	for len(w.m.pending) > 0 {
 		p := w.m.pending[0]
 		if p.tries > 20 {

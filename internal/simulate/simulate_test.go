@@ -24,8 +24,8 @@ import (
 //	CAPBLOCK_SIM_TRACE  set: log every step
 //	CAPBLOCK_SIM_COUNTS set: log the operations' outcomes
 //	CAPBLOCK_SIM_FAULTS the fault rates, as in "commit-fails=0.01,commit-lost=0.01,engine-fails=0.1,engine-lost=0.05,
-//	                    record-fails=0.02,record-lost=0.02"
-//	                    (the others as testFaults)
+//	                    record-fails=0.02,record-lost=0.02,engine-hangs=0.02,commit-crashes=0.005,commit-slow=0.5,
+//	                    leader-deposed=0.5" (the others as testFaults)
 //
 // Each seed runs with crypto/rand fixed to it (cryptotest), so that the
 // service's ids, which order what it sorts by id, are the same on a
@@ -63,9 +63,11 @@ func TestSimulate(t *testing.T) {
 			continue
 		}
 		if seeds <= 4 || testing.Verbose() {
-			t.Logf("seed %d: %d steps in %s; %d blocks; commits failed %d, lost %d; outbox records failed %d, lost %d; engine calls failed %d, lost %d; %d crashes; transcript %016x",
-				seed, rep.Ops, rep.Elapsed.Round(time.Millisecond), rep.Blocks, rep.CommitsFailed, rep.CommitsLost,
-				rep.RecordsFailed, rep.RecordsLost, rep.EngineFailed, rep.EngineLost, rep.Crashes, rep.Transcript)
+			t.Logf("seed %d: %d steps in %s; %d blocks; commits failed %d, lost %d, died in %d, slow for %s; outbox records failed %d, lost %d; "+
+				"engine calls failed %d, lost %d, hung %d (landed late %d, refused late %d); %d crashes; %d leaders deposed; transcript %016x",
+				seed, rep.Ops, rep.Elapsed.Round(time.Millisecond), rep.Blocks, rep.CommitsFailed, rep.CommitsLost, rep.CommitsDied, rep.SlowCommits,
+				rep.RecordsFailed, rep.RecordsLost, rep.EngineFailed, rep.EngineLost, rep.EngineHung, rep.LateLanded, rep.LateRefused,
+				rep.Crashes, rep.LeadersDeposed, rep.Transcript)
 			if os.Getenv("CAPBLOCK_SIM_COUNTS") != "" {
 				t.Logf("seed %d: operations %v", seed, rep.Counts)
 			}
@@ -104,6 +106,14 @@ func envFaults(t *testing.T) simulate.Faults {
 			f.RecordFails = p
 		case "record-lost":
 			f.RecordLosesAnswer = p
+		case "engine-hangs":
+			f.EngineHangs = p
+		case "commit-crashes":
+			f.CommitCrashes = p
+		case "commit-slow":
+			f.CommitSlow = p
+		case "leader-deposed":
+			f.LeaderDeposed = p
 		default:
 			t.Fatalf("CAPBLOCK_SIM_FAULTS: unknown fault %q", k)
 		}

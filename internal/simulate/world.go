@@ -40,6 +40,9 @@ type Config struct {
 	// MutantEngine, when set, wraps the engine the service calls: an
 	// engine with a defect planted.
 	MutantEngine func(backend.Backend) backend.Backend
+	// MutantSim, when set, is the engine in place of the sim backend,
+	// under the faults of the calls: one with a defect planted.
+	MutantSim func(nodes []core.Node) Engine
 	// Trace, when set, is told every step as it ends.
 	Trace func(line string)
 	// FullCheckEvery is how many steps apart the checker compares every
@@ -58,12 +61,29 @@ type Faults struct {
 	// RecordFails and RecordLosesAnswer are per record of the outbox
 	// worker (an action done, or tried again).
 	RecordFails, RecordLosesAnswer float64
+	// EngineHangs is per engine call, as EngineFails: the call hangs
+	// until the caller's context ends, and reaches the engine later, out
+	// of order, or never (faultlate.go).
+	EngineHangs float64
+	// CommitCrashes is per Commit: the server dies during it, before the
+	// change is durable or once it is, and is started again after the
+	// step (faultcrash.go).
+	CommitCrashes float64
+	// CommitSlow is per Commit of an operation on a slow store: the
+	// clock moves by minutes during the commit (faultlatency.go).
+	CommitSlow float64
+	// LeaderDeposed is per pass of the leader that may be deposed: its
+	// lease expires while its first engine call hangs, and a new server
+	// leads meanwhile (faultleader.go).
+	LeaderDeposed float64
 }
 
 // DefaultFaults fail about one commit in 33, one engine call in 8 and
-// one record of the outbox in 25.
+// one record of the outbox in 25; hang one engine call in 50; kill the
+// server in one commit in 250; make half the commits of an operation on
+// a slow store slow, and depose half the leaders that may be.
 var DefaultFaults = Faults{CommitFails: 0.015, CommitLosesAnswer: 0.015, EngineFails: 0.08, EngineLosesAnswer: 0.05,
-	RecordFails: 0.02, RecordLosesAnswer: 0.02}
+	RecordFails: 0.02, RecordLosesAnswer: 0.02, EngineHangs: 0.02, CommitCrashes: 0.004, CommitSlow: 0.5, LeaderDeposed: 0.5}
 
 // Report is what a run did.
 type Report struct {
@@ -76,8 +96,15 @@ type Report struct {
 	Counts     map[string]int // operations by kind and outcome
 	// The faults injected.
 	CommitsFailed, CommitsLost, RecordsFailed, RecordsLost, EngineFailed, EngineLost, Crashes int
-	Blocks                                                                                    int // blocks stored at the end
-	Elapsed                                                                                   time.Duration
+	// EngineHung counts the engine calls that hung; of those, LateLanded
+	// reached the engine later and LateRefused were refused there by its
+	// version fence. CommitsDied counts the commits the server died in,
+	// SlowCommits the time slow commits took, LeadersDeposed the leaders
+	// deposed while their engine call hung.
+	EngineHung, LateLanded, LateRefused, CommitsDied, LeadersDeposed int
+	SlowCommits                                                      time.Duration
+	Blocks                                                           int // blocks stored at the end
+	Elapsed                                                          time.Duration
 }
 
 // Failure is an invariant found broken, or an answer no client should
@@ -168,11 +195,17 @@ func Run(ctx context.Context, cfg Config) (rep Report, err error) {
 		return Report{}, fmt.Errorf("making the run's directory: %w", err)
 	}
 	defer os.RemoveAll(dir)
+	// The seed's streams, each drawn from root in the order it was added,
+	// so that a stream added later leaves the others as they were.
 	root := rand.New(rand.NewPCG(cfg.Seed, 0x5eed))
+	opsRng := rand.New(rand.NewPCG(root.Uint64(), root.Uint64()))
+	storeRng := rand.New(rand.NewPCG(root.Uint64(), root.Uint64()))
+	engineSeed := root.Uint64()
+	moreStoreRng := rand.New(rand.NewPCG(root.Uint64(), root.Uint64()))
 	w := &world{
 		cfg: cfg, ctx: ctx, dbPath: filepath.Join(dir, "capblock.db"),
-		rng:    rand.New(rand.NewPCG(root.Uint64(), root.Uint64())),
-		fs:     newFaultStore(rand.New(rand.NewPCG(root.Uint64(), root.Uint64())), cfg.Faults),
+		rng:    opsRng,
+		fs:     newFaultStore(storeRng, moreStoreRng, cfg.Faults),
 		fleet:  simFleet(),
 		outbox: clock.NewSim(t0),
 		hash:   fnv.New64a(),
@@ -181,7 +214,15 @@ func Run(ctx context.Context, cfg Config) (rep Report, err error) {
 		chk:    newChecker(),
 	}
 	w.fs.injectedHook = func(f commitFault) { w.note("[%s]", f) }
-	w.engine = newFaultEngine(local.NewSim(slog.New(slog.DiscardHandler), w.fleet.Nodes), root.Uint64(), cfg.Faults)
+	w.fs.slowHook = w.commitTakes
+	var sim Engine = local.NewSim(slog.New(slog.DiscardHandler), w.fleet.Nodes)
+	if cfg.MutantSim != nil {
+		sim = cfg.MutantSim(w.fleet.Nodes)
+	}
+	w.engine = newFaultEngine(sim, engineSeed, cfg.Faults)
+	w.engine.lateHook = func(c lateCall, taken bool) {
+		w.note("[a hung %s of %s at version %d reached the engine; taken %v]", c.kind, c.block.ID, c.block.Version, taken)
+	}
 	w.backend = w.engine
 	if cfg.MutantEngine != nil {
 		w.backend = cfg.MutantEngine(w.engine)
@@ -205,6 +246,7 @@ func Run(ctx context.Context, cfg Config) (rep Report, err error) {
 	w.setup()
 	for w.step = 1; w.step <= cfg.Ops; w.step++ {
 		w.randomOp()
+		w.restartIfDied()
 		w.check()
 	}
 	w.step = cfg.Ops + 1
@@ -215,7 +257,10 @@ func Run(ctx context.Context, cfg Config) (rep Report, err error) {
 	rep = Report{Seed: cfg.Seed, Ops: cfg.Ops, Transcript: w.hash.Sum64(), Counts: w.counts, Crashes: w.crashes,
 		Blocks: len(w.chk.stored), Elapsed: time.Since(began)}
 	rep.CommitsFailed, rep.CommitsLost, rep.RecordsFailed, rep.RecordsLost = w.fs.injected()
-	rep.EngineFailed, rep.EngineLost = w.engine.injected()
+	rep.EngineFailed, rep.EngineLost, rep.EngineHung = w.engine.injected()
+	rep.LateLanded, rep.LateRefused = w.engine.lateCounts()
+	rep.CommitsDied, rep.SlowCommits = w.fs.injectedMore()
+	rep.LeadersDeposed = w.counts["leader/deposed"]
 	return rep, nil
 }
 
@@ -317,6 +362,8 @@ func (w *world) start() {
 			// Never given up on: the engine always takes an action in
 			// the end (maxEngineFaults), and convergence is checked.
 			GiveUpAfter: 100 * 365 * 24 * time.Hour,
+			// A call that hangs holds the step this long (faultlate.go).
+			CallTimeout: callTimeout,
 		},
 	})
 	if err != nil {
