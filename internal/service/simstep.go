@@ -13,10 +13,10 @@ import (
 // Run's leader repeats on goroutines of its own: it takes the leader's
 // lease (or renews it: a store of its own grants it at once, and a
 // restart takes it back), reconciles the lifecycles, forgets the used
-// offerings whose quotes long expired, applies the engine actions due on
-// the outbox clock (one pass of the worker, OutboxOptions.Parallel at a
-// time), serves the standing orders, and hands the backend, when it
-// converges, the desired state that the index holds now.
+// offerings whose quotes long expired, serves the standing orders,
+// applies the engine actions due on the outbox clock (one pass of the
+// worker, OutboxOptions.Parallel at a time), and hands the backend, when
+// it converges, the desired state that the index holds now.
 //
 // It is for a deterministic simulation of the whole service
 // (internal/simulate), which drives the leader step by step instead of
@@ -32,11 +32,14 @@ func (s *Service) LeadOnce(ctx context.Context) error {
 	}
 	errs := []error{s.Reconcile(ctx)}
 	s.pruneUsedOfferings(ctx, time.Time{}) // logs its own failure, as the leader does
+	errs = append(errs, s.ServeOrders(ctx)) // logs each order's failure, as the leader does
+	// The outbox's pass last but the hand-over to the engine: the work
+	// of a leader deposed while an engine call hangs is then only what
+	// the lease's epoch and the engine's versions fence.
 	if s.backend != nil || s.jobs != nil { // as startOutbox
 		w := &outboxWorker{svc: s, opts: s.outbox.opts, epoch: l.Epoch}
 		errs = append(errs, w.pass(ctx))
 	}
-	errs = append(errs, s.ServeOrders(ctx)) // logs each order's failure, as the leader does
 	if cv, ok := s.backend.(backend.Converger); ok {
 		s.mu.RLock()
 		d := s.desiredLocked(l.Epoch)
