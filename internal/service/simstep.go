@@ -13,10 +13,12 @@ import (
 // Run's leader repeats on goroutines of its own: it takes the leader's
 // lease (or renews it: a store of its own grants it at once, and a
 // restart takes it back), reconciles the lifecycles, forgets the used
-// offerings whose quotes long expired, applies the engine actions due on
-// the outbox clock (one pass of the worker, OutboxOptions.Parallel at a
-// time), and hands the backend, when it converges, the desired state
-// that the index holds now.
+// offerings whose quotes long expired, reads the engine's nodes and
+// records the health they changed (one check of the engine watch, which
+// logs its own failures, as the leader's does), applies the engine
+// actions due on the outbox clock (one pass of the worker,
+// OutboxOptions.Parallel at a time), and hands the backend, when it
+// converges, the desired state that the index holds now.
 //
 // It is for a deterministic simulation of the whole service
 // (internal/simulate), which drives the leader step by step instead of
@@ -32,6 +34,9 @@ func (s *Service) LeadOnce(ctx context.Context) error {
 	}
 	errs := []error{s.Reconcile(ctx)}
 	s.pruneUsedOfferings(ctx, time.Time{}) // logs its own failure, as the leader does
+	if s.backend != nil {                  // as startEngineWatch
+		(&engineWatch{svc: s, announced: map[string]bool{}}).check(ctx)
+	}
 	if s.backend != nil || s.jobs != nil { // as startOutbox
 		w := &outboxWorker{svc: s, opts: s.outbox.opts, epoch: l.Epoch}
 		errs = append(errs, w.pass(ctx))
