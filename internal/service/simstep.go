@@ -14,9 +14,12 @@ import (
 // lease (or renews it: a store of its own grants it at once, and a
 // restart takes it back), reconciles the lifecycles, forgets the used
 // offerings whose quotes long expired, serves the standing orders,
-// applies the engine actions due on the outbox clock (one pass of the
-// worker, OutboxOptions.Parallel at a time), and hands the backend, when
-// it converges, the desired state that the index holds now.
+// reads the engine's nodes and records the health they changed (one
+// check of the engine watch, which logs its own failures, as the
+// leader's does), applies the engine actions due on the outbox clock
+// (one pass of the worker, OutboxOptions.Parallel at a time), and hands
+// the backend, when it converges, the desired state that the index
+// holds now.
 //
 // It is for a deterministic simulation of the whole service
 // (internal/simulate), which drives the leader step by step instead of
@@ -31,8 +34,11 @@ func (s *Service) LeadOnce(ctx context.Context) error {
 		return fmt.Errorf("taking the leader's lease: %s holds it until %s", l.Holder, l.Expires)
 	}
 	errs := []error{s.Reconcile(ctx)}
-	s.pruneUsedOfferings(ctx, time.Time{}) // logs its own failure, as the leader does
+	s.pruneUsedOfferings(ctx, time.Time{})  // logs its own failure, as the leader does
 	errs = append(errs, s.ServeOrders(ctx)) // logs each order's failure, as the leader does
+	if s.backend != nil {                   // as startEngineWatch
+		(&engineWatch{svc: s, announced: map[string]bool{}}).check(ctx)
+	}
 	// The outbox's pass last but the hand-over to the engine: the work
 	// of a leader deposed while an engine call hangs is then only what
 	// the lease's epoch and the engine's versions fence.

@@ -83,6 +83,8 @@ type faultEngine struct {
 	// lateHook is told of each late call as it lands, for the step's
 	// record.
 	lateHook func(c lateCall, taken bool)
+	// down are the nodes the engine says failed (faultnodes.go).
+	down map[string]bool
 }
 
 // engineWrite is one write of a block the engine took.
@@ -110,7 +112,8 @@ func lifeStep(k core.ActionKind) int {
 var _ backend.Backend = (*faultEngine)(nil)
 
 func newFaultEngine(inner Engine, seed uint64, rates Faults) *faultEngine {
-	return &faultEngine{inner: inner, seed: seed, rates: rates, tries: map[string]int{}, blocks: map[string]bool{}, applied: map[string]engineWrite{}}
+	return &faultEngine{inner: inner, seed: seed, rates: rates, tries: map[string]int{}, blocks: map[string]bool{}, applied: map[string]engineWrite{},
+		down: map[string]bool{}}
 }
 
 func (e *faultEngine) Name() string { return e.inner.Name() }

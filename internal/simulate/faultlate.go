@@ -37,11 +37,11 @@ type lateCall struct {
 // hang queues the call to land later (or never), then waits until the
 // caller's context ends.
 func (e *faultEngine) hang(ctx context.Context, kind core.ActionKind, b core.Block, key string, try int) error {
-	// Three hung calls in four reach the engine, after 1 to 12 more
+	// Three hung calls in four reach the engine, after 1 to 30 more
 	// calls.
 	if u := unitHash(e.seed, key+" lands", try); u >= 0.25 {
 		e.mu.Lock()
-		e.late = append(e.late, lateCall{kind: kind, block: b, at: e.calls + 1 + int((u-0.25)/0.75*12)})
+		e.late = append(e.late, lateCall{kind: kind, block: b, at: e.calls + 1 + int((u-0.25)/0.75*30)})
 		e.mu.Unlock()
 	}
 	<-ctx.Done()

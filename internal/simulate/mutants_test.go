@@ -343,7 +343,8 @@ func (stickyLease) ReleaseLease(context.Context, string, int64) error { return n
 // TestMutantFences runs the simulation on an engine without a version
 // fence, and on a store whose lease never lapses: the calls that reach
 // the engine out of order, and the leaders deposed while their call
-// hangs, must find them.
+// hangs, must find them. Those faults come more often than by default,
+// so that the steps of the race detector's runs are enough.
 func TestMutantFences(t *testing.T) {
 	tests := map[string]struct {
 		cfg  func(*simulate.Config)
@@ -364,6 +365,7 @@ func TestMutantFences(t *testing.T) {
 			for seed := uint64(1); seed <= mutantSeeds; seed++ {
 				cryptotest.SetGlobalRandom(t, seed)
 				cfg := simulate.Config{Seed: seed, Ops: mutantOps(), Dir: dir, Faults: testFaults()}
+				cfg.Faults.EngineHangs, cfg.Faults.LeaderDeposed = 0.25, 1
 				tc.cfg(&cfg)
 				_, err := simulate.Run(t.Context(), cfg)
 				if err == nil {

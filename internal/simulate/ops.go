@@ -47,9 +47,10 @@ func (w *world) randomOp() {
 		{1, w.opLend},
 		{1, w.opUser},
 		{1, w.opInventory},
-		// The faults of faultleader.go and faultlatency.go.
+		// The faults of faultleader.go, faultlatency.go and faultnodes.go.
 		{1, w.opLeaderChange},
 		{2, w.opSlowStore},
+		{1, w.opEngineNode},
 	}
 	total := 0
 	for _, o := range ops {

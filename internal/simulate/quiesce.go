@@ -49,6 +49,7 @@ func (w *world) quiesce() {
 		pending, _, err := w.st.ActionCounts(w.ctx)
 		w.must(err)
 		if pending == 0 {
+			w.checkEngineHealth()
 			return
 		}
 	}
