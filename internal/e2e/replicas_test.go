@@ -216,7 +216,9 @@ func TestReplicasNoDoubleBooking(t *testing.T) {
 	if leaders != 1 {
 		t.Errorf("%d replicas say they lead, want 1", leaders)
 	}
-	if catchUps != conflicts {
+	// Every conflict catches up; so does a purchase refused for no
+	// capacity, before it answers, which may add more.
+	if catchUps < conflicts {
 		t.Errorf("%v conflicts but %v catch-ups of the index", conflicts, catchUps)
 	}
 	t.Logf("%v purchases conflicted across the replicas and were decided again", conflicts)
