@@ -36,7 +36,7 @@ const releaseTimeout = 5 * time.Second
 // one fixed name, so that a server restarted after a crash takes its
 // lease back at once instead of waiting for it to expire.
 func (s *Service) leaseHolder() string {
-	if _, shared := s.store.(store.Coordinator); shared {
+	if s.sharesStore() {
 		return s.outbox.holder
 	}
 	return "the-only-server"

@@ -111,7 +111,7 @@ func (s *Service) lead(ctx context.Context, epoch int64, lose func()) {
 	defer func() { <-jobsDone }()
 	var pruned, served time.Time
 	kicked := true
-	_, shared := s.store.(store.Coordinator)
+	shared := s.sharesStore()
 	for {
 		if shared {
 			s.followClock(ctx) // another replica may have moved it, its notice lost

@@ -228,7 +228,7 @@ func (s *Service) newIndex(fleet core.Fleet, blocks []core.Block) (*core.Index, 
 	if err != nil {
 		return nil, fmt.Errorf("building the availability index: %w", err)
 	}
-	if _, shared := s.store.(store.Coordinator); shared {
+	if s.sharesStore() {
 		// Replicas deciding at once on the same snapshot would otherwise
 		// all choose the same nodes, and all but one would conflict.
 		ix.Spread = mathrand.IntN
@@ -333,7 +333,7 @@ func (c simClock) Set(t time.Time) (time.Time, error) {
 // always on a store of its own, while it holds the lead on a shared one
 // (the leader, its clock moved too, catches up within simTick).
 func (s *Service) reconcileHere(ctx context.Context) error {
-	if _, shared := s.store.(store.Coordinator); shared && !s.Leading() {
+	if s.sharesStore() && !s.Leading() {
 		return nil
 	}
 	return s.Reconcile(ctx)
