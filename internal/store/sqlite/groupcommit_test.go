@@ -1,12 +1,10 @@
 package sqlite
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -165,20 +163,10 @@ func TestKillDuringGroupedCommits(t *testing.T) {
 		t.Skip("starts a child process")
 	}
 	path := filepath.Join(t.TempDir(), "capblock.db")
-	cmd := exec.Command(os.Args[0], "-test.run=^TestKillDuringGroupedCommits$")
-	cmd.Env = append(os.Environ(), groupChildEnv+"="+path)
-	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	cmd, lines := startChild(t, "TestKillDuringGroupedCommits", groupChildEnv, path)
 	const enough = 2000
 	acked, sent := map[int]bool{}, map[int]bool{}
 	largest := 0
-	lines := bufio.NewScanner(out)
 	for len(acked) < enough && lines.Scan() {
 		f := strings.Fields(lines.Text())
 		if len(f) < 2 {
