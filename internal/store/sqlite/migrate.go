@@ -41,12 +41,44 @@ func migrate(ctx context.Context, db *sql.DB) error {
 	)`); err != nil {
 		return fmt.Errorf("creating schema_migrations: %w", err)
 	}
+	// A database opened again has every migration: one read says so,
+	// where a transaction per migration would take the write lock 18
+	// times at each start. A migration not yet recorded is applied in
+	// its own transaction, which checks again under the lock.
+	applied, err := appliedMigrations(ctx, db)
+	if err != nil {
+		return err
+	}
 	for _, m := range ms {
+		if applied[m.Version] {
+			continue
+		}
 		if err := applyMigration(ctx, db, m); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// appliedMigrations reads the versions schema_migrations records.
+func appliedMigrations(ctx context.Context, db *sql.DB) (map[int]bool, error) {
+	rows, err := db.QueryContext(ctx, `SELECT version FROM schema_migrations`)
+	if err != nil {
+		return nil, fmt.Errorf("reading the applied migrations: %w", err)
+	}
+	defer rows.Close()
+	applied := map[int]bool{}
+	for rows.Next() {
+		var v int
+		if err := rows.Scan(&v); err != nil {
+			return nil, fmt.Errorf("reading the applied migrations: %w", err)
+		}
+		applied[v] = true
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("reading the applied migrations: %w", err)
+	}
+	return applied, nil
 }
 
 // applyMigration applies m unless it is already recorded.
