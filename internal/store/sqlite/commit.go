@@ -326,13 +326,12 @@ func (w *commitTx) insertAllocations(id string, start, end int64, live bool, pla
 	}
 	for len(rows) > 0 {
 		n := allocationChunk(len(rows))
-		st := w.ws.insertAllocs[n]
 		args := make([]any, 0, 4+2*n)
 		args = append(args, id, start, end, boolInt(live))
 		for _, r := range rows[:n] {
 			args = append(args, r.node, r.idx)
 		}
-		if _, err := w.stmt(st).ExecContext(w.ctx, args...); err != nil {
+		if _, err := w.tx.ExecContext(w.ctx, allocationInserts[n], args...); err != nil {
 			return fmt.Errorf("inserting allocations of block %s: %w", id, err)
 		}
 		rows = rows[n:]

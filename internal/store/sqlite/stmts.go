@@ -9,10 +9,24 @@ import (
 )
 
 // allocChunk is the most allocation rows one INSERT statement writes.
-// Inserts of allocChunk, allocChunk/2, …, 1 rows are prepared, so a block
+// Inserts of allocChunk, allocChunk/2, …, 1 rows are written, so a block
 // of r rows takes r/allocChunk statements plus one per bit set in
 // r%allocChunk: a purchase of two whole 8-GPU nodes takes one.
 const allocChunk = 64
+
+// allocationInserts are the texts of those inserts, by rows. They are
+// not prepared with the others: the connection's statement cache
+// compiles each size the first time a commit needs it, since a fleet of
+// 8-GPU nodes never uses the largest (whose 388 parameters take longer
+// to compile than all the other statements together), and a restart
+// would compile them for nothing.
+var allocationInserts = func() map[int]string {
+	m := map[int]string{}
+	for n := allocChunk; n >= 1; n /= 2 {
+		m[n] = allocationInsertSQL(n)
+	}
+	return m
+}()
 
 // writeStmts are the statements of Commit, prepared once on the writer.
 type writeStmts struct {
@@ -28,10 +42,6 @@ type writeStmts struct {
 	insertPosting     *sql.Stmt
 	insertEvent       *sql.Stmt
 	insertAction      *sql.Stmt
-
-	// insertAllocs[n] inserts n allocation rows of one block, for n a
-	// power of two up to allocChunk.
-	insertAllocs map[int]*sql.Stmt
 }
 
 // findOverlapSQL finds one live allocation of another block that shares a
@@ -74,11 +84,8 @@ const findOverlapSQL = `SELECT o.block_id, a.node, a.gpu
 	LIMIT 1`
 
 func prepareWriteStmts(ctx context.Context, db *sql.DB) (*writeStmts, error) {
-	ws := &writeStmts{insertAllocs: map[int]*sql.Stmt{}}
+	ws := &writeStmts{}
 	p := preparer{ctx: ctx, db: db}
-	for n := allocChunk; n >= 1; n /= 2 {
-		ws.insertAllocs[n] = p.prepare(allocationInsertSQL(n))
-	}
 	ws.insertIdempotency = p.prepare(`INSERT INTO idempotency
 		(team, client_token, request_hash, subject, created_at) VALUES (?, ?, ?, ?, ?)
 		ON CONFLICT (team, client_token) DO NOTHING`)
@@ -134,13 +141,9 @@ func allocationChunk(rows int) int {
 }
 
 func (ws *writeStmts) close() error {
-	errs := []error{closeAll(ws.insertIdempotency, ws.insertUsed, ws.insertBlock, ws.selectForUpdate,
+	return closeAll(ws.insertIdempotency, ws.insertUsed, ws.insertBlock, ws.selectForUpdate,
 		ws.updateBlock, ws.deleteAllocations, ws.updateAllocations, ws.findOverlap,
-		ws.insertJournal, ws.insertPosting, ws.insertEvent, ws.insertAction)}
-	for _, st := range ws.insertAllocs {
-		errs = append(errs, closeAll(st))
-	}
-	return errors.Join(errs...)
+		ws.insertJournal, ws.insertPosting, ws.insertEvent, ws.insertAction)
 }
 
 // readStmts are the fixed queries of the read methods, prepared on the
