@@ -19,12 +19,48 @@ func (s *Service) runJobs(ctx context.Context) {
 	if s.jobs == nil {
 		return
 	}
+	ins, ok := s.openJobs(ctx)
+	if !ok {
+		return
+	}
+	defer s.closeJobs(ins) // instances keep running; the next leader adopts them
+	// The instances' deadlines move on beside the loop, which they must
+	// not hold up; they stop before the instances are let go.
+	renewCtx, stopRenewing := context.WithCancel(ctx)
+	var renewing sync.WaitGroup
+	renewing.Go(func() { s.renewDeadlinesUntil(renewCtx) })
+	defer func() { stopRenewing(); renewing.Wait() }()
+	// The ends of instances that ended while no server watched come on
+	// Exits shortly after Adopt; a run that neither runs nor ends by then
+	// was lost (recorded, never started) and starts again.
+	lostCheck := time.After(lostAfter)
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		s.reconcileJobs(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case x := <-ins.Exits():
+			s.onExit(ctx, x)
+		case <-lostCheck:
+			s.restartLostJobs(ctx)
+		case <-s.jobs.kick:
+		case <-tick.C:
+		}
+	}
+}
+
+// openJobs opens the engine's workloads for a lead, adopts the instances
+// an earlier server left running (holding their slots, stopping those of
+// runs that ended meanwhile) and hands the outbox the runner; false when
+// the workloads do not open, and jobs do not run.
+func (s *Service) openJobs(ctx context.Context) (backend.Instances, bool) {
 	ins, err := s.jobs.workloads.Open()
 	if err != nil {
 		s.log.Error("opening the jobs' workloads; jobs will not run", "err", err)
-		return
+		return nil, false
 	}
-	defer ins.Close() // instances keep running; the next leader adopts them
 	adopted, err := ins.Adopt()
 	if err != nil {
 		s.log.Error("adopting the jobs' instances", "err", err)
@@ -45,35 +81,67 @@ func (s *Service) runJobs(ctx context.Context) {
 	}
 	s.jobs.mu.Unlock()
 	s.holdAdopted(ctx, ins, adopted)
-	// The instances' deadlines move on beside the loop, which they must
-	// not hold up; they stop before the instances are let go.
-	renewCtx, stopRenewing := context.WithCancel(ctx)
-	var renewing sync.WaitGroup
-	renewing.Go(func() { s.renewDeadlinesUntil(renewCtx) })
-	defer func() { stopRenewing(); renewing.Wait() }()
 	s.kickOutbox() // the instances' actions that waited for the runner
-	// The ends of instances that ended while no server watched come on
-	// Exits shortly after Adopt; a run that neither runs nor ends by then
-	// was lost (recorded, never started) and starts again.
-	lostCheck := time.After(lostAfter)
-	defer func() {
-		s.jobs.mu.Lock()
-		s.jobs.instances = nil
-		s.jobs.mu.Unlock()
-	}()
-	tick := time.NewTicker(time.Second)
-	defer tick.Stop()
-	for {
-		s.reconcileJobs(ctx)
-		select {
-		case <-ctx.Done():
+	return ins, true
+}
+
+// closeJobs takes the runner from the outbox and lets the instances go,
+// without stopping them.
+func (s *Service) closeJobs(ins backend.Instances) {
+	s.jobs.mu.Lock()
+	s.jobs.instances = nil
+	s.jobs.mu.Unlock()
+	if err := ins.Close(); err != nil {
+		s.log.Warn("letting the jobs' instances go", "err", err)
+	}
+}
+
+// jobLead is the job runner of a lead driven one pass at a time
+// (JobsOnce): the instances it opened, and when, on the outbox's clock,
+// it looks for the runs that were lost (zero once it has).
+type jobLead struct {
+	ins    backend.Instances
+	lostAt time.Time
+}
+
+// JobsOnce does once, synchronously, what runJobs's loop does over a
+// lead: the first pass opens the workloads and adopts what runs; each
+// pass then handles the instances' ends that have come, restarts the lost
+// runs once lostAfter has passed on the outbox's clock since it opened,
+// renews the instances' deadlines and moves every open job on. It is
+// LeadOnce's (internal/simulate): nothing of it runs after it returns,
+// and the workloads stay open until the service is dropped.
+func (s *Service) JobsOnce(ctx context.Context) {
+	if s.jobs == nil {
+		return
+	}
+	l := s.jobs.lead
+	if l == nil {
+		ins, ok := s.openJobs(ctx)
+		if !ok {
 			return
+		}
+		l = &jobLead{ins: ins, lostAt: s.outbox.opts.Clock.Now().Add(lostAfter)}
+		s.jobs.lead = l
+	}
+	s.takeExits(ctx, l.ins)
+	if !l.lostAt.IsZero() && !s.outbox.opts.Clock.Now().Before(l.lostAt) {
+		l.lostAt = time.Time{}
+		s.restartLostJobs(ctx)
+	}
+	s.renewDeadlines(ctx)
+	s.reconcileJobs(ctx)
+}
+
+// takeExits handles every end of an instance that has come, without
+// waiting for more.
+func (s *Service) takeExits(ctx context.Context, ins backend.Instances) {
+	for {
+		select {
 		case x := <-ins.Exits():
 			s.onExit(ctx, x)
-		case <-lostCheck:
-			s.restartLostJobs(ctx)
-		case <-s.jobs.kick:
-		case <-tick.C:
+		default:
+			return
 		}
 	}
 }

@@ -49,6 +49,9 @@ type jobRuntime struct {
 	// deadlineRenewEvery).
 	deadlines map[instanceKey]time.Time
 	renew     time.Duration
+	// lead is the runner of a lead driven by JobsOnce; nil before its
+	// first pass, and under runJobs.
+	lead *jobLead
 	// uidClaim holds this server's claim on its range of job users among
 	// the servers of this machine; nil without a range.
 	uidClaim *uidClaim
