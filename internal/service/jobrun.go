@@ -74,6 +74,7 @@ func (s *Service) openJobs(ctx context.Context) (backend.Instances, bool) {
 	s.jobs.live = map[string]map[int]bool{}
 	s.jobs.holds = map[string]core.Job{}
 	s.jobs.deadlines = map[instanceKey]time.Time{}
+	s.jobs.gpus = map[instanceKey][]gpuID{}
 	for _, in := range adopted {
 		s.jobs.seen[in.Run] = true
 		s.jobs.started[instanceKey{in.Run, in.Instance}] = true
@@ -309,7 +310,14 @@ func (s *Service) holdAdopted(ctx context.Context, ins backend.Instances, adopte
 		if ran, ok := j.UnbilledRun(); ok && ran.Run == run {
 			j = ran // a stopped spot run holds the GPUs it ran on
 		}
+		var gpus []gpuID
+		if j.Run == run {
+			gpus = s.adoptedGPUs(ctx, j, in.Instance)
+		}
 		s.jobs.mu.Lock()
+		if gpus != nil {
+			s.jobs.gpus[instanceKey{in.Run, in.Instance}] = gpus
+		}
 		if len(s.jobs.live[in.Run]) > 0 {
 			s.jobs.holds[in.Run] = j
 		}
@@ -326,6 +334,7 @@ func (s *Service) onExit(ctx context.Context, x backend.InstanceExit) {
 	s.jobs.started[instanceKey{x.JobID, x.Instance}] = true
 	delete(s.jobs.live[x.JobID], x.Instance) // an end reported twice counts once
 	delete(s.jobs.deadlines, instanceKey{x.JobID, x.Instance})
+	delete(s.jobs.gpus, instanceKey{x.JobID, x.Instance})
 	ended := len(s.jobs.live[x.JobID]) == 0
 	if ended {
 		delete(s.jobs.live, x.JobID)
