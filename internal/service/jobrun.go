@@ -310,10 +310,9 @@ func (s *Service) holdAdopted(ctx context.Context, ins backend.Instances, adopte
 		if ran, ok := j.UnbilledRun(); ok && ran.Run == run {
 			j = ran // a stopped spot run holds the GPUs it ran on
 		}
-		var gpus []gpuID
-		if j.Run == run {
-			gpus = s.adoptedGPUs(ctx, j, in.Instance)
-		}
+		// A run that moved on is on its job's block as far as the store
+		// knows: its GPUs are held all the same, until it ends.
+		gpus := s.adoptedGPUs(ctx, j, in.Instance)
 		s.jobs.mu.Lock()
 		if gpus != nil {
 			s.jobs.gpus[instanceKey{in.Run, in.Instance}] = gpus

@@ -49,7 +49,7 @@ func (w *world) randomOp() {
 		{1, w.opInventory},
 		// Jobs and spot jobs (jobops.go).
 		{3, w.opJob},
-		{2, w.opSpotJob},
+		{1, w.opSpotJob},
 		{1, w.opStopJob},
 		{3, w.opInstanceExit},
 		{1, w.opJobIsolation},
