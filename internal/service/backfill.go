@@ -375,7 +375,7 @@ func (s *Service) backfillBlock(j core.Job) core.Block {
 // spotEntries charge a preemptible run that ends at now to its team, and
 // credit the holders of the blocks that lent its GPUs; the events record,
 // for each holder, the GPU-hours its block lent (block.lent).
-func (s *Service) spotEntries(was core.Job, now time.Time) ([]core.Journal, []core.Event) {
+func (s *Service) spotEntries(ctx context.Context, was core.Job, now time.Time) ([]core.Journal, []core.Event) {
 	var evs []core.Event
 	for id, gpus := range lentGPUs(was) {
 		s.mu.RLock()
@@ -395,7 +395,7 @@ func (s *Service) spotEntries(was core.Job, now time.Time) ([]core.Journal, []co
 	if !ok {
 		return nil, evs
 	}
-	charge := core.SpotCharge(was, t, s.fleet.Pricing, now)
+	charge := s.withinBudget(ctx, was.Team, core.SpotCharge(was, t, s.fleet.Pricing, now), now)
 	if charge.Minor <= 0 {
 		return nil, evs
 	}
@@ -426,6 +426,28 @@ func (s *Service) spotEntries(was core.Job, now time.Time) ([]core.Journal, []co
 			core.Posting{Account: core.WalletAccount(team), Team: team, Kind: core.LedgerCredit, Amount: credits[id].Minor, Subject: id})
 	}
 	return []core.Journal{j}, evs
+}
+
+// withinBudget is charge, or what is left of the team's budget at now
+// when that is less: a run that outlived the time its budget paid for
+// (no leader stopped it in time) is not charged beyond it, since a
+// team's budget is never exceeded (DESIGN.md, invariant 6); the
+// operator bears the rest. Budgets that cannot be read charge all.
+func (s *Service) withinBudget(ctx context.Context, team string, charge core.Money, now time.Time) core.Money {
+	g, err := s.budgetGuard(ctx, team, now)
+	if err != nil || g == nil {
+		return charge
+	}
+	spent, err := s.spentSince(ctx, g.Team, g.Since)
+	if err != nil {
+		s.log.Warn("reading a team's spend to charge a spot run", "team", team, "err", err)
+		return charge
+	}
+	if left := g.Limit.Minor - spent; charge.Minor > left {
+		s.log.Warn("a spot run outlived its budget; charged what was left", "team", team, "charge", charge.Minor, "left", left)
+		charge.Minor = max(left, 0)
+	}
+	return charge
 }
 
 // lentGPUs counts, by lending block, the GPUs a preemptible job's run

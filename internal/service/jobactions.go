@@ -190,6 +190,13 @@ func (s *Service) startInstance(ctx context.Context, ins backend.Instances, ref 
 			return waiting("waiting for %d instance(s) of run %d of job %s to end", n, r, j.ID)
 		}
 	}
+	// Nor on a GPU that another run's instance still has (jobgpus.go).
+	t, _ := s.fleet.Type(b.InstanceType)
+	gpus := slotGPUs(b, t.GPUsPerInstance, slotOf(slots, ref.Instance))
+	if busy := s.jobs.gpuBusy(key, gpus); busy != "" {
+		s.jobs.mu.Unlock()
+		return waiting("%s", busy)
+	}
 	s.jobs.mu.Unlock()
 	// 3. The team's user, allocated on its first job.
 	user, err := s.jobUser(ctx, j.Team)
@@ -197,7 +204,6 @@ func (s *Service) startInstance(ctx context.Context, ins backend.Instances, ref 
 		return fmt.Errorf("preparing a run of job %s: %w", j.ID, err)
 	}
 	// 4. Start it; its slots are held until it ends.
-	t, _ := s.fleet.Type(b.InstanceType)
 	w := backend.Workload{JobID: j.ID, Run: key, Rank: ref.Instance, WorldSize: j.InstanceCount, Block: b, PlanID: j.PlanID,
 		Slots: slots, GPUsPerInstance: t.GPUsPerInstance, Command: j.Command, Env: j.Env, Restarts: j.Restarts,
 		Team: j.Team, User: user, Limits: s.jobs.limits}
@@ -209,6 +215,7 @@ func (s *Service) startInstance(ctx context.Context, ins backend.Instances, ref 
 	s.jobs.mu.Lock()
 	s.jobs.deadlines[instanceKey{key, ref.Instance}] = w.Limits.Deadline
 	s.jobs.started[instanceKey{key, ref.Instance}] = true
+	s.jobs.gpus[instanceKey{key, ref.Instance}] = gpus
 	s.jobs.seen[key] = true
 	s.jobs.markLive(key, ref.Instance)
 	s.jobs.holds[key] = j
@@ -232,6 +239,15 @@ func (s *Service) instanceNeverStarted(ctx context.Context, a core.Action, why e
 		return
 	}
 	s.onExit(ctx, backend.InstanceExit{JobID: ref.runKey(), Instance: ref.Instance, Code: 127, Err: why})
+}
+
+// slotOf is the slot of instance i of a run that holds slots (the first
+// ones, when it holds none: a job stored before jobs had slots).
+func slotOf(slots []int, i int) int {
+	if i < len(slots) {
+		return slots[i]
+	}
+	return i
 }
 
 // instanceKey names one instance of a run.

@@ -19,48 +19,21 @@ func (s *Service) runJobs(ctx context.Context) {
 	if s.jobs == nil {
 		return
 	}
-	ins, err := s.jobs.workloads.Open()
-	if err != nil {
-		s.log.Error("opening the jobs' workloads; jobs will not run", "err", err)
+	ins, ok := s.openJobs(ctx)
+	if !ok {
 		return
 	}
-	defer ins.Close() // instances keep running; the next leader adopts them
-	adopted, err := ins.Adopt()
-	if err != nil {
-		s.log.Error("adopting the jobs' instances", "err", err)
-	} else if len(adopted) > 0 {
-		s.log.Info("adopted running job instances", "count", len(adopted))
-	}
-	s.jobs.mu.Lock()
-	s.jobs.instances = ins
-	s.jobs.seen = map[string]bool{}
-	s.jobs.started = map[instanceKey]bool{}
-	s.jobs.live = map[string]map[int]bool{}
-	s.jobs.holds = map[string]core.Job{}
-	s.jobs.deadlines = map[instanceKey]time.Time{}
-	for _, in := range adopted {
-		s.jobs.seen[in.Run] = true
-		s.jobs.started[instanceKey{in.Run, in.Instance}] = true
-		s.jobs.markLive(in.Run, in.Instance)
-	}
-	s.jobs.mu.Unlock()
-	s.holdAdopted(ctx, ins, adopted)
+	defer s.closeJobs(ins) // instances keep running; the next leader adopts them
 	// The instances' deadlines move on beside the loop, which they must
 	// not hold up; they stop before the instances are let go.
 	renewCtx, stopRenewing := context.WithCancel(ctx)
 	var renewing sync.WaitGroup
 	renewing.Go(func() { s.renewDeadlinesUntil(renewCtx) })
 	defer func() { stopRenewing(); renewing.Wait() }()
-	s.kickOutbox() // the instances' actions that waited for the runner
 	// The ends of instances that ended while no server watched come on
 	// Exits shortly after Adopt; a run that neither runs nor ends by then
 	// was lost (recorded, never started) and starts again.
 	lostCheck := time.After(lostAfter)
-	defer func() {
-		s.jobs.mu.Lock()
-		s.jobs.instances = nil
-		s.jobs.mu.Unlock()
-	}()
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	for {
@@ -74,6 +47,102 @@ func (s *Service) runJobs(ctx context.Context) {
 			s.restartLostJobs(ctx)
 		case <-s.jobs.kick:
 		case <-tick.C:
+		}
+	}
+}
+
+// openJobs opens the engine's workloads for a lead, adopts the instances
+// an earlier server left running (holding their slots, stopping those of
+// runs that ended meanwhile) and hands the outbox the runner; false when
+// the workloads do not open, and jobs do not run.
+func (s *Service) openJobs(ctx context.Context) (backend.Instances, bool) {
+	ins, err := s.jobs.workloads.Open()
+	if err != nil {
+		s.log.Error("opening the jobs' workloads; jobs will not run", "err", err)
+		return nil, false
+	}
+	adopted, err := ins.Adopt()
+	if err != nil {
+		s.log.Error("adopting the jobs' instances", "err", err)
+	} else if len(adopted) > 0 {
+		s.log.Info("adopted running job instances", "count", len(adopted))
+	}
+	s.jobs.mu.Lock()
+	s.jobs.instances = ins
+	s.jobs.seen = map[string]bool{}
+	s.jobs.started = map[instanceKey]bool{}
+	s.jobs.live = map[string]map[int]bool{}
+	s.jobs.holds = map[string]core.Job{}
+	s.jobs.deadlines = map[instanceKey]time.Time{}
+	s.jobs.gpus = map[instanceKey][]gpuID{}
+	for _, in := range adopted {
+		s.jobs.seen[in.Run] = true
+		s.jobs.started[instanceKey{in.Run, in.Instance}] = true
+		s.jobs.markLive(in.Run, in.Instance)
+	}
+	s.jobs.mu.Unlock()
+	s.holdAdopted(ctx, ins, adopted)
+	s.kickOutbox() // the instances' actions that waited for the runner
+	return ins, true
+}
+
+// closeJobs takes the runner from the outbox and lets the instances go,
+// without stopping them.
+func (s *Service) closeJobs(ins backend.Instances) {
+	s.jobs.mu.Lock()
+	s.jobs.instances = nil
+	s.jobs.mu.Unlock()
+	if err := ins.Close(); err != nil {
+		s.log.Warn("letting the jobs' instances go", "err", err)
+	}
+}
+
+// jobLead is the job runner of a lead driven one pass at a time
+// (JobsOnce): the instances it opened, and when, on the outbox's clock,
+// it looks for the runs that were lost (zero once it has).
+type jobLead struct {
+	ins    backend.Instances
+	lostAt time.Time
+}
+
+// JobsOnce does once, synchronously, what runJobs's loop does over a
+// lead: the first pass opens the workloads and adopts what runs; each
+// pass then handles the instances' ends that have come, restarts the lost
+// runs once lostAfter has passed on the outbox's clock since it opened,
+// renews the instances' deadlines and moves every open job on. It is
+// LeadOnce's (internal/simulate): nothing of it runs after it returns,
+// and the workloads stay open until the service is dropped.
+func (s *Service) JobsOnce(ctx context.Context) {
+	if s.jobs == nil {
+		return
+	}
+	l := s.jobs.lead
+	if l == nil {
+		ins, ok := s.openJobs(ctx)
+		if !ok {
+			return
+		}
+		l = &jobLead{ins: ins, lostAt: s.outbox.opts.Clock.Now().Add(lostAfter)}
+		s.jobs.lead = l
+	}
+	s.takeExits(ctx, l.ins)
+	if !l.lostAt.IsZero() && !s.outbox.opts.Clock.Now().Before(l.lostAt) {
+		l.lostAt = time.Time{}
+		s.restartLostJobs(ctx)
+	}
+	s.renewDeadlines(ctx)
+	s.reconcileJobs(ctx)
+}
+
+// takeExits handles every end of an instance that has come, without
+// waiting for more.
+func (s *Service) takeExits(ctx context.Context, ins backend.Instances) {
+	for {
+		select {
+		case x := <-ins.Exits():
+			s.onExit(ctx, x)
+		default:
+			return
 		}
 	}
 }
@@ -241,7 +310,13 @@ func (s *Service) holdAdopted(ctx context.Context, ins backend.Instances, adopte
 		if ran, ok := j.UnbilledRun(); ok && ran.Run == run {
 			j = ran // a stopped spot run holds the GPUs it ran on
 		}
+		// A run that moved on is on its job's block as far as the store
+		// knows: its GPUs are held all the same, until it ends.
+		gpus := s.adoptedGPUs(ctx, j, in.Instance)
 		s.jobs.mu.Lock()
+		if gpus != nil {
+			s.jobs.gpus[instanceKey{in.Run, in.Instance}] = gpus
+		}
 		if len(s.jobs.live[in.Run]) > 0 {
 			s.jobs.holds[in.Run] = j
 		}
@@ -258,6 +333,7 @@ func (s *Service) onExit(ctx context.Context, x backend.InstanceExit) {
 	s.jobs.started[instanceKey{x.JobID, x.Instance}] = true
 	delete(s.jobs.live[x.JobID], x.Instance) // an end reported twice counts once
 	delete(s.jobs.deadlines, instanceKey{x.JobID, x.Instance})
+	delete(s.jobs.gpus, instanceKey{x.JobID, x.Instance})
 	ended := len(s.jobs.live[x.JobID]) == 0
 	if ended {
 		delete(s.jobs.live, x.JobID)

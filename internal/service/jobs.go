@@ -49,6 +49,12 @@ type jobRuntime struct {
 	// deadlineRenewEvery).
 	deadlines map[instanceKey]time.Time
 	renew     time.Duration
+	// gpus are the GPUs of the instances this runner started or
+	// adopted, until they end (jobgpus.go).
+	gpus map[instanceKey][]gpuID
+	// lead is the runner of a lead driven by JobsOnce; nil before its
+	// first pass, and under runJobs.
+	lead *jobLead
 	// uidClaim holds this server's claim on its range of job users among
 	// the servers of this machine; nil without a range.
 	uidClaim *uidClaim
@@ -88,7 +94,7 @@ func newJobs(cfg Config, secret []byte) (*jobRuntime, error) {
 	}
 	return &jobRuntime{workloads: w, grace: jobGrace, kick: make(chan struct{}, 1), uids: cfg.JobUIDs, limits: cfg.JobLimits,
 		seen: map[string]bool{}, started: map[instanceKey]bool{}, live: map[string]map[int]bool{}, holds: map[string]core.Job{},
-		teamUIDs: map[string]int{}, deadlines: map[instanceKey]time.Time{}, uidClaim: claim}, nil
+		teamUIDs: map[string]int{}, deadlines: map[instanceKey]time.Time{}, gpus: map[instanceKey][]gpuID{}, uidClaim: claim}, nil
 }
 
 func (r *jobRuntime) renewEvery() time.Duration {
@@ -333,7 +339,7 @@ func (s *Service) commitJob(ctx context.Context, was, next core.Job, step core.J
 	}
 	if core.BackfillRunEnds(was, next, step) && !deferred {
 		var evs []core.Event
-		c.Journals, evs = s.spotEntries(was, now)
+		c.Journals, evs = s.spotEntries(ctx, was, now)
 		c.Events = append(c.Events, evs...)
 	}
 	if err := s.store.Commit(ctx, c); err != nil {

@@ -16,7 +16,8 @@ import (
 // offerings whose quotes long expired, serves the standing orders,
 // reads the engine's nodes and records the health they changed (one
 // check of the engine watch, which logs its own failures, as the
-// leader's does), applies the engine actions due on the outbox clock
+// leader's does), moves the jobs on (one pass of the job runner:
+// JobsOnce), applies the engine actions due on the outbox clock
 // (one pass of the worker, OutboxOptions.Parallel at a time), and hands
 // the backend, when it converges, the desired state that the index
 // holds now.
@@ -39,6 +40,7 @@ func (s *Service) LeadOnce(ctx context.Context) error {
 	if s.backend != nil {                   // as startEngineWatch
 		(&engineWatch{svc: s, announced: map[string]bool{}}).check(ctx)
 	}
+	s.JobsOnce(ctx) // before the outbox's pass, which starts and stops the instances it decides
 	// The outbox's pass last but the hand-over to the engine: the work
 	// of a leader deposed while an engine call hangs is then only what
 	// the lease's epoch and the engine's versions fence.

@@ -149,7 +149,7 @@ func (s *Service) chargeUnbilled(ctx context.Context, id string, run int) bool {
 		next := j
 		next.Unbilled = nil
 		c := store.Change{Jobs: []store.JobWrite{{Job: next, ExpectedVersion: j.Version}}}
-		c.Journals, c.Events = s.spotEntries(ran, now)
+		c.Journals, c.Events = s.spotEntries(ctx, ran, now)
 		err = s.store.Commit(ctx, c)
 		if err == nil {
 			if len(c.Events) > 0 {

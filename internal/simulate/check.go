@@ -36,6 +36,7 @@ type checker struct {
 	alloc      allocations
 	led        *ledger
 	ord        *orderLog
+	jobs       *jobWorld
 	// touched are the blocks to read after this step.
 	touched    map[string]bool
 	afterCrash bool
@@ -63,6 +64,10 @@ func (c *checker) touch(id string) { c.touched[id] = true }
 func (c *checker) event(e core.Event) {
 	if isOrderID(e.Subject) {
 		c.ord.event(e)
+		return
+	}
+	if isJobID(e.Subject) {
+		c.jobs.event(e)
 		return
 	}
 	if !isBlockID(e.Subject) {
@@ -124,6 +129,7 @@ func (w *world) check() {
 		w.fail("a stale engine write: %s", s)
 	}
 	w.checkFences()
+	w.checkJobs()
 	if c.afterCrash || w.step%w.cfg.FullCheckEvery == 0 {
 		c.afterCrash = false
 		w.checkAll()

@@ -24,8 +24,13 @@
 // recurring blocks, standing orders (which the leader serves), the
 // lending of a block's GPUs; and the operator's: approvals, node
 // health, teams and users disabled, nodes gained or lost between
-// restarts. Jobs are not run: their instances are processes, driven on
-// goroutines of the leader's, which no step can drive.
+// restarts. Jobs on blocks and spot jobs on backfill are created,
+// stopped and reached for across teams; their instances run on simulated
+// workloads (simworkloads.go) that the leader's pass drives
+// (service.JobsOnce, in LeadOnce), that outlive crashes (the next leader
+// adopts them), whose starts and stops fail or lose their answer, and
+// whose instances exit (succeed, fail, crash) when a step says so, their
+// ends reported at once or late.
 //
 // After every step the checker reads what the step stored (the events
 // and journals after the last it read, the blocks they name) and checks
@@ -35,9 +40,14 @@
 // once and charges once; the fee charged is the fee quoted; every
 // journal balances and budgets hold; every change of a block is an
 // event; the engine never takes a write older than one it took, and the
-// store takes no claim or record of a deposed leader. A seed ends with the world healed (no more faults) and the
+// store takes no claim or record of a deposed leader; every instance
+// starts on GPUs of an active block of its own team that holds them (a
+// spot one on GPUs no block holds or one lends), on no GPU another live
+// instance has, never twice, and every job's state is its events'
+// (jobcheck.go). A seed ends with the world healed (no more faults) and the
 // leader stepped until nothing is pending: the engine then holds exactly
-// the store's active blocks, and no block has a lifecycle step overdue.
+// the store's active blocks, the workloads exactly the instances of the
+// store's running jobs, and no block has a lifecycle step overdue.
 //
 // A failure names its seed and step; the same seed replays the same
 // operations, faults and answers (the service's ids too, in a test that

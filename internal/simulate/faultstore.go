@@ -74,6 +74,8 @@ type faultStore struct {
 	// events and journals count the commits asked to store events, and
 	// journals: only those can have stored any.
 	events, journals int
+	// jobsWritten are the jobs the commits since the last look wrote.
+	jobsWritten []string
 	// injectedHook is told of each fault injected, for the step's
 	// record: the service may hide it from its caller.
 	injectedHook func(commitFault)
@@ -146,6 +148,9 @@ func (f *faultStore) decide(c store.Change) (fault commitFault, slow time.Durati
 	}
 	if len(c.Journals) > 0 {
 		f.journals++
+	}
+	for _, jw := range c.Jobs {
+		f.jobsWritten = append(f.jobsWritten, jw.Job.ID)
 	}
 	fault = f.draw(f.rates.CommitFails, f.rates.CommitLosesAnswer)
 	if !f.off && fault == commitPasses {
@@ -242,6 +247,16 @@ func (f *faultStore) swap(inner store.Full) {
 	f.mu.Lock()
 	f.Full, f.dead = inner, false
 	f.mu.Unlock()
+}
+
+// takeJobsWritten are the jobs that commits were asked to write since
+// the last call, stored or not.
+func (f *faultStore) takeJobsWritten() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	ids := f.jobsWritten
+	f.jobsWritten = nil
+	return ids
 }
 
 // written counts the commits asked to store events, and journals:

@@ -47,6 +47,12 @@ func (w *world) randomOp() {
 		{1, w.opLend},
 		{1, w.opUser},
 		{1, w.opInventory},
+		// Jobs and spot jobs (jobops.go).
+		{3, w.opJob},
+		{1, w.opSpotJob},
+		{1, w.opStopJob},
+		{3, w.opInstanceExit},
+		{1, w.opJobIsolation},
 		// The faults of faultleader.go, faultlatency.go and faultnodes.go.
 		{1, w.opLeaderChange},
 		{2, w.opSlowStore},

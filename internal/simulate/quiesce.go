@@ -14,6 +14,7 @@ const maxQuietPasses = 50
 func (w *world) quiesce() {
 	w.fs.setOff(true)
 	w.engine.setOff(true)
+	w.wl.off = true
 	w.engine.landAll() // the calls that hung reach the engine, or never will
 	for len(w.m.pending) > 0 {
 		p := w.m.pending[0]
@@ -48,8 +49,9 @@ func (w *world) quiesce() {
 		w.check()
 		pending, _, err := w.st.ActionCounts(w.ctx)
 		w.must(err)
-		if pending == 0 {
+		if pending == 0 && w.wl.settled() {
 			w.checkEngineHealth()
+			w.checkJobsFinal()
 			return
 		}
 	}

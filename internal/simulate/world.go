@@ -43,6 +43,9 @@ type Config struct {
 	// MutantSim, when set, is the engine in place of the sim backend,
 	// under the faults of the calls: one with a defect planted.
 	MutantSim func(nodes []core.Node) Engine
+	// MutantWorkloads, when set, wraps the workloads the service runs
+	// jobs on: a runner with a defect planted.
+	MutantWorkloads func(backend.Workloads) backend.Workloads
 	// Trace, when set, is told every step as it ends.
 	Trace func(line string)
 	// FullCheckEvery is how many steps apart the checker compares every
@@ -158,6 +161,10 @@ type world struct {
 
 	m   *model
 	chk *checker
+	// wl runs the jobs' instances; jobs is what the simulation knows of
+	// the jobs (jobops.go).
+	wl   *simWorkloads
+	jobs *jobWorld
 
 	step    int
 	op      strings.Builder
@@ -202,6 +209,7 @@ func Run(ctx context.Context, cfg Config) (rep Report, err error) {
 	storeRng := rand.New(rand.NewPCG(root.Uint64(), root.Uint64()))
 	engineSeed := root.Uint64()
 	moreStoreRng := rand.New(rand.NewPCG(root.Uint64(), root.Uint64()))
+	workloadsRng := rand.New(rand.NewPCG(root.Uint64(), root.Uint64()))
 	w := &world{
 		cfg: cfg, ctx: ctx, dbPath: filepath.Join(dir, "capblock.db"),
 		rng:    opsRng,
@@ -212,7 +220,10 @@ func Run(ctx context.Context, cfg Config) (rep Report, err error) {
 		counts: map[string]int{},
 		m:      newModel(),
 		chk:    newChecker(),
+		jobs:   newJobWorld(),
 	}
+	w.chk.jobs = w.jobs
+	w.wl = newSimWorkloads(workloadsRng, func() time.Time { return w.clock.Now() })
 	w.fs.injectedHook = func(f commitFault) { w.note("[%s]", f) }
 	w.fs.slowHook = w.commitTakes
 	var sim Engine = local.NewSim(slog.New(slog.DiscardHandler), w.fleet.Nodes)
@@ -351,8 +362,12 @@ func (w *world) start() {
 	w.fs.swap(inner)
 	w.fs.setOff(true)
 	defer w.fs.setOff(false)
+	var wl backend.Workloads = w.wl
+	if w.cfg.MutantWorkloads != nil {
+		wl = w.cfg.MutantWorkloads(wl)
+	}
 	svc, err := service.New(w.ctx, service.Config{
-		Fleet: w.fleet, Store: w.fs, Backend: w.backend, Clock: w.clock, Log: w.serviceLog(),
+		Fleet: w.fleet, Store: w.fs, Backend: w.backend, Clock: w.clock, Log: w.serviceLog(), Workloads: wl,
 		Outbox: service.OutboxOptions{
 			Clock:  w.outbox,
 			Jitter: func(d time.Duration) time.Duration { return d },

@@ -1,0 +1,87 @@
+package service
+
+import (
+	"context"
+	"fmt"
+
+	"capblock/internal/core"
+)
+
+// An instance's GPUs outlive its run's decision: a run stopped late (a
+// leader that came back after its block had ended, an engine that keeps
+// no deadline) still has its GPUs until its last instance is gone, even
+// though its block no longer holds them. The GPUs a block or backfill
+// hands on then are not free yet: an instance that would start on a GPU
+// that another run's instance still has waits until that one has ended
+// (gpuBusy), as a job's next run waits for its earlier one.
+
+// gpuID names one GPU of a node.
+type gpuID struct {
+	node string
+	gpu  int
+}
+
+func (g gpuID) String() string { return fmt.Sprintf("%s/%d", g.node, g.gpu) }
+
+// slotGPUs are the GPUs of slot of a block: its placements in order,
+// perInstance each, as the engines split them.
+func slotGPUs(b core.Block, perInstance, slot int) []gpuID {
+	g := max(perInstance, 1)
+	for _, pl := range b.Placements {
+		for i := 0; i+g <= len(pl.GPUs); i += g {
+			if slot == 0 {
+				out := make([]gpuID, g)
+				for k := range g {
+					out[k] = gpuID{pl.Node, pl.GPUs[i+k]}
+				}
+				return out
+			}
+			slot--
+		}
+	}
+	return nil
+}
+
+// gpuBusy names another run's live instance that has one of gpus, or
+// "". Callers hold s.jobs.mu.
+func (r *jobRuntime) gpuBusy(run string, gpus []gpuID) string {
+	for k, has := range r.gpus {
+		if k.run == run || !r.live[k.run][k.instance] {
+			continue
+		}
+		for _, g := range has {
+			for _, want := range gpus {
+				if g == want {
+					return fmt.Sprintf("GPU %s is still used by instance %d of run %s", g, k.instance, k.run)
+				}
+			}
+		}
+	}
+	return ""
+}
+
+// adoptedGPUs are the GPUs of instance i of job j's run, adopted from an
+// earlier server: its backfill allocation, or its slot of its block.
+func (s *Service) adoptedGPUs(ctx context.Context, j core.Job, i int) []gpuID {
+	if j.Preemptible {
+		if i >= len(j.Backfill) {
+			return nil
+		}
+		var out []gpuID
+		for _, g := range j.Backfill[i].GPUs {
+			out = append(out, gpuID{j.Backfill[i].Node, g})
+		}
+		return out
+	}
+	b, err := s.store.GetBlock(ctx, j.BlockID)
+	if err != nil {
+		s.log.Warn("loading the block of an adopted instance", "job", j.ID, "block", j.BlockID, "err", err)
+		return nil
+	}
+	t, _ := s.fleet.Type(b.InstanceType)
+	slot := i
+	if i < len(j.Slots) {
+		slot = j.Slots[i]
+	}
+	return slotGPUs(b, t.GPUsPerInstance, slot)
+}

@@ -1,0 +1,95 @@
+package simulate_test
+
+import (
+	"context"
+	"regexp"
+	"strings"
+	"testing"
+	"testing/cryptotest"
+	"time"
+
+	"capblock/internal/backend"
+	"capblock/internal/core"
+	"capblock/internal/simulate"
+	"capblock/internal/store"
+)
+
+// Job mutants: a runner or a store with a defect planted in the jobs'
+// path. Each must be found within mutantSeeds seeds of mutantOps steps,
+// as the others.
+
+// deafWorkloads are workloads whose instances, from the third stop on,
+// are told they stop and go on running: a runner that does not stop an
+// instance when its block ends, or its job is stopped.
+type deafWorkloads struct{ backend.Workloads }
+
+func (d deafWorkloads) Open() (backend.Instances, error) {
+	ins, err := d.Workloads.Open()
+	return &deafInstances{Instances: ins}, err
+}
+
+type deafInstances struct {
+	backend.Instances
+	stops int
+}
+
+func (d *deafInstances) Stop(run string, instance int, grace time.Duration) error {
+	if d.stops++; d.stops >= 3 {
+		return nil
+	}
+	return d.Instances.Stop(run, instance, grace)
+}
+
+// jobWrites matches the commits that write a job.
+func jobWrites(c store.Change) bool { return len(c.Jobs) > 0 }
+
+func TestJobMutants(t *testing.T) {
+	for _, mu := range []struct {
+		name      string
+		store     func(store.Full) store.Full
+		workloads func(backend.Workloads) backend.Workloads
+		want      string
+	}{
+		{
+			name:      "a runner that does not stop instances",
+			workloads: func(w backend.Workloads) backend.Workloads { return deafWorkloads{w} },
+			want:      `after quiescence instance .* runs|started on GPU .* which instance .* runs on`,
+		},
+		{
+			name: "a job changes state without its event",
+			store: func(full store.Full) store.Full {
+				return &mutant{Full: full, match: jobWrites, commit: func(ctx context.Context, full store.Full, c store.Change, n int) error {
+					if n >= 3 {
+						var kept []core.Event
+						for _, e := range c.Events {
+							if !strings.HasPrefix(e.Subject, "job-") {
+								kept = append(kept, e)
+							}
+						}
+						c.Events = kept
+					}
+					return full.Commit(ctx, c)
+				}}
+			},
+			want: `job .* is .* in the store; its events say`,
+		},
+	} {
+		t.Run(mu.name, func(t *testing.T) {
+			dir := memDir(t)
+			for seed := uint64(1); seed <= mutantSeeds; seed++ {
+				cryptotest.SetGlobalRandom(t, seed)
+				_, err := simulate.Run(t.Context(), simulate.Config{Seed: seed, Ops: mutantOps(), Dir: dir, Faults: testFaults(),
+					Mutant: mu.store, MutantWorkloads: mu.workloads})
+				if err == nil {
+					continue
+				}
+				if !regexp.MustCompile(mu.want).MatchString(err.Error()) {
+					t.Fatalf("seed %d failed, but not on the defect (want %q in the message): %v", seed, mu.want, err)
+				}
+				t.Logf("seed %d found it: %s", seed, firstLine(err.Error()))
+				return
+			}
+			t.Errorf("%d seeds of %d steps never found the defect", mutantSeeds, mutantOps())
+		})
+	}
+}
