@@ -163,6 +163,12 @@ func (s *Service) startInstance(ctx context.Context, ins backend.Instances, ref 
 			return nil
 		}
 		b = s.backfillBlock(j)
+		if !s.clock.Now().Before(b.End) {
+			// Its window closed before the start came (a slow commit, a
+			// late pass): the GPUs are another block's now, and the
+			// job's own decision preempts the run.
+			return nil
+		}
 		slots = nil
 		for i := range j.InstanceCount {
 			slots = append(slots, i)
