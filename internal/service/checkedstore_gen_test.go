@@ -77,6 +77,11 @@ func (w *checkedStore) Ledger(ctx context.Context, team string) ([]core.LedgerEn
 	return w.full.Ledger(ctx, team)
 }
 
+func (w *checkedStore) Spent(ctx context.Context, team string, since time.Time, credits bool) (int64, error) {
+	w.check("Spent")
+	return w.full.Spent(ctx, team, since, credits)
+}
+
 func (w *checkedStore) Journals(ctx context.Context, f store.JournalFilter) ([]core.Journal, error) {
 	w.check("Journals")
 	return w.full.Journals(ctx, f)

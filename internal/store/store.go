@@ -88,6 +88,11 @@ type Store interface {
 	// is ""), in journal order: by the journals' Seq, then their postings'
 	// order.
 	Ledger(ctx context.Context, team string) ([]core.LedgerEntry, error)
+	// Spent is a team's own spending with time at or after since, as a
+	// budget guard counts it (core.Posting.Spending; credits only when
+	// credits is set): the sum Commit checks a guard against, read
+	// without reading the ledger's lines.
+	Spent(ctx context.Context, team string, since time.Time, credits bool) (int64, error)
 	// Journals returns the journals that f selects, with all their
 	// postings, ordered by Seq.
 	Journals(ctx context.Context, f JournalFilter) ([]core.Journal, error)

@@ -195,6 +195,16 @@ func (s *Store) Journals(ctx context.Context, f store.JournalFilter) ([]core.Jou
 	return out, nil
 }
 
+// Spent sums the team's spending since, with the query the commit's
+// budget guard runs.
+func (s *Store) Spent(ctx context.Context, team string, since time.Time, credits bool) (int64, error) {
+	var spent int64
+	if err := s.pool.QueryRow(ctx, budgetSpendSQL, core.WalletAccount(team), seconds(since), credits).Scan(&spent); err != nil {
+		return 0, dbError("reading the spend of team "+team, err)
+	}
+	return spent, nil
+}
+
 // Ledger returns the lines of a team's wallet (every team's for ""), in
 // journal order.
 func (s *Store) Ledger(ctx context.Context, team string) ([]core.LedgerEntry, error) {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"time"
 
 	"capblock/internal/core"
 	"capblock/internal/store"
@@ -176,6 +177,16 @@ func (s *Store) Journals(ctx context.Context, f store.JournalFilter) ([]core.Jou
 
 // Ledger returns the lines of a team's wallet (every team's for ""), in
 // journal order.
+// Spent sums the team's spending since, with the query the commit's
+// budget guard runs.
+func (s *Store) Spent(ctx context.Context, team string, since time.Time, credits bool) (int64, error) {
+	var spent int64
+	if err := s.r.QueryRowContext(ctx, budgetSpendSQL, core.WalletAccount(team), unixSeconds(since), boolInt(credits)).Scan(&spent); err != nil {
+		return 0, fmt.Errorf("reading the spend of team %s: %w", team, err)
+	}
+	return spent, nil
+}
+
 func (s *Store) Ledger(ctx context.Context, team string) ([]core.LedgerEntry, error) {
 	js, err := s.Journals(ctx, store.JournalFilter{Team: team})
 	if err != nil {

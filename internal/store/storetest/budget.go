@@ -26,6 +26,7 @@ var budgetTests = []struct {
 	{"BudgetOtherTeams", testBudgetOtherTeams},
 	{"BudgetSeveralGuards", testBudgetSeveralGuards},
 	{"BudgetConcurrentPurchases", testBudgetConcurrent},
+	{"BudgetSpent", testBudgetSpent},
 }
 
 // guardDollars is an amount in US cents.
@@ -199,6 +200,39 @@ func testBudgetSince(t *testing.T, h Harness) {
 	// A later period starts afresh.
 	mustCommit(t, s, spending(budgetGuard("team-a", 1000, hour(2)), chargeEntry("l2", "team-a", 2, 1000)))
 	wantLedger(t, s, "team-a", "old", "at", "l1", "l2")
+}
+
+// testBudgetSpent: Spent is the sum a guard is checked against: charges
+// less refunds at or after since, credits only when asked, the team's
+// own wallet only.
+func testBudgetSpent(t *testing.T, h Harness) {
+	s := h.Open(t)
+	mustCommit(t, s, spending(nil, chargeEntry("old", "team-a", -10, 900), chargeEntry("at", "team-a", 0, 300),
+		refundEntry("r1", "team-a", 1, 100), creditEntry("c1", "team-a", 2, 50), chargeEntry("b1", "team-b", 1, 7000)))
+	for _, tc := range []struct {
+		team    string
+		since   time.Time
+		credits bool
+		want    int64
+	}{
+		{"team-a", time.Time{}, false, 1100},
+		{"team-a", hour(0), false, 200},
+		{"team-a", hour(0), true, 150},
+		{"team-a", hour(1), false, -100},
+		{"team-a", hour(3), true, 0},
+		{"team-b", time.Time{}, false, 7000},
+		{"team-c", time.Time{}, true, 0},
+	} {
+		got, err := s.Spent(t.Context(), tc.team, tc.since, tc.credits)
+		mustDo(t, "Spent", err)
+		if got != tc.want {
+			t.Errorf("Spent(%s, since %s, credits %v) = %d, want %d", tc.team, tc.since.Format(time.RFC3339), tc.credits, got, tc.want)
+		}
+	}
+	// Within one cent of what the guard allows, a guarded commit agrees.
+	left := 1000 - int64(200)
+	wantBudgetExceeded(t, s, spending(budgetGuard("team-a", 1000, hour(0)), chargeEntry("l1", "team-a", 3, left+1)))
+	mustCommit(t, s, spending(budgetGuard("team-a", 1000, hour(0)), chargeEntry("l1", "team-a", 3, left)))
 }
 
 func testBudgetOtherTeams(t *testing.T, h Harness) {
