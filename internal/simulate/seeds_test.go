@@ -19,6 +19,16 @@ var defectSeeds = []struct {
 	why   string
 }{
 	{
+		name: "SpotChargeBeyondTheBudget", seed: 5, steps: 650,
+		why: "a spot run that outlived the hours its team's budget paid for (no leader pass stopped it in time) " +
+			"was charged in full, past the budget; its charge now stops at what is left of the budget",
+	},
+	{
+		name: "StartOnAGPUAnotherRunStillHas", seed: 5, steps: 750,
+		why: "an instance started on a GPU that an instance of another run, stopped late, still ran on; " +
+			"a start now waits until the GPUs' earlier instances have ended",
+	},
+	{
 		name: "SpotStartAfterItsWindow", seed: 23, steps: 1500,
 		why: "a spot instance whose start came after its window closed (a slow commit moved the clock 32 minutes) " +
 			"started on GPUs a scheduled block of its team held and did not lend; the start now gives way",
