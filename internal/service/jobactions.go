@@ -178,8 +178,10 @@ func (s *Service) startInstance(ctx context.Context, ins backend.Instances, ref 
 		if err != nil {
 			return fmt.Errorf("loading block %s of job %s: %w", j.BlockID, j.ID, err)
 		}
-		if b.State != core.StateActive || b.Terminating {
-			return nil // the job's own decision follows its block
+		if b.State != core.StateActive || b.Terminating || !s.clock.Now().Before(b.End) {
+			// The job's own decision follows its block: one whose end
+			// came before its expiry was stored is over all the same.
+			return nil
 		}
 	}
 	// 2. A job never runs twice at once: its earlier runs end first.

@@ -42,6 +42,12 @@ func slotGPUs(b core.Block, perInstance, slot int) []gpuID {
 	return nil
 }
 
+// anyGPU stands for the GPUs of an adopted instance that the store no
+// longer tells (its run was preempted and its backfill let go while a
+// stop of it failed): it may hold any GPU, so every start waits until
+// it has ended, which its stop bounds.
+var anyGPU = gpuID{node: "*"}
+
 // gpuBusy names another run's live instance that has one of gpus, or
 // "". Callers hold s.jobs.mu.
 func (r *jobRuntime) gpuBusy(run string, gpus []gpuID) string {
@@ -50,6 +56,9 @@ func (r *jobRuntime) gpuBusy(run string, gpus []gpuID) string {
 			continue
 		}
 		for _, g := range has {
+			if g == anyGPU {
+				return fmt.Sprintf("instance %d of run %s, adopted, may still use any GPU", k.instance, k.run)
+			}
 			for _, want := range gpus {
 				if g == want {
 					return fmt.Sprintf("GPU %s is still used by instance %d of run %s", g, k.instance, k.run)

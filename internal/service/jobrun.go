@@ -313,10 +313,11 @@ func (s *Service) holdAdopted(ctx context.Context, ins backend.Instances, adopte
 		// A run that moved on is on its job's block as far as the store
 		// knows: its GPUs are held all the same, until it ends.
 		gpus := s.adoptedGPUs(ctx, j, in.Instance)
-		s.jobs.mu.Lock()
-		if gpus != nil {
-			s.jobs.gpus[instanceKey{in.Run, in.Instance}] = gpus
+		if gpus == nil {
+			gpus = []gpuID{anyGPU}
 		}
+		s.jobs.mu.Lock()
+		s.jobs.gpus[instanceKey{in.Run, in.Instance}] = gpus
 		if len(s.jobs.live[in.Run]) > 0 {
 			s.jobs.holds[in.Run] = j
 		}

@@ -29,6 +29,16 @@ var defectSeeds = []struct {
 			"a start now waits until the GPUs' earlier instances have ended",
 	},
 	{
+		name: "AdoptedInstanceOfAPreemptedRun", seed: 46, steps: 800,
+		why: "a new leader adopted an instance of a spot run preempted while its stop failed, whose backfill the job " +
+			"no longer recorded, and started another run on its GPU; such an instance now holds back every start until it ends",
+	},
+	{
+		name: "StartAtItsBlocksEnd", seed: 108, steps: 5000,
+		why: "an instance started on a block whose end had come while the store still had it active (its expiry not yet " +
+			"stored); a start now gives way at the block's end",
+	},
+	{
 		name: "SpotStartAfterItsWindow", seed: 23, steps: 1500,
 		why: "a spot instance whose start came after its window closed (a slow commit moved the clock 32 minutes) " +
 			"started on GPUs a scheduled block of its team held and did not lend; the start now gives way",
@@ -38,6 +48,9 @@ var defectSeeds = []struct {
 func TestDefectSeeds(t *testing.T) {
 	for _, d := range defectSeeds {
 		t.Run(d.name, func(t *testing.T) {
+			if raceOn && d.steps > 2000 {
+				t.Skip("a long seed: run without the race detector (go test, scripts/soak.sh)")
+			}
 			cryptotest.SetGlobalRandom(t, d.seed)
 			_, err := simulate.Run(t.Context(), simulate.Config{Seed: d.seed, Ops: d.steps, Dir: memDir(t), Faults: testFaults()})
 			if err != nil {
