@@ -147,6 +147,20 @@ func (s *Service) takeExits(ctx context.Context, ins backend.Instances) {
 	}
 }
 
+// recordExitsAgain records again the ends of instances whose record
+// failed. Handling an end again is safe: the instance is no longer
+// live, a run charged is not charged twice, and an end the stored job
+// already counts, or of a run it left, changes nothing.
+func (s *Service) recordExitsAgain(ctx context.Context) {
+	s.jobs.mu.Lock()
+	xs := s.jobs.unrecorded
+	s.jobs.unrecorded = nil
+	s.jobs.mu.Unlock()
+	for _, x := range xs {
+		s.onExit(ctx, x)
+	}
+}
+
 // lostAfter is how long after taking over the runner waits for the ends
 // of instances that ended while no server watched, before it restarts
 // the runs it found neither running nor ended.
@@ -204,6 +218,7 @@ func (s *Service) startPending(ctx context.Context, j core.Job) (bool, error) {
 
 // reconcileJobs moves every open job on with its block's state.
 func (s *Service) reconcileJobs(ctx context.Context) {
+	s.recordExitsAgain(ctx)
 	jobs, err := s.store.ListJobs(ctx, "", true)
 	if err != nil {
 		if ctx.Err() == nil {
@@ -379,7 +394,10 @@ func (s *Service) onExit(ctx context.Context, x backend.InstanceExit) {
 			break
 		}
 		if !store.IsConflict(err) || attempt == maxCommitAttempts {
-			s.log.Warn("recording a job's exit", "job", id, "err", err)
+			s.log.Warn("recording a job's exit; it is recorded again at the next pass", "job", id, "err", err)
+			s.jobs.mu.Lock()
+			s.jobs.unrecorded = append(s.jobs.unrecorded, x)
+			s.jobs.mu.Unlock()
 			return
 		}
 	}

@@ -48,7 +48,11 @@ type jobRuntime struct {
 	// runner watches (jobdeadline.go), renewed every renew (0:
 	// deadlineRenewEvery).
 	deadlines map[instanceKey]time.Time
-	renew     time.Duration
+	// unrecorded are the instances' ends whose record failed (a store
+	// that did not answer): each is recorded again at the next pass,
+	// or its job would run forever with the instance gone.
+	unrecorded []backend.InstanceExit
+	renew      time.Duration
 	// gpus are the GPUs of the instances this runner started or
 	// adopted, until they end (jobgpus.go).
 	gpus map[instanceKey][]gpuID

@@ -39,6 +39,11 @@ var defectSeeds = []struct {
 			"stored); a start now gives way at the block's end",
 	},
 	{
+		name: "ExitWhoseRecordFailed", seed: 133, steps: 5000,
+		why: "an instance's exit whose commit failed (the disk failed before it was durable) was never recorded: " +
+			"its job ran forever with the instance gone; such an exit is now recorded again at the next pass",
+	},
+	{
 		name: "SpotStartAfterItsWindow", seed: 23, steps: 1500,
 		why: "a spot instance whose start came after its window closed (a slow commit moved the clock 32 minutes) " +
 			"started on GPUs a scheduled block of its team held and did not lend; the start now gives way",
