@@ -116,6 +116,23 @@ func (w Workload) Slot() int {
 	return w.Rank
 }
 
+// SlotGPUs are the GPUs of slot of block b on their node, perInstance of
+// them: the placements in order, split perInstance GPUs a slot, as the
+// engines give them to instances. ok is false for a slot the block does
+// not have.
+func SlotGPUs(b core.Block, perInstance, slot int) (node string, gpus []int, ok bool) {
+	g := max(perInstance, 1)
+	for _, pl := range b.Placements {
+		for i := 0; i+g <= len(pl.GPUs); i += g {
+			if slot == 0 {
+				return pl.Node, pl.GPUs[i : i+g], true
+			}
+			slot--
+		}
+	}
+	return "", nil, false
+}
+
 // User is a numeric user and group.
 type User struct {
 	UID, GID uint32

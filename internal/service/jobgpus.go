@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"capblock/internal/backend"
 	"capblock/internal/core"
 )
 
@@ -23,23 +24,18 @@ type gpuID struct {
 
 func (g gpuID) String() string { return fmt.Sprintf("%s/%d", g.node, g.gpu) }
 
-// slotGPUs are the GPUs of slot of a block: its placements in order,
-// perInstance each, as the engines split them.
+// slotGPUs are the GPUs of slot of a block, as the engines give them
+// (backend.SlotGPUs); nil for a slot the block does not have.
 func slotGPUs(b core.Block, perInstance, slot int) []gpuID {
-	g := max(perInstance, 1)
-	for _, pl := range b.Placements {
-		for i := 0; i+g <= len(pl.GPUs); i += g {
-			if slot == 0 {
-				out := make([]gpuID, g)
-				for k := range g {
-					out[k] = gpuID{pl.Node, pl.GPUs[i+k]}
-				}
-				return out
-			}
-			slot--
-		}
+	node, gpus, ok := backend.SlotGPUs(b, perInstance, slot)
+	if !ok {
+		return nil
 	}
-	return nil
+	out := make([]gpuID, len(gpus))
+	for k, g := range gpus {
+		out[k] = gpuID{node, g}
+	}
+	return out
 }
 
 // anyGPU stands for the GPUs of an adopted instance that the store no

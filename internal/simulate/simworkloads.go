@@ -267,24 +267,19 @@ func (i *simInstances) Close() error {
 	return nil
 }
 
-// workloadGPUs are the GPUs of w's slot: its block's placements in
-// order, GPUsPerInstance each (as the local engine splits them).
+// workloadGPUs are the GPUs of w's slot, as the engines give them
+// (backend.SlotGPUs); nil for a slot the block does not have, which the
+// checks report.
 func workloadGPUs(w backend.Workload) []gpuKey {
-	g := max(w.GPUsPerInstance, 1)
-	slot := w.Slot()
-	for _, pl := range w.Block.Placements {
-		for i := 0; i+g <= len(pl.GPUs); i += g {
-			if slot == 0 {
-				out := make([]gpuKey, g)
-				for k := range g {
-					out[k] = gpuKey{pl.Node, pl.GPUs[i+k]}
-				}
-				return out
-			}
-			slot--
-		}
+	node, gpus, ok := backend.SlotGPUs(w.Block, w.GPUsPerInstance, w.Slot())
+	if !ok {
+		return nil
 	}
-	return nil // a slot the block does not have: the checks say so
+	out := make([]gpuKey, len(gpus))
+	for k, g := range gpus {
+		out[k] = gpuKey{node, g}
+	}
+	return out
 }
 
 // settled reports whether the workloads are quiet: no instance stopped
