@@ -2,10 +2,8 @@ package simulate_test
 
 import (
 	"context"
-	"regexp"
 	"strings"
 	"testing"
-	"testing/cryptotest"
 	"time"
 
 	"capblock/internal/backend"
@@ -76,20 +74,8 @@ func TestJobMutants(t *testing.T) {
 	} {
 		t.Run(mu.name, func(t *testing.T) {
 			dir := memDir(t)
-			for seed := uint64(1); seed <= mutantSeeds; seed++ {
-				cryptotest.SetGlobalRandom(t, seed)
-				_, err := simulate.Run(t.Context(), simulate.Config{Seed: seed, Ops: mutantOps(), Dir: dir, Faults: testFaults(),
-					Mutant: mu.store, MutantWorkloads: mu.workloads})
-				if err == nil {
-					continue
-				}
-				if !regexp.MustCompile(mu.want).MatchString(err.Error()) {
-					t.Fatalf("seed %d failed, but not on the defect (want %q in the message): %v", seed, mu.want, err)
-				}
-				t.Logf("seed %d found it: %s", seed, firstLine(err.Error()))
-				return
-			}
-			t.Errorf("%d seeds of %d steps never found the defect", mutantSeeds, mutantOps())
+			huntMutant(t, simulate.Config{Ops: mutantOps(), Dir: dir, Faults: testFaults(),
+				Mutant: mu.store, MutantWorkloads: mu.workloads}, mu.want)
 		})
 	}
 }

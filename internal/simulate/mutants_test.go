@@ -229,21 +229,9 @@ func (e *forgetfulEngine) Release(ctx context.Context, b core.Block) error {
 // releases: convergence must find a block it holds that the store has
 // ended.
 func TestMutantEngine(t *testing.T) {
-	dir := memDir(t)
-	for seed := uint64(1); seed <= mutantSeeds; seed++ {
-		cryptotest.SetGlobalRandom(t, seed)
-		_, err := simulate.Run(t.Context(), simulate.Config{Seed: seed, Ops: mutantOps(), Dir: dir, Faults: testFaults(),
-			MutantEngine: func(b backend.Backend) backend.Backend { return &forgetfulEngine{Backend: b} }})
-		if err == nil {
-			continue
-		}
-		if want := "the engine holds block"; !strings.Contains(err.Error(), want) {
-			t.Fatalf("seed %d failed, but not on the defect (want %q in the message): %v", seed, want, err)
-		}
-		t.Logf("seed %d found it: %s", seed, firstLine(err.Error()))
-		return
-	}
-	t.Errorf("%d seeds of %d steps never found the defect", mutantSeeds, mutantOps())
+	huntMutant(t, simulate.Config{Ops: mutantOps(), Dir: memDir(t), Faults: testFaults(),
+		MutantEngine: func(b backend.Backend) backend.Backend { return &forgetfulEngine{Backend: b} }},
+		regexp.QuoteMeta("the engine holds block"))
 }
 
 // TestMutants runs the simulation on each mutant: it must fail within
@@ -252,22 +240,31 @@ func TestMutants(t *testing.T) {
 	dir := memDir(t)
 	for _, mu := range mutants {
 		t.Run(mu.name, func(t *testing.T) {
-			for seed := uint64(1); seed <= mutantSeeds; seed++ {
-				cryptotest.SetGlobalRandom(t, seed)
-				_, err := simulate.Run(t.Context(), simulate.Config{Seed: seed, Ops: mutantOps(), Dir: dir, Faults: testFaults(),
-					Mutant: func(full store.Full) store.Full { return &mutant{Full: full, match: mu.match, commit: mu.commit} }})
-				if err == nil {
-					continue
-				}
-				if !regexp.MustCompile(mu.want).MatchString(err.Error()) {
-					t.Fatalf("seed %d failed, but not on the defect (want %q in the message): %v", seed, mu.want, err)
-				}
-				t.Logf("seed %d found it: %s", seed, firstLine(err.Error()))
-				return
-			}
-			t.Errorf("%d seeds of %d steps never found the defect", mutantSeeds, mutantOps())
+			huntMutant(t, simulate.Config{Ops: mutantOps(), Dir: dir, Faults: testFaults(),
+				Mutant: func(full store.Full) store.Full { return &mutant{Full: full, match: mu.match, commit: mu.commit} }}, mu.want)
 		})
 	}
+}
+
+// huntMutant runs seeds 1 to mutantSeeds of cfg one after another (its
+// Seed set to each) and fails t unless one of them fails, on a message
+// that want (a regular expression) matches.
+func huntMutant(t *testing.T, cfg simulate.Config, want string) {
+	t.Helper()
+	for seed := uint64(1); seed <= mutantSeeds; seed++ {
+		cryptotest.SetGlobalRandom(t, seed)
+		cfg.Seed = seed
+		_, err := simulate.Run(t.Context(), cfg)
+		if err == nil {
+			continue
+		}
+		if !regexp.MustCompile(want).MatchString(err.Error()) {
+			t.Fatalf("seed %d failed, but not on the defect (want %q in the message): %v", seed, want, err)
+		}
+		t.Logf("seed %d found it: %s", seed, firstLine(err.Error()))
+		return
+	}
+	t.Errorf("%d seeds of %d steps never found the defect", mutantSeeds, cfg.Ops)
 }
 
 func firstLine(s string) string {
@@ -362,22 +359,10 @@ func TestMutantFences(t *testing.T) {
 	dir := memDir(t)
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			for seed := uint64(1); seed <= mutantSeeds; seed++ {
-				cryptotest.SetGlobalRandom(t, seed)
-				cfg := simulate.Config{Seed: seed, Ops: mutantOps(), Dir: dir, Faults: testFaults()}
-				cfg.Faults.EngineHangs, cfg.Faults.LeaderDeposed = 0.25, 1
-				tc.cfg(&cfg)
-				_, err := simulate.Run(t.Context(), cfg)
-				if err == nil {
-					continue
-				}
-				if !strings.Contains(err.Error(), tc.want) {
-					t.Fatalf("seed %d failed, but not on the defect (want %q in the message): %v", seed, tc.want, err)
-				}
-				t.Logf("seed %d found it: %s", seed, firstLine(err.Error()))
-				return
-			}
-			t.Errorf("%d seeds of %d steps never found the defect", mutantSeeds, mutantOps())
+			cfg := simulate.Config{Ops: mutantOps(), Dir: dir, Faults: testFaults()}
+			cfg.Faults.EngineHangs, cfg.Faults.LeaderDeposed = 0.25, 1
+			tc.cfg(&cfg)
+			huntMutant(t, cfg, regexp.QuoteMeta(tc.want))
 		})
 	}
 }
