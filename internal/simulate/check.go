@@ -128,6 +128,9 @@ func (w *world) check() {
 	if s := w.engine.staleWrite(); s != "" {
 		w.fail("a stale engine write: %s", s)
 	}
+	if s := w.engine.tightDeadline(); s != "" {
+		w.fail("an engine call under a short wall-clock deadline, which a busy machine passes, so that the seed does not replay: %s", s)
+	}
 	w.checkFences()
 	w.checkJobs()
 	if c.afterCrash || w.step%w.cfg.FullCheckEvery == 0 {

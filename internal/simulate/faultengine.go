@@ -6,6 +6,7 @@ import (
 	"hash/fnv"
 	"slices"
 	"sync"
+	"time"
 
 	"capblock/internal/backend"
 	"capblock/internal/core"
@@ -70,6 +71,9 @@ type faultEngine struct {
 	// stale is the first write the engine took that is older than one
 	// it had taken (DESIGN.md, invariant 11).
 	stale string
+	// tight is the first call made under a wall-clock deadline short
+	// enough for a busy machine to pass it (faultlate.go).
+	tight string
 	// late are the calls that hung, each waiting to reach the engine
 	// (faultlate.go); calls counts the calls made, which time them.
 	late  []lateCall
@@ -156,6 +160,9 @@ func (e *faultEngine) call(ctx context.Context, kind core.ActionKind, b core.Blo
 	key := fmt.Sprintf("%s %s v%d", kind, b.ID, b.Version)
 	e.landDue()
 	e.mu.Lock()
+	if d, ok := ctx.Deadline(); ok && time.Until(d) < minWallDeadline && e.tight == "" {
+		e.tight = fmt.Sprintf("%s of block %s has %s left on the wall clock", kind, b.ID, time.Until(d).Round(time.Microsecond))
+	}
 	try := e.tries[key]
 	e.tries[key]++
 	e.blocks[b.ID] = true
@@ -184,7 +191,7 @@ func (e *faultEngine) call(ctx context.Context, kind core.ActionKind, b core.Blo
 	case engineFails:
 		return fmt.Errorf("%s of block %s: %w: the engine did not answer", kind, b.ID, errInjected)
 	case engineHangs:
-		return e.hang(ctx, kind, b, key, try)
+		return e.hang(kind, b, key, try)
 	}
 	if err := next(ctx, b); err != nil {
 		return err
@@ -221,6 +228,14 @@ func (e *faultEngine) staleWrite() string {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.stale
+}
+
+// tightDeadline is the first call made under a wall-clock deadline
+// shorter than minWallDeadline; empty when none was.
+func (e *faultEngine) tightDeadline() string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.tight
 }
 
 // lastWrite is the last write the engine took of block id.

@@ -8,24 +8,35 @@ import (
 	"capblock/internal/core"
 )
 
-// Calls that hang. An engine call that hangs does not return until the
-// caller's context ends, as a call to an engine that does not answer:
-// the outbox worker cuts it off at its CallTimeout (callTimeout in the
-// simulation), records the try failed and applies the action again
-// after its backoff. The request itself is not lost for all that: it
+// Calls that hang. An engine call that hangs answers as a call to an
+// engine that does not answer does once the outbox worker's CallTimeout
+// cuts it off: with the deadline passed. The worker records the try
+// failed and applies the action again after its backoff. The request itself is not lost for all that: it
 // reaches the engine later, after calls made since (a later action of
 // the same block among them, out of order), or never. The engine's
 // version fence must refuse it when the engine took a later write of
 // the block meanwhile (DESIGN.md, invariant 11).
 //
-// The wait is the context's: no sleep, and its length changes nothing
-// but the wall time of the run. When the late request lands is counted
-// in engine calls, not in time, so that a replay lands it at the same
-// place.
+// The call answers at once: no wait on the wall clock, whose length
+// would depend on how busy the machine is. When the late request lands
+// is counted in engine calls, not in time, so that a replay lands it at
+// the same place.
 
-// callTimeout is the outbox's CallTimeout in the simulation: how long a
-// call that hangs holds its step, on the wall clock.
-const callTimeout = 2 * time.Millisecond
+// callTimeout is the outbox's CallTimeout in the simulation. No call of
+// the simulation waits on the wall clock (a hung call answers at once,
+// as if its deadline had passed), so the bound only cuts off a call
+// that truly hangs: a defect, which it turns into a failed step instead
+// of a stalled run. It is long, so that a slow machine (the race
+// detector, other tests beside) never cuts off a call that was going to
+// answer, and a seed replays the same on any machine.
+const callTimeout = time.Minute
+
+// minWallDeadline is the shortest wall-clock deadline an engine call may
+// carry in the simulation: one shorter could pass while a busy machine
+// (the race detector, other tests beside) runs the call, which would
+// then take another turn than on the run it replays. The simulation
+// fails on such a call, on any machine, instead of on a busy one only.
+const minWallDeadline = 10 * time.Second
 
 // lateCall is a call that hung, on its way to the engine.
 type lateCall struct {
@@ -34,9 +45,9 @@ type lateCall struct {
 	at    int // the engine call before which it lands
 }
 
-// hang queues the call to land later (or never), then waits until the
-// caller's context ends.
-func (e *faultEngine) hang(ctx context.Context, kind core.ActionKind, b core.Block, key string, try int) error {
+// hang queues the call to land later (or never), then answers as the
+// call's deadline would.
+func (e *faultEngine) hang(kind core.ActionKind, b core.Block, key string, try int) error {
 	// Three hung calls in four reach the engine, after 1 to 30 more
 	// calls.
 	if u := unitHash(e.seed, key+" lands", try); u >= 0.25 {
@@ -44,8 +55,7 @@ func (e *faultEngine) hang(ctx context.Context, kind core.ActionKind, b core.Blo
 		e.late = append(e.late, lateCall{kind: kind, block: b, at: e.calls + 1 + int((u-0.25)/0.75*30)})
 		e.mu.Unlock()
 	}
-	<-ctx.Done()
-	return fmt.Errorf("%s of block %s: %w: the engine did not answer before the call's deadline: %w", kind, b.ID, errInjected, ctx.Err())
+	return fmt.Errorf("%s of block %s: %w: the engine did not answer before the call's deadline: %w", kind, b.ID, errInjected, context.DeadlineExceeded)
 }
 
 // landDue counts a call made to the engine, and lands the calls that

@@ -377,7 +377,7 @@ func (w *world) start() {
 			// Never given up on: the engine always takes an action in
 			// the end (maxEngineFaults), and convergence is checked.
 			GiveUpAfter: 100 * 365 * 24 * time.Hour,
-			// A call that hangs holds the step this long (faultlate.go).
+			// Long: a call that hangs answers at once (faultlate.go).
 			CallTimeout: callTimeout,
 		},
 	})
