@@ -239,13 +239,22 @@ func hint(cmd *cobra.Command, err error) string {
 	case client.CodeNoCapacity:
 		return "; search again for other times, zones or counts"
 	case client.CodeOfferingExpired:
+		// The server may have said to search again: then the hint only
+		// names the command to search with, so that it is said once.
+		again := "; search again for a fresh quote"
+		if strings.HasSuffix(err.Error(), "search again for a fresh quote") {
+			again = ""
+		}
 		switch path := cmd.CommandPath(); {
 		case strings.HasPrefix(path, "capblock blocks extend"):
+			if again == "" {
+				return " with 'capblock blocks extension-offerings', or extend with --duration"
+			}
 			return "; search again with 'capblock blocks extension-offerings', or extend with --duration"
 		case strings.HasPrefix(path, "capblock plans"):
-			return "; search again for a fresh quote with 'capblock plans offerings'"
+			return again + " with 'capblock plans offerings'"
 		default:
-			return "; search again for a fresh quote with 'capblock offerings'"
+			return again + " with 'capblock offerings'"
 		}
 	case client.CodeOfferingUsed:
 		if strings.Contains(err.Error(), "search again") {
