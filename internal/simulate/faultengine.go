@@ -160,8 +160,9 @@ func (e *faultEngine) call(ctx context.Context, kind core.ActionKind, b core.Blo
 	key := fmt.Sprintf("%s %s v%d", kind, b.ID, b.Version)
 	e.landDue()
 	e.mu.Lock()
-	if d, ok := ctx.Deadline(); ok && time.Until(d) < minWallDeadline && e.tight == "" {
-		e.tight = fmt.Sprintf("%s of block %s has %s left on the wall clock", kind, b.ID, time.Until(d).Round(time.Microsecond))
+	deadline, bounded := ctx.Deadline()
+	if left := time.Until(deadline); bounded && left < minWallDeadline && e.tight == "" {
+		e.tight = fmt.Sprintf("%s of block %s has %s left on the wall clock", kind, b.ID, left.Round(time.Microsecond))
 	}
 	try := e.tries[key]
 	e.tries[key]++
@@ -177,7 +178,7 @@ func (e *faultEngine) call(ctx context.Context, kind core.ActionKind, b core.Blo
 			fault = engineHangs
 		}
 	}
-	if _, bounded := ctx.Deadline(); fault == engineHangs && !bounded {
+	if fault == engineHangs && !bounded {
 		fault = engineFails // a call that nothing ends cannot hang
 	}
 	e.counts[fault]++

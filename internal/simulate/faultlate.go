@@ -11,11 +11,12 @@ import (
 // Calls that hang. An engine call that hangs answers as a call to an
 // engine that does not answer does once the outbox worker's CallTimeout
 // cuts it off: with the deadline passed. The worker records the try
-// failed and applies the action again after its backoff. The request itself is not lost for all that: it
-// reaches the engine later, after calls made since (a later action of
-// the same block among them, out of order), or never. The engine's
-// version fence must refuse it when the engine took a later write of
-// the block meanwhile (DESIGN.md, invariant 11).
+// failed and applies the action again after its backoff. The request
+// itself is not lost for all that: it reaches the engine later, after
+// calls made since (a later action of the same block among them, out of
+// order), or never. The engine's version fence must refuse it when the
+// engine took a later write of the block meanwhile (DESIGN.md,
+// invariant 11).
 //
 // The call answers at once: no wait on the wall clock, whose length
 // would depend on how busy the machine is. When the late request lands
