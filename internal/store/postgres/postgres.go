@@ -60,6 +60,8 @@ type Store struct {
 	// retries counts transactions the database aborted (serialization
 	// failures, deadlocks) that Commit ran again.
 	retries prometheus.Counter
+	// group queues the commits that arrive while one is written.
+	group store.CommitGroup[*commitRequest]
 }
 
 var _ store.Store = (*Store)(nil)
@@ -101,7 +103,7 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 		pool.Close()
 		return nil, fmt.Errorf("migrating PostgreSQL database %s: %w", cfg.ConnConfig.Database, err)
 	}
-	return &Store{pool: pool, retries: prometheus.NewCounter(prometheus.CounterOpts{
+	return &Store{pool: pool, group: store.CommitGroup[*commitRequest]{Max: maxGroup}, retries: prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "capblock_store_transaction_retries_total",
 		Help: "Transactions that PostgreSQL aborted (serialization failure, deadlock) and capblock ran again.",
 	})}, nil

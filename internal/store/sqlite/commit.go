@@ -38,8 +38,8 @@ func (s *Store) Commit(ctx context.Context, c store.Change) error {
 	if err != nil {
 		return fmt.Errorf("checking change: %w", err)
 	}
-	req := &commitRequest{ctx: ctx, c: c, data: data, used: used, wake: make(chan struct{}, 1)}
-	s.group.commit(s, req)
+	req := &commitRequest{ctx: ctx, c: c, data: data, used: used}
+	s.group.Do(req, s.commitGroup)
 	if req.err != nil {
 		return req.err
 	}

@@ -3,27 +3,16 @@ package sqlite
 import (
 	"context"
 	"fmt"
-	"sync"
 
 	"capblock/internal/store"
 )
 
-// Group commit. Each commit pays for a transaction and an fsync, which
-// on a disk cost more than the change itself; commits that arrive while
-// another is being written share the next transaction instead. There is
-// no timer: a commit that finds the writer idle leads a group of itself
-// at once, as fast as alone; commits that arrive meanwhile queue, and
-// when the group is durable the first of them leads the next group, of
-// every commit queued by then (up to maxGroup). A leader leads one group
-// and returns with its answer: no caller waits on others' work longer
-// than one group.
-//
-// Inside a group each change is applied in a savepoint, on the state
-// the changes before it left, with every check it has alone (versions,
-// overlaps, idempotency keys, budgets); one that fails is rolled back to
-// its savepoint and fails alone. Nothing is answered before the group's
-// COMMIT is durable; if that COMMIT fails, every change of the group
-// fails with it.
+// Group commit (see store.CommitGroup). Inside a group each change is
+// applied in a savepoint, on the state the changes before it left, with
+// every check it has alone (versions, overlaps, idempotency keys,
+// budgets); one that fails is rolled back to its savepoint and fails
+// alone. Nothing is answered before the group's COMMIT is durable; if
+// that COMMIT fails, every change of the group fails with it.
 
 // maxGroup is the most changes one transaction takes.
 const maxGroup = 128
@@ -35,59 +24,9 @@ type commitRequest struct {
 	data []string // the events' data, encoded
 	used []store.UsedOffering
 
-	// Set by the group that took it, before wake.
+	// Set by the group that took it.
 	seqs, journalSeqs []int64
 	err               error
-	// wake receives once: when the request is answered, or when it is
-	// to lead the next group (lead is then true).
-	wake chan struct{}
-	lead bool
-}
-
-// groupCommitter queues the commits of one writer connection.
-type groupCommitter struct {
-	mu    sync.Mutex
-	queue []*commitRequest
-	busy  bool // a leader is writing a group
-	// largest is the most changes a group has taken so far.
-	largest int
-}
-
-// commit answers req, leading a group when its turn comes.
-func (g *groupCommitter) commit(s *Store, req *commitRequest) {
-	g.mu.Lock()
-	g.queue = append(g.queue, req)
-	if g.busy {
-		g.mu.Unlock()
-		<-req.wake
-		if !req.lead {
-			return // answered by another leader's group
-		}
-		g.mu.Lock()
-	}
-	g.busy = true
-	n := min(len(g.queue), maxGroup)
-	batch := g.queue[:n:n]
-	g.queue = g.queue[n:]
-	g.largest = max(g.largest, n)
-	g.mu.Unlock()
-
-	s.commitGroup(batch)
-
-	g.mu.Lock()
-	if len(g.queue) > 0 {
-		next := g.queue[0]
-		next.lead = true
-		next.wake <- struct{}{}
-	} else {
-		g.busy = false
-	}
-	g.mu.Unlock()
-	for _, r := range batch {
-		if r != req {
-			r.wake <- struct{}{}
-		}
-	}
 }
 
 // commitGroup applies batch in one transaction and sets each request's

@@ -2,7 +2,6 @@ package sqlite
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -26,123 +25,32 @@ func request(t *testing.T, ctx context.Context, c store.Change) *commitRequest {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &commitRequest{ctx: ctx, c: c, data: data, used: used, wake: make(chan struct{}, 1)}
+	return &commitRequest{ctx: ctx, c: c, data: data, used: used}
 }
 
 // TestGroupFailsAlone: in one group, a change that fails its re-check
-// (its block overlaps one committed before it in the group; its client
-// token is one used before it in the group; its caller gave up) fails
-// alone; the others commit, each whole, and the failed ones leave
-// nothing.
+// fails alone (see storetest.GroupFailsAlone).
 func TestGroupFailsAlone(t *testing.T) {
 	s := openTemp(t, filepath.Join(t.TempDir(), "capblock.db"))
-	ctx := t.Context()
-	overlapping := storetest.PurchaseChange(0)
-	overlapping.Insert[0].ID = "cb-overlap" // the GPUs and hours of purchase 0
-	overlapping.Idempotency[0].ClientToken, overlapping.Idempotency[0].Subject = "tok-overlap", "cb-overlap"
-	overlapping.Offerings = nil
-	for i := range overlapping.Events {
-		overlapping.Events[i].ID += "-overlap"
-		overlapping.Events[i].Subject = "cb-overlap"
-	}
-	overlapping.Journals = nil
-	overlapping.Actions[0].ID, overlapping.Actions[0].Subject = "act-overlap", "cb-overlap"
-	sameToken := storetest.PurchaseChange(2)
-	sameToken.Idempotency[0].ClientToken = storetest.PurchaseChange(1).Idempotency[0].ClientToken
-	sameToken.Idempotency[0].Team = storetest.PurchaseChange(1).Idempotency[0].Team
-	gone, cancel := context.WithCancel(ctx)
-	cancel()
-	batch := []*commitRequest{
-		request(t, ctx, storetest.PurchaseChange(0)),
-		request(t, ctx, overlapping),
-		request(t, ctx, storetest.PurchaseChange(1)),
-		request(t, ctx, sameToken),
-		request(t, gone, storetest.PurchaseChange(3)),
-		request(t, ctx, storetest.PurchaseChange(4)),
-	}
-	s.commitGroup(batch)
-	for i, want := range []string{"", "conflict", "", "conflict", "canceled", ""} {
-		err := batch[i].err
-		switch {
-		case want == "" && err != nil:
-			t.Errorf("change %d of the group: %v; want it committed", i, err)
-		case want == "conflict" && !store.IsConflict(err):
-			t.Errorf("change %d of the group: %v; want a conflict", i, err)
-		case want == "canceled" && !errors.Is(err, context.Canceled):
-			t.Errorf("change %d of the group: %v; want its caller's cancellation", i, err)
+	storetest.GroupFailsAlone(t, s, func(ctxs []context.Context, cs []store.Change) []error {
+		batch := make([]*commitRequest, len(cs))
+		for i, c := range cs {
+			batch[i] = request(t, ctxs[i], c)
 		}
-	}
-	blocks, err := s.ListBlocks(ctx, store.BlockFilter{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ids []string
-	for _, b := range blocks {
-		ids = append(ids, b.ID)
-	}
-	if got, want := strings.Join(ids, " "), "cb-00000000 cb-00000001 cb-00000004"; got != want {
-		t.Errorf("blocks stored: %s; want %s", got, want)
-	}
-	events, err := s.Events(ctx, "", 0, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(events) != 6 {
-		t.Errorf("%d events stored, want the 6 of the three committed changes", len(events))
-	}
-	if pending, _, err := s.ActionCounts(ctx); err != nil || pending != 3 {
-		t.Errorf("ActionCounts: %d pending, %v; want the 3 of the committed changes", pending, err)
-	}
-	if _, err := s.Idempotency(ctx, sameToken.Idempotency[0].Team, sameToken.Idempotency[0].ClientToken); err != nil {
-		t.Errorf("the client token of change 2: %v", err)
-	}
+		s.commitGroup(batch)
+		errs := make([]error, len(batch))
+		for i, r := range batch {
+			errs[i] = r.err
+		}
+		return errs
+	})
 }
 
 // TestConcurrentCommitsGroup: commits made at once share transactions,
-// and each gets its own answer: of 64 purchases, 32 of them taking the
-// GPUs and hours of another, exactly one of each pair commits.
+// and each gets its own answer (see storetest.ConcurrentCommitsGroup).
 func TestConcurrentCommitsGroup(t *testing.T) {
 	s := openTemp(t, filepath.Join(t.TempDir(), "capblock.db"))
-	ctx := t.Context()
-	const pairs = 32
-	errs := make([]error, 2*pairs)
-	var wg sync.WaitGroup
-	for i := range 2 * pairs {
-		wg.Go(func() {
-			c := storetest.PurchaseChange(i % pairs)
-			if i >= pairs { // its twin: the same GPUs and hours, another block
-				id := fmt.Sprintf("cb-twin-%d", i)
-				c.Insert[0].ID = id
-				c.Idempotency[0].ClientToken, c.Idempotency[0].Subject = "tok-"+id, id
-				c.Offerings = nil
-				for k := range c.Events {
-					c.Events[k].ID += "-twin"
-					c.Events[k].Subject = id
-				}
-				c.Journals = nil
-				c.Actions[0].ID, c.Actions[0].Subject = "act-"+id, id
-			}
-			errs[i] = s.Commit(ctx, c)
-		})
-	}
-	wg.Wait()
-	for i := range pairs {
-		a, b := errs[i], errs[i+pairs]
-		if (a == nil) == (b == nil) || (a != nil && !store.IsConflict(a)) || (b != nil && !store.IsConflict(b)) {
-			t.Errorf("purchase %d and its twin: %v and %v; want one committed and one conflict", i, a, b)
-		}
-	}
-	blocks, err := s.ListBlocks(ctx, store.BlockFilter{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(blocks) != pairs {
-		t.Errorf("%d blocks stored, want %d", len(blocks), pairs)
-	}
-	s.group.mu.Lock()
-	largest := s.group.largest
-	s.group.mu.Unlock()
-	t.Logf("the largest group: %d changes", largest)
+	storetest.ConcurrentCommitsGroup(t, s, s.group.Largest)
 }
 
 // groupChildEnv names the database the child of
@@ -271,9 +179,7 @@ func commitGroupsUntilKilled(path string) {
 					fmt.Fprintln(os.Stderr, err)
 					os.Exit(2)
 				}
-				s.group.mu.Lock()
-				largest := s.group.largest
-				s.group.mu.Unlock()
+				largest := s.group.Largest()
 				say("acked %d group %d\n", i, largest)
 			}
 		}()

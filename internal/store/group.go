@@ -1,0 +1,89 @@
+package store
+
+import "sync"
+
+// Group commit. Each commit pays for a transaction and its flush to disk,
+// which cost more than the change itself; commits that arrive while
+// another is being written share the next transaction instead. There is
+// no timer: a commit that finds the writer idle leads a group of itself
+// at once, as fast as alone; commits that arrive meanwhile queue, and
+// when the group is durable the first of them leads the next group, of
+// every commit queued by then (up to the group's Max). A leader leads
+// one group and returns with its answer: no caller waits on others' work
+// longer than one group.
+//
+// The drivers write a group and answer each of its requests; each says
+// how a change that fails inside a group fails alone.
+
+// CommitGroup queues the commits of one writer. Its zero value is not
+// ready: set Max.
+type CommitGroup[R any] struct {
+	// Max is the most requests one group takes.
+	Max int
+
+	mu    sync.Mutex
+	queue []*groupEntry[R]
+	busy  bool // a leader is writing a group
+	// largest is the most requests a group has taken so far.
+	largest int
+}
+
+// groupEntry is one request waiting for its group.
+type groupEntry[R any] struct {
+	r R
+	// wake receives once: when the request is answered, or when it is to
+	// lead the next group (lead is then true).
+	wake chan struct{}
+	lead bool
+}
+
+// Do returns once r is answered: it joins the next group, leading it
+// when its turn comes, and write, called by the group's leader, writes
+// the group and answers each request of it, r included.
+func (g *CommitGroup[R]) Do(r R, write func(group []R)) {
+	e := &groupEntry[R]{r: r, wake: make(chan struct{}, 1)}
+	g.mu.Lock()
+	g.queue = append(g.queue, e)
+	if g.busy {
+		g.mu.Unlock()
+		<-e.wake
+		if !e.lead {
+			return // answered by another leader's group
+		}
+		g.mu.Lock()
+	}
+	g.busy = true
+	n := min(len(g.queue), max(g.Max, 1))
+	batch := g.queue[:n:n]
+	g.queue = g.queue[n:]
+	g.largest = max(g.largest, n)
+	g.mu.Unlock()
+
+	group := make([]R, n)
+	for i, e := range batch {
+		group[i] = e.r
+	}
+	write(group)
+
+	g.mu.Lock()
+	if len(g.queue) > 0 {
+		next := g.queue[0]
+		next.lead = true
+		next.wake <- struct{}{}
+	} else {
+		g.busy = false
+	}
+	g.mu.Unlock()
+	for _, o := range batch {
+		if o != e {
+			o.wake <- struct{}{}
+		}
+	}
+}
+
+// Largest is the most requests a group has taken so far.
+func (g *CommitGroup[R]) Largest() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.largest
+}

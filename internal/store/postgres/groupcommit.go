@@ -1,0 +1,213 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+
+	"github.com/jackc/pgx/v5"
+
+	"capblock/internal/store"
+)
+
+// Group commit (see store.CommitGroup): the changes one replica commits
+// at the same time share a transaction. A lone change runs as it did
+// alone (commitOnce). A group of several runs in four steps:
+//
+//  1. BEGIN, and every block that any change of the group updates
+//     locked FOR UPDATE and read, in id order;
+//  2. the locks of every node and every budget that any change takes, in
+//     their order, so that two groups (or a group and a lone commit, on
+//     this replica or another) take them in the same order and never
+//     wait for each other in a cycle;
+//  3. each change in a savepoint of its own, in one round trip, with its
+//     checks (versions, idempotency keys, used offerings, budgets) and
+//     then the exclusion constraint checked at once (SET CONSTRAINTS …
+//     IMMEDIATE) on the state the changes before it left: the constraint
+//     is still the last word on overlaps, for each change alone. A
+//     change that fails is rolled back to its savepoint and fails alone
+//     (a change that succeeds releases its savepoint at the start of the
+//     next round trip); one that the database
+//     aborted as a deadlock or a serialization failure is run again
+//     alone, after the group;
+//  4. COMMIT. Nothing is answered before it. If it fails, every change
+//     the group holds fails with it (run again alone when the database
+//     aborted it).
+
+// maxGroup is the most changes one transaction takes. Each holds a
+// subtransaction, and PostgreSQL keeps at most 64 of them in a session's
+// shared cache before every other session's snapshot has to look them up.
+const maxGroup = 32
+
+// exclusionConstraint is the overlap check on allocations (0007_node_ids).
+const exclusionConstraint = "allocations_no_overlap"
+
+// commitRequest is one Commit waiting for its group.
+type commitRequest struct {
+	ctx  context.Context
+	c    store.Change
+	data []string // the events' data, encoded
+	used []store.UsedOffering
+
+	// Set by the group that took it.
+	seqs, journalSeqs []int64
+	err               error
+}
+
+// commitGroup commits batch and sets each request's answer.
+func (s *Store) commitGroup(batch []*commitRequest) {
+	if len(batch) == 1 {
+		r := batch[0]
+		r.seqs, r.journalSeqs, r.err = s.commitOnce(r.ctx, r.c, r.data, r.used)
+		return
+	}
+	fail := func(rs []*commitRequest, err error) {
+		for _, r := range rs {
+			r.err = err
+		}
+	}
+	// The transaction is the group's: one caller's cancellation ends only
+	// its own change, which is not sent once its caller has gone.
+	ctx := context.Background()
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		fail(batch, fmt.Errorf("beginning commit: %w", err))
+		return
+	}
+	defer conn.Release()
+	var tx pgx.Tx
+	defer func() {
+		if tx != nil {
+			tx.Rollback(ctx)
+		}
+	}()
+
+	// 1. BEGIN and the blocks to update.
+	b := &pgx.Batch{}
+	b.BeginTx(pgx.TxOptions{})
+	var updates []store.BlockUpdate
+	for _, r := range batch {
+		updates = append(updates, r.c.Update...)
+	}
+	stored := map[string]*storedBlock{}
+	if len(updates) > 0 {
+		queueLockBlocks(b, updates, &stored)
+	}
+	br := conn.SendBatch(ctx, b)
+	tx = br.Tx()
+	if err := closeBatch(br); err != nil {
+		fail(batch, err)
+		return
+	}
+
+	// 2. The node and budget locks of every change, in order.
+	all := &commitWriter{batch: &pgx.Batch{}, stored: stored}
+	var guards []store.Change
+	for _, r := range batch {
+		guards = append(guards, r.c)
+	}
+	all.queueGroupLocks(guards)
+	if err := closeBatch(tx.SendBatch(ctx, all.batch)); err != nil {
+		fail(batch, err)
+		return
+	}
+
+	// 3. Each change in its savepoint. undo opens the next round trip:
+	//    it releases the savepoint of the change before, which holds.
+	var applied []*commitRequest
+	var undo []string
+	for _, r := range batch {
+		if err := r.ctx.Err(); err != nil {
+			r.err = fmt.Errorf("committing change: %w", err)
+			continue
+		}
+		w := &commitWriter{batch: &pgx.Batch{}, stored: ownStored(stored, r.c.Update)}
+		for _, q := range undo {
+			w.exec("ending the savepoint of the change before", nil, q)
+		}
+		w.exec("beginning a change of the group", nil, `SAVEPOINT change`)
+		w.exec("beginning a change of the group", nil, `SET CONSTRAINTS `+exclusionConstraint+` DEFERRED`)
+		if err := w.queue(r.c, r.data, r.used); err != nil {
+			// Found before anything of it was sent: nothing is sent, and
+			// the undo waits for the next round trip.
+			r.err = err
+			continue
+		}
+		w.exec("checking for overlaps", nil, `SET CONSTRAINTS `+exclusionConstraint+` IMMEDIATE`)
+		if err := closeBatch(tx.SendBatch(ctx, w.batch)); err != nil {
+			r.err = err
+			// At once and in the simple protocol: a transaction the
+			// failure aborted takes nothing else, not even the
+			// preparation of the next change's statements.
+			if _, err := tx.Exec(ctx, `ROLLBACK TO SAVEPOINT change; RELEASE SAVEPOINT change`); err != nil {
+				err = dbError("committing change: rolling back a change of its group", err)
+				fail(applied, err)
+				for _, o := range batch[slices.Index(batch, r)+1:] {
+					o.err = err
+				}
+				return
+			}
+			undo = nil
+			continue
+		}
+		undo = []string{`RELEASE SAVEPOINT change`}
+		maps.Copy(stored, w.stored)
+		r.seqs, r.journalSeqs = w.seqs, w.journalSeqs
+		applied = append(applied, r)
+	}
+	if len(applied) == 0 {
+		return
+	}
+
+	// 4. COMMIT, after the last change's savepoint is ended.
+	end := &commitWriter{batch: &pgx.Batch{}}
+	for _, q := range undo {
+		end.exec("ending the savepoint of the last change", nil, q)
+	}
+	if err := closeBatch(tx.SendBatch(ctx, end.batch)); err != nil {
+		fail(applied, err)
+		return
+	}
+	if err := tx.Commit(ctx); err != nil {
+		fail(applied, dbError("committing change", err))
+	}
+}
+
+// ownStored copies the stored blocks that updates change, for one change
+// of a group: a change that fails must not leave its versions and ends
+// to the changes after it.
+func ownStored(stored map[string]*storedBlock, updates []store.BlockUpdate) map[string]*storedBlock {
+	own := make(map[string]*storedBlock, len(updates))
+	for _, u := range updates {
+		if sb, ok := stored[u.Block.ID]; ok {
+			c := *sb
+			own[u.Block.ID] = &c
+		}
+	}
+	return own
+}
+
+// queueGroupLocks queues the node locks and then the budget locks of
+// every change of a group, each set in the order a lone commit takes it.
+func (w *commitWriter) queueGroupLocks(cs []store.Change) {
+	var nodes store.Change
+	var teams []string
+	for _, c := range cs {
+		nodes.Insert = append(nodes.Insert, c.Insert...)
+		nodes.Update = append(nodes.Update, c.Update...)
+		for _, g := range c.Budgets {
+			teams = append(teams, g.Team)
+		}
+	}
+	w.queueNodeLocks(nodes)
+	keys := make([]int32, 0, len(teams))
+	for _, t := range slices.Compact(slices.Sorted(slices.Values(teams))) {
+		keys = append(keys, lockKey(t))
+	}
+	if len(keys) > 0 {
+		w.exec("locking budgets", nil,
+			`SELECT pg_advisory_xact_lock($1, k) FROM unnest($2::int4[]) WITH ORDINALITY AS u (k, i) ORDER BY i`,
+			teamLockClass, keys)
+	}
+}
