@@ -14,24 +14,17 @@ func (ix *Index) candidates(p *pool, t InstanceType, count, d int, q searchQuery
 	if hi < lo {
 		return nil
 	}
-	var feasible []int
-	if t.GPUsPerInstance == p.gpus {
-		feasible = p.wholeStarts(count, d, lo, hi)
-	} else {
-		feasible = ix.fractionalStarts(p, t.GPUsPerInstance, count, d, lo, hi, q.maxResults)
-	}
-	if len(feasible) == 0 {
-		return nil
-	}
 	capacity := int64(len(p.nodes)) * int64(p.gpus) * int64(d)
 	factor := func(s int) int64 {
 		booked := (prefix[s+d] - prefix[s]) * 10000 / capacity
 		lead := int64(ix.timeOf(s).Sub(now) / time.Hour)
 		return ix.Fleet.Pricing.Factor(booked, lead, int64(ix.Fleet.Limits.MaxLeadTime/time.Hour))
 	}
+	// Each feasible start is seen once, in order, and none is kept but
+	// those picked: a search allocates nothing per hour of its window.
 	var picked []int
 	cheapest, cheapestF := -1, int64(0)
-	for _, s := range feasible {
+	consider := func(s int) {
 		if len(picked) < q.maxResults && (len(picked) == 0 || s >= picked[len(picked)-1]+24) {
 			picked = append(picked, s)
 		}
@@ -39,7 +32,17 @@ func (ix *Index) candidates(p *pool, t InstanceType, count, d int, q searchQuery
 			cheapest, cheapestF = s, f
 		}
 	}
-	if cheapest >= 0 && !containsInt(picked, cheapest) {
+	if t.GPUsPerInstance == p.gpus {
+		p.wholeStarts(count, d, lo, hi, consider)
+	} else {
+		for _, s := range ix.fractionalStarts(p, t.GPUsPerInstance, count, d, lo, hi, q.maxResults) {
+			consider(s)
+		}
+	}
+	if cheapest < 0 {
+		return nil
+	}
+	if !containsInt(picked, cheapest) {
 		picked = append(picked, cheapest)
 	}
 	out := make([]Offering, 0, len(picked))
@@ -59,15 +62,14 @@ func (ix *Index) candidates(p *pool, t InstanceType, count, d int, q searchQuery
 	return out
 }
 
-// wholeStarts returns the starts s in [lo, hi] where count whole nodes are
-// free at every hour of [s, s+d): a sliding-window maximum of the busy
-// count, linear in the window.
-func (p *pool) wholeStarts(count, d, lo, hi int) []int {
+// wholeStarts calls visit with each start s in [lo, hi], in order, where
+// count whole nodes are free at every hour of [s, s+d): a sliding-window
+// maximum of the busy count, linear in the window.
+func (p *pool) wholeStarts(count, d, lo, hi int, visit func(s int)) {
 	limit := int32(len(p.nodes) - count)
 	if limit < 0 {
-		return nil
+		return
 	}
-	var out []int
 	// Walk the hours, remembering the last hour that was too busy: a start
 	// s is feasible when no too-busy hour lies in [s, s+d).
 	lastBad := lo - 1
@@ -76,10 +78,9 @@ func (p *pool) wholeStarts(count, d, lo, hi int) []int {
 			lastBad = h
 		}
 		if s := h - d + 1; s >= lo && s <= hi && lastBad < s {
-			out = append(out, s)
+			visit(s)
 		}
 	}
-	return out
 }
 
 // fractionalStarts returns up to a few feasible starts for fractional
@@ -126,9 +127,15 @@ func (p *pool) usedAt(h int) int32 {
 	return 0
 }
 
-// usedPrefix returns prefix sums of used GPUs over hours [0, n].
-func (p *pool) usedPrefix(n int) []int64 {
-	out := make([]int64, n+1)
+// usedPrefix returns prefix sums of used GPUs over hours [0, n], in buf
+// when it has room.
+func (p *pool) usedPrefix(n int, buf []int64) []int64 {
+	out := buf[:0]
+	if cap(out) < n+1 {
+		out = make([]int64, n+1)
+	}
+	out = out[:n+1]
+	out[0] = 0
 	for h := range n {
 		out[h+1] = out[h] + int64(p.usedAt(h))
 	}

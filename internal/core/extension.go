@@ -114,7 +114,7 @@ func (ix *Index) ExtensionOffer(b Block, d time.Duration, now time.Time) (Offeri
 	s, e := ix.hourOf(b.End), ix.hourOf(newEnd)
 	ni := ix.nodeIdx[b.Placements[0].Node]
 	p := ix.nodes[ni].pool
-	prefix := p.usedPrefix(e)
+	prefix := p.usedPrefix(e, nil)
 	booked := (prefix[e] - prefix[s]) * 10000 / (int64(len(p.nodes)) * int64(p.gpus) * int64(max(e-s, 1)))
 	lead := int64(b.End.Sub(now) / time.Hour)
 	factor := ix.Fleet.Pricing.Factor(booked, lead, int64(l.MaxLeadTime/time.Hour))

@@ -74,7 +74,7 @@ func (ix *Index) SearchPlans(req PlanSearchRequest, now time.Time) ([]PlanOfferi
 	for _, p := range ix.poolsFor(t, req.Zone) {
 		hi := min(q.lastEnd, q.lastStart+ps.hours)
 		runs := ix.freeRuns(p, t, req.Count, q.first, hi)
-		prefix := p.usedPrefix(max(hi, 0))
+		prefix := p.usedPrefix(max(hi, 0), nil)
 		lo, rounds := q.first, 0
 		for rounds < q.maxResults {
 			rounds++

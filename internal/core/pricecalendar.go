@@ -50,7 +50,7 @@ func (ix *Index) PriceCalendar(req SearchRequest, now time.Time) ([]PriceStart, 
 	onDemand := OnDemandFee(t.OnDemand, d, req.Count)
 	maxLead := int64(ix.Fleet.Limits.MaxLeadTime / time.Hour)
 	for _, p := range ix.poolsFor(t, req.Zone) {
-		prefix := p.usedPrefix(hi + d)
+		prefix := p.usedPrefix(hi+d, nil)
 		capacity := int64(len(p.nodes)) * int64(p.gpus) * int64(d)
 		free := ix.startsFree(p, t.GPUsPerInstance, req.Count, d, lo, hi)
 		for s := lo; s <= hi; s++ {
@@ -97,9 +97,7 @@ func better(c, cur PriceStart) bool {
 func (ix *Index) startsFree(p *pool, g, count, d, lo, hi int) []bool {
 	free := make([]bool, hi-lo+1)
 	if g == p.gpus {
-		for _, s := range p.wholeStarts(count, d, lo, hi) {
-			free[s-lo] = true
-		}
+		p.wholeStarts(count, d, lo, hi, func(s int) { free[s-lo] = true })
 		return free
 	}
 	limit := int32(len(p.nodes)*p.gpus - count*g)

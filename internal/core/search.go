@@ -55,6 +55,7 @@ func (ix *Index) Search(req SearchRequest, now time.Time) ([]Offering, error) {
 	var exact, shorter, longer []Offering
 	var refused, overHeld error
 	searched := false
+	var prefix []int64 // reused by every pool
 	for _, t := range q.types {
 		quota, limited := req.Quotas[t.Name]
 		tq := q
@@ -67,9 +68,10 @@ func (ix *Index) Search(req SearchRequest, now time.Time) ([]Offering, error) {
 		searched = true
 		var typeExact, typeShorter, typeLonger []Offering
 		for _, p := range ix.poolsFor(t, req.Zone) {
-			// Prefix sums of booked GPUs, for pricing, once per pool.
+			// Prefix sums of booked GPUs, for pricing, once per pool, in
+			// one buffer for every pool.
 			longest := max(tq.durations[len(tq.durations)-1], tq.longer)
-			prefix := p.usedPrefix(max(min(tq.lastEnd, tq.lastStart+longest), 0))
+			prefix = p.usedPrefix(max(min(tq.lastEnd, tq.lastStart+longest), 0), prefix)
 			for _, d := range tq.durations {
 				typeExact = append(typeExact, ix.candidates(p, t, req.Count, d, tq, prefix, now)...)
 			}
