@@ -228,7 +228,7 @@ func (s *apiServer) at(b *testing.B, want int) {
 	tpl := s.template(b, want)
 	s.stop(b)
 	s.dir = s.parent.TempDir()
-	for _, name := range []string{"capblock.db", "capblock.db-wal", "admin.token"} {
+	for _, name := range []string{"capblock.db", "capblock.db-wal", "admin.token", "secrets.key"} {
 		if err := copyFile(filepath.Join(tpl, name), filepath.Join(s.dir, name)); err != nil && !os.IsNotExist(err) {
 			b.Fatalf("copying the seeded server: %v", err)
 		}
