@@ -76,6 +76,9 @@ type serveFlags struct {
 	localJobs localJobFlags
 	// admission are the flags of the admission webhooks (serveadmission.go).
 	admission admissionFlags
+	// debugListen is where Go's profiles are served (servedebug.go; none
+	// when empty).
+	debugListen string
 }
 
 // newServeCmd is `capblock serve`: with no flags it runs on a SQLite file
@@ -111,6 +114,7 @@ POST /v1/admin/clock (or "capblock admin clock --advance 6h").`,
 	fl.StringVar(&f.secretsKeyFile, "secrets-key-file", "", "the key that encrypts the secrets in the database (access keys', webhooks', the offerings' signing secret), made at the first start; replicas must share one (default: secrets.key beside the SQLite file, or in the working directory)")
 	fl.StringVar(&f.fleet, "fleet", "", "fleet YAML file (default: the built-in demo fleet; see docs/fleet.md)")
 	fl.StringVar(&f.listen, "listen", "127.0.0.1:8080", "address to listen on")
+	fl.StringVar(&f.debugListen, "debug-listen", "", "serve Go's profiles (/debug/pprof/) on a listener of their own: a port (6060) listens on loopback only, host:port elsewhere (default: none)")
 	fl.BoolVar(&f.simClock, "sim-clock", false, "run on a simulated clock moved by POST /v1/admin/clock")
 	fl.StringVar(&f.simStart, "sim-start", "", "start time of the simulated clock, RFC 3339 (default: now, on the hour)")
 	fl.StringVar(&f.backend, "backend", "sim", "backend that makes blocks real: sim, kubernetes (docs/kubernetes.md) or slurm (docs/slurm.md)")
@@ -142,6 +146,13 @@ func serve(ctx context.Context, f serveFlags) error {
 	enginePoll, err := humantime.ParseDuration(f.enginePoll)
 	if err != nil || enginePoll < time.Second {
 		return usageError(fmt.Errorf("--engine-poll %q: want a duration of at least 1s, such as 10s or 1m", f.enginePoll))
+	}
+	if (f.tlsCert == "") != (f.tlsKey == "") {
+		return usageError(fmt.Errorf("--tls-cert and --tls-key go together: give both or neither"))
+	}
+	debugAddr, err := debugAddress(f.debugListen)
+	if err != nil {
+		return err
 	}
 	// 1. The fleet.
 	fl := fleet.Demo()
@@ -224,15 +235,19 @@ func serve(ctx context.Context, f serveFlags) error {
 	if err != nil {
 		return err
 	}
-	if (f.tlsCert == "") != (f.tlsKey == "") {
-		return usageError(fmt.Errorf("--tls-cert and --tls-key go together: give both or neither"))
-	}
 	// 4. Listen: a server that cannot serve changes nothing.
 	ln, err := net.Listen("tcp", f.listen)
 	if err != nil {
 		return fmt.Errorf("listening on %s: %w (is another capblock running? choose another address with --listen)", f.listen, err)
 	}
 	defer ln.Close()
+	if debugAddr != "" {
+		dln, err := net.Listen("tcp", debugAddr)
+		if err != nil {
+			return fmt.Errorf("listening on %s: %w (choose another address with --debug-listen)", debugAddr, err)
+		}
+		defer serveDebug(dln, log)()
+	}
 	stopAdmission, err := serveAdmission(ctx, f, svc, log)
 	if err != nil {
 		return err
