@@ -53,11 +53,13 @@ func serveDebug(ln net.Listener, log *slog.Logger) (stop func()) {
 			log.Error("the profiles' listener stopped", "err", err)
 		}
 	}()
-	url := "http://" + ln.Addr().String() + "/debug/pprof/"
+	// Not "url": that key names the API's address, which tools read from
+	// the log.
+	at := "http://" + ln.Addr().String() + "/debug/pprof/"
 	if ip := ln.Addr().(*net.TCPAddr).IP; !ip.IsLoopback() {
-		log.Warn("profiles listening beyond loopback: anyone who reaches this address can read them", "url", url)
+		log.Warn("profiles listening beyond loopback: anyone who reaches this address can read them", "profiles", at)
 	} else {
-		log.Info("profiles listening", "url", url,
+		log.Info("profiles listening", "profiles", at,
 			"try", fmt.Sprintf("go tool pprof http://%s/debug/pprof/profile?seconds=30", ln.Addr()))
 	}
 	return func() {
