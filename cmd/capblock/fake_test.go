@@ -216,6 +216,7 @@ func newFakeAPI(t *testing.T) *fakeAPI {
 	mux.HandleFunc("POST /v1/admin/clock", reply(`{"now": "2026-12-01T06:00:00Z"}`))
 	f.accessRoutes(mux)
 	f.webhookRoutes(mux)
+	f.destructiveRoutes(mux)
 
 	f.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)

@@ -165,26 +165,49 @@ func (a *app) jobsShowCmd() *cobra.Command {
 }
 
 func (a *app) jobsStopCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:   "stop JOB",
+	var yes bool
+	cmd := &cobra.Command{
+		Use:   "stop JOB [--yes]",
 		Short: "Stop a job: SIGTERM to its processes, SIGKILL after a grace period",
-		Args:  exactlyOne("job id or name"),
+		Long: `Stop a job: SIGTERM to its processes, SIGKILL after a grace period. It
+first says which job and asks for confirmation (--yes does not ask;
+without a terminal to answer, --yes is needed).`,
+		Args: exactlyOne("job id or name"),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := a.mayAsk(yes, "stop"); err != nil {
+				return err
+			}
+			ctx := cmd.Context()
 			c, err := a.client()
 			if err != nil {
 				return err
 			}
-			id, err := jobID(cmd.Context(), c, args[0])
+			id, err := jobID(ctx, c, args[0])
 			if err != nil {
 				return err
 			}
-			j, err := c.StopJob(cmd.Context(), id)
+			j, err := c.Job(ctx, id)
+			if err != nil {
+				return err
+			}
+			label := j.ID
+			if j.Name != "" {
+				label = fmt.Sprintf("%s (%s)", j.ID, j.Name)
+			}
+			what := fmt.Sprintf("stopping job %s: %s, %d instance(s) of %q; its processes get SIGTERM, then SIGKILL after a grace period",
+				label, j.State, j.InstanceCount, strings.Join(j.Command, " "))
+			if err := a.confirm(yes, what, "Stop it?", "job "+j.ID+" was not stopped"); err != nil {
+				return err
+			}
+			j, err = c.StopJob(ctx, id)
 			if err != nil {
 				return err
 			}
 			return a.printJob(j)
 		},
 	}
+	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "stop without asking")
+	return cmd
 }
 
 func (a *app) jobsLogsCmd() *cobra.Command {

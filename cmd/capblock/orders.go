@@ -186,20 +186,41 @@ func (a *app) ordersShowCmd() *cobra.Command {
 }
 
 func (a *app) ordersCancelCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:   "cancel ORDER",
+	var yes bool
+	cmd := &cobra.Command{
+		Use:   "cancel ORDER [--yes]",
 		Short: "Withdraw an open standing order",
-		Args:  exactlyOne("order id or name"),
+		Long: `Withdraw an open standing order: nothing is bought for it from then on.
+It first says which order and asks for confirmation (--yes does not ask;
+without a terminal to answer, --yes is needed).`,
+		Args: exactlyOne("order id or name"),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := a.mayAsk(yes, "cancel"); err != nil {
+				return err
+			}
+			ctx := cmd.Context()
 			c, err := a.client()
 			if err != nil {
 				return err
 			}
-			id, err := orderID(cmd.Context(), c, args[0])
+			id, err := orderID(ctx, c, args[0])
 			if err != nil {
 				return err
 			}
-			o, err := c.CancelOrder(cmd.Context(), id)
+			o, err := c.Order(ctx, id)
+			if err != nil {
+				return err
+			}
+			label := o.ID
+			if o.Name != "" {
+				label = fmt.Sprintf("%s (%s)", o.ID, o.Name)
+			}
+			what := fmt.Sprintf("withdrawing order %s: %s, %s %d × %s for %dh by %s; nothing is bought for it from then on",
+				label, o.State, o.Mode, o.InstanceCount, o.InstanceType, o.DurationHours, fmtZoned(o.EndBefore))
+			if err := a.confirm(yes, what, "Withdraw it?", "order "+o.ID+" was not withdrawn"); err != nil {
+				return err
+			}
+			o, err = c.CancelOrder(ctx, id)
 			if err != nil {
 				return err
 			}
@@ -209,6 +230,8 @@ func (a *app) ordersCancelCmd() *cobra.Command {
 			return a.printOrder(o)
 		},
 	}
+	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "withdraw without asking")
+	return cmd
 }
 
 // orderID returns the id of the order that arg names (resolve).

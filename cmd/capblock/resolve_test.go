@@ -139,8 +139,8 @@ func TestNamesStandForIDs(t *testing.T) {
 			wantRequests: []string{"GET /v1/jobs", "GET /v1/jobs/job-1/logs?instance=0&offset=0"},
 		},
 		"jobs stop": {
-			args:         []string{"jobs", "stop", "train"},
-			wantRequests: []string{"GET /v1/jobs", "POST /v1/jobs/job-1/stop"},
+			args:         []string{"jobs", "stop", "train", "--yes"},
+			wantRequests: []string{"GET /v1/jobs", "GET /v1/jobs/job-1", "POST /v1/jobs/job-1/stop"},
 		},
 		"jobs: a name no job has": {
 			args:         []string{"jobs", "show", "eval"},

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -213,24 +214,42 @@ func (a *app) seriesShowCmd() *cobra.Command {
 }
 
 func (a *app) seriesCancelCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:   "cancel SERIES",
+	var yes bool
+	cmd := &cobra.Command{
+		Use:   "cancel SERIES [--yes]",
 		Short: "Cancel every occurrence not yet ended, each refunded per the operator's policy",
 		Long: `Cancel every occurrence of a series that has not ended: one still to come is
 cancelled, an active one released early, each refunded per the operator's
-policy. To cancel one occurrence only, cancel its block:
-capblock blocks cancel BLOCK.`,
+policy. It first names the occurrences it will cancel and the refund the
+server quotes for them in total, and asks for confirmation (--yes does not
+ask; without a terminal to answer, --yes is needed). To cancel one
+occurrence only, cancel its block: capblock blocks cancel BLOCK.`,
 		Args: exactlyOne("series id or name"),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := a.mayAsk(yes, "cancel"); err != nil {
+				return err
+			}
+			ctx := cmd.Context()
 			c, err := a.client()
 			if err != nil {
 				return err
 			}
-			id, err := seriesID(cmd.Context(), c, args[0])
+			id, err := seriesID(ctx, c, args[0])
 			if err != nil {
 				return err
 			}
-			s, err := c.CancelSeries(cmd.Context(), id)
+			s, err := c.Series(ctx, id)
+			if err != nil {
+				return err
+			}
+			what, err := seriesCancelPreview(ctx, c, s)
+			if err != nil {
+				return err
+			}
+			if err := a.confirm(yes, what, "Cancel them?", "series "+s.ID+" was not cancelled"); err != nil {
+				return err
+			}
+			s, err = c.CancelSeries(ctx, id)
 			if err != nil {
 				return err
 			}
@@ -240,6 +259,45 @@ capblock blocks cancel BLOCK.`,
 			return a.printSeries(s)
 		},
 	}
+	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "cancel without asking")
+	return cmd
+}
+
+// seriesCancelPreview says what cancelling s cancels: how many of its
+// occurrences, which, and their refund in total, the sum of the server's
+// quote for each (GET /v1/blocks/{id}/cancel-quote; the series has none
+// of its own).
+func seriesCancelPreview(ctx context.Context, c *client.Client, s client.Series) (string, error) {
+	label := s.ID
+	if s.Name != "" {
+		label = fmt.Sprintf("%s (%s)", s.ID, s.Name)
+	}
+	var names []string
+	var total int64
+	currency, summed := s.UpfrontFee.Currency, true
+	for _, b := range s.Occurrences {
+		if !slices.Contains(liveStates, b.State) {
+			continue
+		}
+		names = append(names, fmt.Sprintf("%s (%s, %s)", b.BlockID, localText(b.LocalStartTime), b.State))
+		refund, err := c.CancelQuote(ctx, b.BlockID)
+		if err != nil {
+			return "", err
+		}
+		minor, ok := money(refund)
+		summed = summed && ok && refund.Currency == currency
+		total += minor
+	}
+	if len(names) == 0 {
+		// Asking to confirm what the server would refuse helps no one.
+		return "", fmt.Errorf("series %s is %s: it has no occurrence left to cancel", label, s.State)
+	}
+	refund := "each refunded per the operator's policy"
+	if summed {
+		refund = "refund " + formatMinor(total, currency) + " in total (the operator's policy)"
+	}
+	return fmt.Sprintf("cancelling series %s: %d of %d occurrences, those not yet ended, %d × %s in %s; %s: %s",
+		label, len(names), len(s.Occurrences), s.InstanceCount, s.InstanceType, s.Zone, refund, strings.Join(names, ", ")), nil
 }
 
 // seriesID returns the id of the series that arg names (resolve).

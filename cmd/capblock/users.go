@@ -222,13 +222,32 @@ func (a *app) printTokens(tokens []client.Token) error {
 }
 
 func (a *app) tokensRevokeCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:   "revoke TOKEN_ID",
+	var yes bool
+	cmd := &cobra.Command{
+		Use:   "revoke TOKEN_ID [--yes]",
 		Short: "Revoke a token at once: yours, or (admin) anyone's",
-		Args:  exactlyOne("token id (from 'capblock tokens list')"),
+		Long: `Revoke a token at once: yours, or (admin) anyone's. It first says which
+token and asks for confirmation (--yes does not ask; without a terminal to
+answer, --yes is needed).`,
+		Args: exactlyOne("token id (from 'capblock tokens list')"),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := a.mayAsk(yes, "revoke"); err != nil {
+				return err
+			}
 			c, err := a.client()
 			if err != nil {
+				return err
+			}
+			what := fmt.Sprintf("revoking token %s: requests with it are refused from now on", args[0])
+			if list, err := c.Tokens(cmd.Context()); err == nil {
+				for _, tok := range list {
+					if tok.ID == args[0] {
+						what = fmt.Sprintf("revoking token %s of user %s, created %s: requests with it are refused from now on",
+							tok.ID, tok.User, fmtTime(tok.CreatedAt))
+					}
+				}
+			}
+			if err := a.confirm(yes, what, "Revoke it?", "token "+args[0]+" was not revoked"); err != nil {
 				return err
 			}
 			tok, err := c.RevokeToken(cmd.Context(), args[0])
@@ -241,4 +260,6 @@ func (a *app) tokensRevokeCmd() *cobra.Command {
 			return a.printTokens([]client.Token{tok})
 		},
 	}
+	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "revoke without asking")
+	return cmd
 }
