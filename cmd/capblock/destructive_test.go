@@ -28,7 +28,8 @@ const (
 )
 
 // destructiveRoutes serves the series, orders, jobs and access keys that
-// the destructive commands act on.
+// the destructive commands act on, and a plan, for names to be looked up
+// among every kind.
 func (f *fakeAPI) destructiveRoutes(mux *http.ServeMux) {
 	ok := func(body string) http.HandlerFunc {
 		return func(w http.ResponseWriter, r *http.Request) {
@@ -45,6 +46,7 @@ func (f *fakeAPI) destructiveRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /v1/jobs", ok(`{"jobs": [`+job1+`]}`))
 	mux.HandleFunc("GET /v1/jobs/{id}", ok(job1))
 	mux.HandleFunc("POST /v1/jobs/{id}/stop", ok(strings.Replace(job1, `"running"`, `"stopped"`, 1)))
+	mux.HandleFunc("GET /v1/plans", ok(`{"plans": [{"id": "tp-1", "name": "llama-ft", "state": "active"}]}`))
 	mux.HandleFunc("GET /v1/access-keys", ok(`{"accessKeys": [`+accessKey1+`]}`))
 	mux.HandleFunc("DELETE /v1/access-keys/{id}", ok(strings.Replace(accessKey1, `}`, `, "revokedAt": "2026-11-20T09:30:00Z"}`, 1)))
 }

@@ -26,16 +26,16 @@ func (a *app) eventsCmd() *cobra.Command {
 		filter       eventFilter
 	)
 	cmd := &cobra.Command{
-		Use:   "events [--after CURSOR] [-f] [--until TYPE] [--type TYPE] [--subject ID]",
+		Use:   "events [--after CURSOR] [-f] [--until TYPE] [--type TYPE] [--subject ID|NAME]",
 		Short: "Print the events of your blocks, plans and jobs",
 		Long: `Print events (block.active, block.expiration-warning, …) one per line under
 a header: time, type, subject, the event's id and its data. Without
 --follow it prints what is there and the cursor to pass as --after next
 time; with --follow it keeps waiting for new events until Ctrl-C, or with
 --until TYPE until an event of that type comes. --type (block.active, or
-block.* for a family) and --subject (a block's, plan's or job's id) print
-only the events that match. With -o json, --follow prints one JSON event a
-line.`,
+block.* for a family) and --subject (a block's, plan's, job's, series' or
+order's id, or its name) print only the events that match. With -o json,
+--follow prints one JSON event a line.`,
 		Example: `  capblock events
   capblock events --type 'job.*'
   capblock events --subject cb-… -f
@@ -45,6 +45,11 @@ line.`,
 			c, err := a.client()
 			if err != nil {
 				return err
+			}
+			if filter.subject != "" {
+				if filter.subject, err = subjectID(cmd.Context(), c, filter.subject); err != nil {
+					return fmt.Errorf("--subject: %w", err)
+				}
 			}
 			if follow || until != "" {
 				return a.followEvents(cmd.Context(), c, after, until, filter)
@@ -77,7 +82,7 @@ line.`,
 	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing new events until interrupted")
 	cmd.Flags().StringVar(&until, "until", "", "follow until an event of this type (e.g. block.expired) comes")
 	cmd.Flags().StringVar(&filter.typ, "type", "", "only events of this type (block.active), or family (block.*)")
-	cmd.Flags().StringVar(&filter.subject, "subject", "", "only events of this block, plan or job (its id)")
+	cmd.Flags().StringVar(&filter.subject, "subject", "", "only events of this block, plan, job, series or order (its id or its name)")
 	return cmd
 }
 

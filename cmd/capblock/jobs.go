@@ -80,6 +80,9 @@ spot price; a waiting one starts only when the budget can.`,
 			if err != nil {
 				return err
 			}
+			if req.Team, err = teamFlag(cmd.Context(), c, req.Team); err != nil {
+				return err
+			}
 			if req.BlockID != "" {
 				if req.BlockID, err = blockID(cmd.Context(), c, req.BlockID); err != nil {
 					return err

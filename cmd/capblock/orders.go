@@ -68,6 +68,9 @@ func (a *app) ordersCreateCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if req.Team, err = teamFlag(cmd.Context(), c, req.Team); err != nil {
+				return err
+			}
 			var until time.Time
 			if err := a.parseDates(cmd.Context(), c,
 				dateFlag{"--start-after", startAfter, &req.StartAfter},
@@ -236,14 +239,19 @@ without a terminal to answer, --yes is needed).`,
 
 // orderID returns the id of the order that arg names (resolve).
 func orderID(ctx context.Context, c *client.Client, arg string) (string, error) {
-	return resolve(ctx, orderThing, arg, func(ctx context.Context) ([]namedThing, error) {
+	return resolve(ctx, orderThing, arg, orderThings(c))
+}
+
+// orderThings lists the caller's orders as names are looked up among them.
+func orderThings(c *client.Client) func(context.Context) ([]namedThing, error) {
+	return func(ctx context.Context) ([]namedThing, error) {
 		orders, err := c.Orders(ctx)
 		things := make([]namedThing, len(orders))
 		for i, o := range orders {
 			things[i] = namedThing{o.ID, o.Name, o.State}
 		}
 		return things, err
-	})
+	}
 }
 
 // printOrder writes an order as "key: value" lines.

@@ -129,6 +129,9 @@ bought instead of buying twice.`,
 			if err != nil {
 				return err
 			}
+			if req.Team, err = teamFlag(cmd.Context(), c, req.Team); err != nil {
+				return err
+			}
 			var row string
 			if req.OfferingID, row, err = a.offeringArg(planSearch, args[0], a.creds.url); err != nil {
 				return err

@@ -123,6 +123,9 @@ or none does. Buying the same quote again returns the series it bought.`,
 			if err != nil {
 				return err
 			}
+			if req.Team, err = teamFlag(cmd.Context(), c, req.Team); err != nil {
+				return err
+			}
 			var row string
 			if req.OfferingID, row, err = a.offeringArg(seriesSearch, args[0], a.creds.url); err != nil {
 				return err
@@ -302,14 +305,19 @@ func seriesCancelPreview(ctx context.Context, c *client.Client, s client.Series)
 
 // seriesID returns the id of the series that arg names (resolve).
 func seriesID(ctx context.Context, c *client.Client, arg string) (string, error) {
-	return resolve(ctx, seriesThing, arg, func(ctx context.Context) ([]namedThing, error) {
+	return resolve(ctx, seriesThing, arg, seriesThings(c))
+}
+
+// seriesThings lists the caller's series as names are looked up among them.
+func seriesThings(c *client.Client) func(context.Context) ([]namedThing, error) {
+	return func(ctx context.Context) ([]namedThing, error) {
 		list, err := c.SeriesList(ctx)
 		things := make([]namedThing, len(list))
 		for i, s := range list {
 			things[i] = namedThing{s.ID, s.Name, s.State}
 		}
 		return things, err
-	})
+	}
 }
 
 // printSeriesOfferings writes one row per zone, then the occurrences of

@@ -45,6 +45,9 @@ the same hours cost on demand, SAVINGS = ON-DEMAND - SPENT.`,
 			if err != nil {
 				return err
 			}
+			if q.Team, err = teamFlag(cmd.Context(), c, q.Team); err != nil {
+				return err
+			}
 			s, err := c.Spend(cmd.Context(), q)
 			if err != nil {
 				return err

@@ -73,6 +73,9 @@ func (a *app) usersCreateCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if team, err = teamFlag(cmd.Context(), c, team); err != nil {
+				return err
+			}
 			u, err := c.CreateUser(cmd.Context(), client.NewUser{Name: args[0], Team: team, Role: role})
 			if err != nil {
 				return err
@@ -87,7 +90,7 @@ func (a *app) usersCreateCmd() *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&team, "team", "", "the user's team (an id from 'capblock teams list')")
+	cmd.Flags().StringVar(&team, "team", "", "the user's team: its id or name (from 'capblock teams list')")
 	cmd.Flags().StringVar(&role, "role", "", "admin, member or viewer")
 	_ = cmd.MarkFlagRequired("team")
 	_ = cmd.MarkFlagRequired("role")

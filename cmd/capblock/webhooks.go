@@ -50,6 +50,9 @@ func (a *app) webhooksCreateCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if team, err = teamFlag(cmd.Context(), c, team); err != nil {
+				return err
+			}
 			w, err := c.CreateWebhook(cmd.Context(), client.NewWebhook{URL: args[0], Events: events, Team: team})
 			if err != nil {
 				return err
