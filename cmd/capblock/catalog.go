@@ -1,13 +1,16 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
 
+	"capblock/internal/awsapi"
 	"capblock/internal/client"
+	"capblock/internal/core"
 )
 
 func (a *app) typesCmd() *cobra.Command {
@@ -171,4 +174,30 @@ func groupRunE(cmd *cobra.Command, args []string) error {
 		return usagef("unknown command %q for %q", args[0], cmd.CommandPath())
 	}
 	return cmd.Help()
+}
+
+// capblockTypes maps the --type values that are AWS names (p5.48xlarge,
+// ml.p5.48xlarge) to capblock's types, as the /aws fronts do: by the
+// fleet's awsNames, through awsapi.CapblockType. A name the fleet does
+// not know stays as given, for the server to say it is unknown.
+func capblockTypes(ctx context.Context, c *client.Client, names []string) ([]string, error) {
+	if len(names) == 0 {
+		return names, nil
+	}
+	types, err := c.InstanceTypes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	f := core.Fleet{Types: make([]core.InstanceType, len(types))}
+	for i, t := range types {
+		f.Types[i] = core.InstanceType{Name: t.Name, AWSNames: t.AWSNames}
+	}
+	mapped := make([]string, len(names))
+	for i, n := range names {
+		mapped[i] = n
+		if t, ok := awsapi.CapblockType(f, n); ok {
+			mapped[i] = t
+		}
+	}
+	return mapped, nil
 }

@@ -70,6 +70,9 @@ server run with --sim-clock), not from this machine's.`,
 			if q.Team, err = teamFlag(cmd.Context(), c, q.Team); err != nil {
 				return err
 			}
+			if q.InstanceTypes, err = capblockTypes(cmd.Context(), c, q.InstanceTypes); err != nil {
+				return err
+			}
 			if err := a.parseDates(cmd.Context(), c,
 				dateFlag{"--start-after", startAfter, &q.StartAfter},
 				dateFlag{"--end-before", endBefore, &q.EndBefore}); err != nil {
@@ -108,7 +111,7 @@ server run with --sim-clock), not from this machine's.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringSliceVar(&types, "type", nil, "instance type, e.g. h100.8x (repeat or comma-separate for several)")
+	f.StringSliceVar(&types, "type", nil, "instance type, e.g. h100.8x, or its AWS name, e.g. p5.48xlarge (repeat or comma-separate for several)")
 	f.IntVar(&count, "count", 1, "number of instances")
 	f.StringVar(&duration, "duration", "", "block length, e.g. 48h or 3d")
 	f.StringVar(&minDuration, "min-duration", "", "shortest acceptable length (instead of --duration)")

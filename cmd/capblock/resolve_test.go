@@ -219,7 +219,7 @@ func TestNamesInFlags(t *testing.T) {
 			args: []string{"offerings", "--type", "h100.8x", "--count", "2", "--duration", "48h", "--team", "ops"},
 			want: result{stdout: "*", stderr: "*"},
 			wantRequests: []string{
-				"GET /v1/teams", "GET /healthz",
+				"GET /v1/teams", "GET /v1/instance-types", "GET /healthz",
 				"GET /v1/offerings?durationHours=48&endBefore=2026-12-07T09%3A30%3A00Z&instanceCount=2&instanceType=h100.8x&startAfter=2026-11-21T09%3A30%3A00Z&team=team-0"},
 		},
 	}
