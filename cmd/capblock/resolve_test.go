@@ -171,7 +171,7 @@ func TestNamesStandForIDs(t *testing.T) {
 
 // TestNamesInFlags checks that the flags that take an id take a name
 // too: --subject a block's, plan's, job's, series' or order's, --team a
-// team's; and that a name nothing has is said in one line.
+// team's, --user a user's; and that a name nothing has is said in one line.
 func TestNamesInFlags(t *testing.T) {
 	lookups := []string{"GET /v1/blocks", "GET /v1/plans", "GET /v1/jobs", "GET /v1/series", "GET /v1/orders"}
 	eventLines := lines(
@@ -214,6 +214,11 @@ func TestNamesInFlags(t *testing.T) {
 			args:         []string{"buy", "cbo-first", "--client-token", "tok-1", "--team", "nobody"},
 			want:         result{code: 1, stderr: `capblock: --team: no team is named "nobody" (an id starts with team-; 'capblock teams list' lists ids and names)` + "\n"},
 			wantRequests: []string{"GET /v1/teams"},
+		},
+		"tokens create --user a user's name": {
+			args:         []string{"tokens", "create", "--user", "ada"},
+			want:         result{stdout: "*", stderr: "*"},
+			wantRequests: []string{"GET /v1/users", "POST /v1/users/usr-2/tokens {}"},
 		},
 		"offerings --team a team's name": {
 			args: []string{"offerings", "--type", "h100.8x", "--count", "2", "--duration", "48h", "--team", "ops"},

@@ -131,9 +131,12 @@ func (a *app) tokensCreateCmd() *cobra.Command {
 				return err
 			}
 			if user == "" {
-				if user, err = a.ownUserID(cmd.Context(), c); err != nil {
-					return err
-				}
+				user, err = a.ownUserID(cmd.Context(), c)
+			} else {
+				user, err = userID(cmd.Context(), c, user)
+			}
+			if err != nil {
+				return err
 			}
 			tok, err := c.CreateToken(cmd.Context(), user, lifetime)
 			if err != nil {
@@ -157,7 +160,7 @@ func (a *app) tokensCreateCmd() *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&user, "user", "", "the user the token acts as (default: yourself, as 'capblock login' found out)")
+	cmd.Flags().StringVar(&user, "user", "", "the user the token acts as, by id or name (default: yourself, as 'capblock login' found out)")
 	cmd.Flags().StringVar(&expiresIn, "expires-in", "", "lifetime, e.g. 720h or 30d (default: no expiry)")
 	return cmd
 }
