@@ -112,7 +112,7 @@ func (a *app) accessKeysListCmd() *cobra.Command {
 // the caller may list them.
 func (a *app) printAccessKeys(ctx context.Context, c *client.Client, keys []client.AccessKey) error {
 	users, teams := userNames(ctx, c), teamNames(ctx, c)
-	t := newTable(a.stdout, "ID", "ACCESS KEY ID", "USER", "TEAM", "CREATED (UTC)", "STATE")
+	t := a.newTable("ID", "ACCESS KEY ID", "USER", "TEAM", "CREATED (UTC)", "STATE").clipToFit("USER", "TEAM")
 	for _, k := range keys {
 		state := "active"
 		if k.RevokedAt != nil {

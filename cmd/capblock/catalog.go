@@ -30,7 +30,7 @@ func (a *app) typesCmd() *cobra.Command {
 			if a.jsonOutput() {
 				return a.printJSON(map[string]any{"instanceTypes": types})
 			}
-			t := newTable(a.stdout, "NAME", "GPU MODEL", "GPUS", "ON-DEMAND/H", "ZONES")
+			t := a.newTable("NAME", "GPU MODEL", "GPUS", "ON-DEMAND/H", "ZONES").clipToFit("ZONES")
 			for _, it := range types {
 				t.row(it.Name, it.GPUModel, strconv.Itoa(it.GPUsPerInstance), it.OnDemandPrice.String(), strings.Join(it.Zones, ","))
 			}
@@ -56,7 +56,7 @@ func (a *app) nodesCmd() *cobra.Command {
 			if a.jsonOutput() {
 				return a.printJSON(map[string]any{"nodes": nodes})
 			}
-			t := newTable(a.stdout, "NAME", "ZONE", "RACK", "GPU MODEL", "GPUS", "HEALTH", "LABELS")
+			t := a.newTable("NAME", "ZONE", "RACK", "GPU MODEL", "GPUS", "HEALTH", "LABELS").clipToFit("LABELS")
 			for _, n := range nodes {
 				t.row(n.Name, n.Zone, n.Rack, n.GPUModel, strconv.Itoa(n.GPUs), healthCell(n.Health, n.HealthReason, n.HealthSource), formatLabels(n.Labels))
 			}

@@ -166,15 +166,19 @@ func (a *app) followEvents(ctx context.Context, c *client.Client, after, until s
 // the service's ids, so that lines printed one at a time line up.
 const eventColumns = "%-16s  %-26s %-22s %-22s %s"
 
+// eventDataColumn is where the data starts on an event's line: the
+// widths of eventColumns before it.
+const eventDataColumn = 16 + 2 + 26 + 1 + 22 + 1 + 22 + 1
+
 // printEventHeader writes the header of the lines printEvent writes.
 func (a *app) printEventHeader() {
 	fmt.Fprintln(a.stdout, strings.TrimRight(fmt.Sprintf(eventColumns, "TIME ("+zoneLabel()+")", "TYPE", "SUBJECT", "EVENT", "DATA"), " "))
 }
 
 // printEvent writes one event as one line: JSON with -o json, otherwise
-// time, type, subject, id and data under printEventHeader's header. Both
-// are escaped (printableJSON, printable): the event's fields come from
-// the server.
+// time, type, subject, id and data under printEventHeader's header, cut
+// to maxTableWidth but with -o wide. Both are escaped (printableJSON,
+// printable): the event's fields come from the server.
 func (a *app) printEvent(e client.Event) error {
 	if a.jsonOutput() {
 		data, err := json.Marshal(e)
@@ -192,8 +196,15 @@ func (a *app) printEvent(e client.Event) error {
 		}
 		data = string(raw)
 	}
-	line := strings.TrimRight(fmt.Sprintf(eventColumns, fmtTime(e.Time), e.Type, e.Subject, e.ID, data), " ")
-	_, err := fmt.Fprintln(a.stdout, printable(line))
+	typ, subject, id, data := printable(e.Type), printable(e.Subject), printable(e.ID), printable(data)
+	if !a.wideOutput() {
+		// Lines are printed one at a time, so the columns are cut to
+		// their widths, and the data to what is left of maxTableWidth.
+		typ, subject, id = clip(typ, 26), clip(subject, 22), clip(id, 22)
+		data = clip(data, maxTableWidth-eventDataColumn)
+	}
+	line := strings.TrimRight(fmt.Sprintf(eventColumns, fmtTime(e.Time), typ, subject, id, data), " ")
+	_, err := fmt.Fprintln(a.stdout, line)
 	if err != nil {
 		return fmt.Errorf("writing event: %w", err)
 	}

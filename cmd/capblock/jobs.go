@@ -131,7 +131,7 @@ func (a *app) jobsListCmd() *cobra.Command {
 			if a.jsonOutput() {
 				return a.printJSON(map[string]any{"jobs": js})
 			}
-			t := newTable(a.stdout, "ID", "NAME", "STATE", "BLOCK", "INSTANCES", "RESTARTS", "CREATED (UTC)", "REASON")
+			t := a.newTable("ID", "NAME", "STATE", "BLOCK", "INSTANCES", "RESTARTS", "CREATED (UTC)", "REASON").clipToFit("NAME", "REASON")
 			for _, j := range js {
 				blk := j.BlockID
 				if j.Preemptible {

@@ -152,7 +152,7 @@ func (a *app) ordersListCmd() *cobra.Command {
 				a.note("no standing orders; place one with 'capblock orders create'")
 				return nil
 			}
-			t := newTable(a.stdout, "ID", "STATE", "MODE", "INSTANCES", "HOURS", "START AFTER (UTC)", "DEADLINE (UTC)", "BLOCK")
+			t := a.newTable("ID", "STATE", "MODE", "INSTANCES", "HOURS", "START AFTER (UTC)", "DEADLINE (UTC)", "BLOCK")
 			for _, o := range orders {
 				t.row(o.ID, o.State, o.Mode, fmt.Sprintf("%d×%s", o.InstanceCount, o.InstanceType), strconv.Itoa(o.DurationHours),
 					fmtTime(o.StartAfter), fmtTime(o.Deadline), orDash(o.BlockID))

@@ -180,10 +180,10 @@ func (a *app) seriesListCmd() *cobra.Command {
 				a.note("no series; find one to buy with 'capblock series search'")
 				return nil
 			}
-			t := newTable(a.stdout, "ID", "NAME", "STATE", "INSTANCES", "SCHEDULE", "BLOCKS", "FEE")
+			t := a.newTable("ID", "NAME", "STATE", "INSTANCES", "SCHEDULE", "BLOCKS", "FEE").clipToFit("NAME", "SCHEDULE")
 			for _, s := range list {
-				t.row(s.ID, orDash(clip(s.Name, 14)), s.State, fmt.Sprintf("%d×%s", s.InstanceCount, s.InstanceType),
-					clip(scheduleText(s.Schedule), 40), liveCount(s), s.UpfrontFee.String())
+				t.row(s.ID, orDash(s.Name), s.State, fmt.Sprintf("%d×%s", s.InstanceCount, s.InstanceType),
+					scheduleText(s.Schedule), liveCount(s), s.UpfrontFee.String())
 			}
 			return t.flush()
 		},
@@ -323,7 +323,7 @@ func seriesThings(c *client.Client) func(context.Context) ([]namedThing, error) 
 // printSeriesOfferings writes one row per zone, then the occurrences of
 // the first (the best).
 func (a *app) printSeriesOfferings(offers []client.SeriesOffering) error {
-	t := newTable(a.stdout, "#", "ZONE", "TYPE", "COUNT", "FITS", "FIRST (UTC)", "LAST (UTC)", "FEE", "ON-DEMAND", "BUYABLE")
+	t := a.newTable("#", "ZONE", "TYPE", "COUNT", "FITS", "FIRST (UTC)", "LAST (UTC)", "FEE", "ON-DEMAND", "BUYABLE")
 	for i, o := range offers {
 		first, last := "-", "-"
 		if n := len(o.Occurrences); n > 0 {
@@ -340,7 +340,7 @@ func (a *app) printSeriesOfferings(offers []client.SeriesOffering) error {
 		return err
 	}
 	fmt.Fprintf(a.stdout, "\noccurrences in %s (row 1):\n", offers[0].Zone)
-	t = newTable(a.stdout, "#", "LOCAL START", "LOCAL END", "START (UTC)", "HOURS", "FITS", "FEE OR WHY NOT")
+	t = a.newTable("#", "LOCAL START", "LOCAL END", "START (UTC)", "HOURS", "FITS", "FEE OR WHY NOT")
 	for i, oc := range offers[0].Occurrences {
 		why := "-"
 		if oc.UpfrontFee != nil {
@@ -374,7 +374,7 @@ func (a *app) printSeries(s client.Series) error {
 		return err
 	}
 	fmt.Fprintln(a.stdout)
-	t = newTable(a.stdout, "#", "BLOCK", "STATE", "LOCAL START", "LOCAL END", "START (UTC)", "HOURS", "FEE")
+	t = a.newTable("#", "BLOCK", "STATE", "LOCAL START", "LOCAL END", "START (UTC)", "HOURS", "FEE")
 	for i, b := range s.Occurrences {
 		t.row(strconv.Itoa(i+1), b.BlockID, b.State, localText(b.LocalStartTime), localClock(b.LocalEndTime), fmtTime(b.StartTime),
 			strconv.Itoa(b.DurationHours), b.UpfrontFee.String())

@@ -50,7 +50,7 @@ func (a *app) usersListCmd() *cobra.Command {
 }
 
 func (a *app) printUsers(users []client.User) error {
-	t := newTable(a.stdout, "ID", "NAME", "TEAM", "ROLE", "CREATED (UTC)", "STATE")
+	t := a.newTable("ID", "NAME", "TEAM", "ROLE", "CREATED (UTC)", "STATE").clipToFit("NAME", "TEAM")
 	for _, u := range users {
 		t.row(u.ID, u.Name, u.Team, u.Role, fmtTime(u.CreatedAt), enabledState(u.DisabledAt))
 	}
@@ -209,7 +209,7 @@ func (a *app) tokensListCmd() *cobra.Command {
 }
 
 func (a *app) printTokens(tokens []client.Token) error {
-	t := newTable(a.stdout, "ID", "USER", "STATE", "CREATED (UTC)", "EXPIRES (UTC)")
+	t := a.newTable("ID", "USER", "STATE", "CREATED (UTC)", "EXPIRES (UTC)").clipToFit("USER")
 	for _, tok := range tokens {
 		state := "active"
 		switch {

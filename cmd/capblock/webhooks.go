@@ -100,7 +100,7 @@ func (a *app) webhooksListCmd() *cobra.Command {
 			if a.jsonOutput() {
 				return a.printJSON(map[string]any{"webhooks": hooks})
 			}
-			t := newTable(a.stdout, "ID", "TEAM", "EVENTS", "CREATED (UTC)", "URL")
+			t := a.newTable("ID", "TEAM", "EVENTS", "CREATED (UTC)", "URL").clipToFit("TEAM", "EVENTS", "URL")
 			for _, w := range hooks {
 				t.row(w.ID, w.Team, strings.Join(w.Events, ","), fmtTime(w.CreatedAt), w.URL)
 			}
@@ -183,7 +183,7 @@ func (a *app) webhooksDeliveriesCmd() *cobra.Command {
 			if a.jsonOutput() {
 				return a.printJSON(map[string]any{"deliveries": ds})
 			}
-			t := newTable(a.stdout, "EVENT", "ATTEMPT", "TIME (UTC)", "RESULT", "NEXT ATTEMPT (UTC)")
+			t := a.newTable("EVENT", "ATTEMPT", "TIME (UTC)", "RESULT", "NEXT ATTEMPT (UTC)").clipToFit("RESULT")
 			for _, d := range ds {
 				next := "-"
 				if d.NextAttemptAt != nil {
