@@ -2,7 +2,7 @@ package main
 
 import (
 	"encoding/json"
-	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -20,7 +20,8 @@ var (
 )
 
 // TestTablesFitTheirWidth runs every list command against a real server
-// holding names of the longest length the API takes, and checks that
+// holding names of the longest length the API takes (and against a fake
+// one for what the real one cannot hold here), and checks that
 // each line of a table is at most 120 columns, that a cut value ends in
 // an ellipsis, and that -o wide and -o json still show it whole.
 func TestTablesFitTheirWidth(t *testing.T) {
@@ -96,22 +97,31 @@ func TestTablesFitTheirWidth(t *testing.T) {
 		}
 	}
 
-	// A delivery that failed says why, naming the URL: a fake server's,
-	// as no delivery is attempted here.
-	deliveries := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		fmt.Fprintf(w, `{"deliveries": [{"id": "whd-1", "eventId": "evt-0123456789abcdef0", "attempt": 1, "time": "2027-03-15T00:00:00Z",
-			"error": "no answer: Post \"%s\": dial tcp: lookup example.com: no such host", "nextAttemptAt": "2027-03-15T00:00:01Z"}]}`, longURL)
-	}))
-	defer deliveries.Close()
-	got := runApp(t.Context(), nil, "--url", deliveries.URL, "webhooks", "deliveries", "wh-1")
-	for _, line := range strings.Split(strings.TrimSuffix(got.stdout, "\n"), "\n") {
-		if n := utf8.RuneCountInString(line); got.code != 0 || n > maxTableWidth {
-			t.Errorf("webhooks deliveries: exit %d, a line of %d columns: %q", got.code, n, line)
+	// What this server cannot hold comes from a fake one: a delivery
+	// that failed, saying why with the URL (no delivery is attempted
+	// here), a job (no jobs directory) and an access key (no secrets key).
+	fake := httptest.NewServer(longFakeAPI())
+	defer fake.Close()
+	for _, tc := range []struct {
+		args  []string
+		whole string // shown whole with -o wide
+	}{
+		{[]string{"webhooks", "deliveries", "wh-1"}, longURL},
+		{[]string{"jobs", "list"}, longName},
+		{[]string{"access-keys", "list"}, longUserName},
+	} {
+		got := runApp(t.Context(), nil, append([]string{"--url", fake.URL}, tc.args...)...)
+		if got.code != 0 || !strings.Contains(got.stdout, "…") {
+			t.Errorf("%v: exit %d, nothing cut: %s%s", tc.args, got.code, got.stdout, got.stderr)
 		}
-	}
-	if wide := runApp(t.Context(), nil, "--url", deliveries.URL, "-o", "wide", "webhooks", "deliveries", "wh-1"); !strings.Contains(wide.stdout, longURL) {
-		t.Errorf("webhooks deliveries -o wide does not show the error whole:\n%s", wide.stdout)
+		for _, line := range strings.Split(strings.TrimSuffix(got.stdout, "\n"), "\n") {
+			if n := utf8.RuneCountInString(line); n > maxTableWidth {
+				t.Errorf("%v: a line of %d columns: %q", tc.args, n, line)
+			}
+		}
+		if wide := runApp(t.Context(), nil, append([]string{"--url", fake.URL, "-o", "wide"}, tc.args...)...); !strings.Contains(wide.stdout, tc.whole) {
+			t.Errorf("%v -o wide does not show %q whole:\n%s", tc.args, tc.whole[:20]+"…", wide.stdout)
+		}
 	}
 
 	// 3. -o wide and -o json show the values whole.
@@ -157,4 +167,27 @@ func TestTablesFitTheirWidth(t *testing.T) {
 	if got := run("-o", "wide", "audit").stdout; !strings.Contains(got, longUserName) || !strings.Contains(got, longTeamName) {
 		t.Errorf("audit -o wide does not show the user's and the team's names whole:\n%s", got)
 	}
+}
+
+// longFakeAPI serves a delivery log, jobs and access keys with the
+// longest values the API takes.
+func longFakeAPI() http.Handler {
+	mux := http.NewServeMux()
+	reply := func(body string) http.HandlerFunc {
+		return func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			io.WriteString(w, body)
+		}
+	}
+	mux.HandleFunc("GET /v1/webhooks/{id}/deliveries", reply(`{"deliveries": [{"id": "whd-1", "eventId": "evt-0123456789abcdef0",
+		"attempt": 1, "time": "2027-03-15T00:00:00Z", "nextAttemptAt": "2027-03-15T00:00:01Z",
+		"error": "no answer: Post \"`+longURL+`\": dial tcp: lookup example.com: no such host"}]}`))
+	mux.HandleFunc("GET /v1/jobs", reply(`{"jobs": [{"id": "job-0123456789abcdef0", "name": "`+longName+`", "blockId": "cb-0123456789abcdef0",
+		"command": ["true"], "instanceCount": 16, "state": "failed", "restarts": 3, "createdAt": "2027-03-15T00:00:00Z",
+		"reason": "instance 15 exited 137 (killed: out of memory) after 3 restarts, the most allowed (maxRestarts 3)"}]}`))
+	mux.HandleFunc("GET /v1/access-keys", reply(`{"accessKeys": [{"id": "ak-0123456789abcdef0", "accessKeyId": "AKCB0123456789ABCDEF",
+		"user": "usr-0123456789abcdef0", "team": "team-0123456789abcdef0", "createdAt": "2027-03-15T00:00:00Z"}]}`))
+	mux.HandleFunc("GET /v1/users", reply(`{"users": [{"id": "usr-0123456789abcdef0", "name": "`+longUserName+`", "team": "team-0123456789abcdef0", "role": "member"}]}`))
+	mux.HandleFunc("GET /v1/teams", reply(`{"teams": [{"id": "team-0123456789abcdef0", "name": "`+longTeamName+`"}]}`))
+	return mux
 }
