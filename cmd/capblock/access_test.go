@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 
@@ -216,12 +217,12 @@ func TestAccessCommands(t *testing.T) {
 			want: result{code: 2, stderr: "capblock: --expires-in 30s: a token lives at least a minute (see 'capblock tokens create --help')\n"},
 		},
 		"tokens revoke": {
-			args: []string{"tokens", "revoke", "tok-2"},
-			want: result{stdout: lines(
+			args: []string{"tokens", "revoke", "tok-2", "--yes"},
+			want: result{stderr: "revoking token tok-2 of user usr-2, created 2026-11-01 00:00: requests with it are refused from now on\n", stdout: lines(
 				"ID     USER   STATE                     CREATED (UTC)     EXPIRES (UTC)",
 				"tok-2  usr-2  revoked 2026-11-20 09:30  2026-11-01 00:00  never",
 			)},
-			wantRequests: []string{"DELETE /v1/tokens/tok-2"},
+			wantRequests: []string{"GET /v1/tokens", "DELETE /v1/tokens/tok-2"},
 		},
 		"spend": {
 			args: []string{"spend", "--team", "team-1", "--from", "2026-11", "--to", "2026-12"},
@@ -299,7 +300,7 @@ func TestAccessJSONOutput(t *testing.T) {
 		"users list":    {args: []string{"users", "list"}, want: `{"users": [` + userRoot + `, ` + userAda + `]}`},
 		"users create":  {args: []string{"users", "create", "grace", "--team", "team-1", "--role", "viewer"}, want: `{"id": "usr-3", "name": "grace", "team": "team-1", "role": "viewer", "createdAt": "2026-11-20T09:30:00Z"}`},
 		"tokens list":   {args: []string{"tokens", "list"}, want: `{"tokens": [` + tokenRoot + `, ` + tokenAda + `, ` + tokenAdaOld + `]}`},
-		"tokens revoke": {args: []string{"tokens", "revoke", "tok-2"}, want: `{"id": "tok-2", "user": "usr-2", "createdAt": "2026-11-01T00:00:00Z", "revokedAt": "2026-11-20T09:30:00Z"}`},
+		"tokens revoke": {args: []string{"tokens", "revoke", "tok-2", "--yes"}, want: `{"id": "tok-2", "user": "usr-2", "createdAt": "2026-11-01T00:00:00Z", "revokedAt": "2026-11-20T09:30:00Z"}`},
 		"spend":         {args: []string{"spend"}, want: spendJSON},
 		"audit":         {args: []string{"audit"}, want: auditJSON},
 	}
@@ -307,7 +308,9 @@ func TestAccessJSONOutput(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			api := newFakeAPI(t)
 			got := runApp(t.Context(), nil, append([]string{"--url", api.URL, "-o", "json"}, tc.args...)...)
-			if got.code != 0 || got.stderr != "" {
+			// With --yes a command still says on stderr what it does;
+			// stdout is the JSON alone.
+			if got.code != 0 || (got.stderr != "" && !slices.Contains(tc.args, "--yes")) {
 				t.Fatalf("exit %d, stderr %q", got.code, got.stderr)
 			}
 			assertJSON(t, tc.want, got.stdout)

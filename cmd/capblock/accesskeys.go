@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"text/tabwriter"
 
@@ -111,7 +112,7 @@ func (a *app) accessKeysListCmd() *cobra.Command {
 // the caller may list them.
 func (a *app) printAccessKeys(ctx context.Context, c *client.Client, keys []client.AccessKey) error {
 	users, teams := userNames(ctx, c), teamNames(ctx, c)
-	t := newTable(a.stdout, "ID", "ACCESS KEY ID", "USER", "TEAM", "CREATED (UTC)", "STATE")
+	t := a.newTable("ID", "ACCESS KEY ID", "USER", "TEAM", "CREATED (UTC)", "STATE").clipToFit("USER", "TEAM")
 	for _, k := range keys {
 		state := "active"
 		if k.RevokedAt != nil {
@@ -123,23 +124,45 @@ func (a *app) printAccessKeys(ctx context.Context, c *client.Client, keys []clie
 }
 
 func (a *app) accessKeysRevokeCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:   "revoke ID",
+	var yes bool
+	cmd := &cobra.Command{
+		Use:   "revoke ID [--yes]",
 		Short: "Revoke an access key at once, by its id or access key id: yours, or (admin) anyone's",
-		Args:  exactlyOne("access key id (from 'capblock access-keys list')"),
+		Long: `Revoke an access key at once, by its id or access key id: yours, or (admin)
+anyone's. It first says which key and asks for confirmation (--yes does
+not ask; without a terminal to answer, --yes is needed).`,
+		Args: exactlyOne("access key id (from 'capblock access-keys list')"),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := a.mayAsk(yes, "revoke"); err != nil {
+				return err
+			}
+			ctx := cmd.Context()
 			c, err := a.client()
 			if err != nil {
 				return err
 			}
-			k, err := c.RevokeAccessKey(cmd.Context(), args[0])
+			what := fmt.Sprintf("revoking access key %s: requests signed with it are refused from now on", args[0])
+			if keys, err := c.AccessKeys(ctx); err == nil {
+				for _, k := range keys {
+					if k.ID == args[0] || k.AccessKeyID == args[0] {
+						what = fmt.Sprintf("revoking access key %s (%s) of user %s, created %s: requests signed with it are refused from now on",
+							k.ID, k.AccessKeyID, k.User, fmtTime(k.CreatedAt))
+					}
+				}
+			}
+			if err := a.confirm(yes, what, "Revoke it?", "access key "+args[0]+" was not revoked"); err != nil {
+				return err
+			}
+			k, err := c.RevokeAccessKey(ctx, args[0])
 			if err != nil {
 				return err
 			}
 			if a.jsonOutput() {
 				return a.printJSON(k)
 			}
-			return a.printAccessKeys(cmd.Context(), c, []client.AccessKey{k})
+			return a.printAccessKeys(ctx, c, []client.AccessKey{k})
 		},
 	}
+	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "revoke without asking")
+	return cmd
 }

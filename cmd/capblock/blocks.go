@@ -134,7 +134,7 @@ func (a *app) printStatus(s client.BlockStatus) error {
 	if !s.PlacementFinal {
 		placement = "tentative until " + fmtZoned(s.LockInTime) + " (may still move)"
 	}
-	t := newTable(a.stdout, "capacity:", capacity)
+	t := a.newTable("capacity:", capacity)
 	t.row("placement:", placement)
 	if err := t.flush(); err != nil {
 		return err
@@ -143,7 +143,7 @@ func (a *app) printStatus(s client.BlockStatus) error {
 		return nil
 	}
 	fmt.Fprintln(a.stdout)
-	t = newTable(a.stdout, "NODE", "GPUS")
+	t = a.newTable("NODE", "GPUS")
 	for _, p := range s.Placements {
 		t.row(p.Node, formatGPUs(p.GPUs))
 	}

@@ -1,13 +1,16 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
 
+	"capblock/internal/awsapi"
 	"capblock/internal/client"
+	"capblock/internal/core"
 )
 
 func (a *app) typesCmd() *cobra.Command {
@@ -27,7 +30,7 @@ func (a *app) typesCmd() *cobra.Command {
 			if a.jsonOutput() {
 				return a.printJSON(map[string]any{"instanceTypes": types})
 			}
-			t := newTable(a.stdout, "NAME", "GPU MODEL", "GPUS", "ON-DEMAND/H", "ZONES")
+			t := a.newTable("NAME", "GPU MODEL", "GPUS", "ON-DEMAND/H", "ZONES").clipToFit("ZONES")
 			for _, it := range types {
 				t.row(it.Name, it.GPUModel, strconv.Itoa(it.GPUsPerInstance), it.OnDemandPrice.String(), strings.Join(it.Zones, ","))
 			}
@@ -53,7 +56,7 @@ func (a *app) nodesCmd() *cobra.Command {
 			if a.jsonOutput() {
 				return a.printJSON(map[string]any{"nodes": nodes})
 			}
-			t := newTable(a.stdout, "NAME", "ZONE", "RACK", "GPU MODEL", "GPUS", "HEALTH", "LABELS")
+			t := a.newTable("NAME", "ZONE", "RACK", "GPU MODEL", "GPUS", "HEALTH", "LABELS").clipToFit("LABELS")
 			for _, n := range nodes {
 				t.row(n.Name, n.Zone, n.Rack, n.GPUModel, strconv.Itoa(n.GPUs), healthCell(n.Health, n.HealthReason, n.HealthSource), formatLabels(n.Labels))
 			}
@@ -171,4 +174,30 @@ func groupRunE(cmd *cobra.Command, args []string) error {
 		return usagef("unknown command %q for %q", args[0], cmd.CommandPath())
 	}
 	return cmd.Help()
+}
+
+// capblockTypes maps the --type values that are AWS names (p5.48xlarge,
+// ml.p5.48xlarge) to capblock's types, as the /aws fronts do: by the
+// fleet's awsNames, through awsapi.CapblockType. A name the fleet does
+// not know stays as given, for the server to say it is unknown.
+func capblockTypes(ctx context.Context, c *client.Client, names []string) ([]string, error) {
+	if len(names) == 0 {
+		return names, nil
+	}
+	types, err := c.InstanceTypes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	f := core.Fleet{Types: make([]core.InstanceType, len(types))}
+	for i, t := range types {
+		f.Types[i] = core.InstanceType{Name: t.Name, AWSNames: t.AWSNames}
+	}
+	mapped := make([]string, len(names))
+	for i, n := range names {
+		mapped[i] = n
+		if t, ok := awsapi.CapblockType(f, n); ok {
+			mapped[i] = t
+		}
+	}
+	return mapped, nil
 }

@@ -26,16 +26,16 @@ func (a *app) eventsCmd() *cobra.Command {
 		filter       eventFilter
 	)
 	cmd := &cobra.Command{
-		Use:   "events [--after CURSOR] [-f] [--until TYPE] [--type TYPE] [--subject ID]",
+		Use:   "events [--after CURSOR] [-f] [--until TYPE] [--type TYPE] [--subject ID|NAME]",
 		Short: "Print the events of your blocks, plans and jobs",
 		Long: `Print events (block.active, block.expiration-warning, …) one per line under
 a header: time, type, subject, the event's id and its data. Without
 --follow it prints what is there and the cursor to pass as --after next
 time; with --follow it keeps waiting for new events until Ctrl-C, or with
 --until TYPE until an event of that type comes. --type (block.active, or
-block.* for a family) and --subject (a block's, plan's or job's id) print
-only the events that match. With -o json, --follow prints one JSON event a
-line.`,
+block.* for a family) and --subject (a block's, plan's, job's, series' or
+order's id, or its name) print only the events that match. With -o json,
+--follow prints one JSON event a line.`,
 		Example: `  capblock events
   capblock events --type 'job.*'
   capblock events --subject cb-… -f
@@ -45,6 +45,11 @@ line.`,
 			c, err := a.client()
 			if err != nil {
 				return err
+			}
+			if filter.subject != "" {
+				if filter.subject, err = subjectID(cmd.Context(), c, filter.subject); err != nil {
+					return fmt.Errorf("--subject: %w", err)
+				}
 			}
 			if follow || until != "" {
 				return a.followEvents(cmd.Context(), c, after, until, filter)
@@ -77,7 +82,7 @@ line.`,
 	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing new events until interrupted")
 	cmd.Flags().StringVar(&until, "until", "", "follow until an event of this type (e.g. block.expired) comes")
 	cmd.Flags().StringVar(&filter.typ, "type", "", "only events of this type (block.active), or family (block.*)")
-	cmd.Flags().StringVar(&filter.subject, "subject", "", "only events of this block, plan or job (its id)")
+	cmd.Flags().StringVar(&filter.subject, "subject", "", "only events of this block, plan, job, series or order (its id or its name)")
 	return cmd
 }
 
@@ -161,15 +166,19 @@ func (a *app) followEvents(ctx context.Context, c *client.Client, after, until s
 // the service's ids, so that lines printed one at a time line up.
 const eventColumns = "%-16s  %-26s %-22s %-22s %s"
 
+// eventDataColumn is where the data starts on an event's line: the
+// widths of eventColumns before it.
+const eventDataColumn = 16 + 2 + 26 + 1 + 22 + 1 + 22 + 1
+
 // printEventHeader writes the header of the lines printEvent writes.
 func (a *app) printEventHeader() {
 	fmt.Fprintln(a.stdout, strings.TrimRight(fmt.Sprintf(eventColumns, "TIME ("+zoneLabel()+")", "TYPE", "SUBJECT", "EVENT", "DATA"), " "))
 }
 
 // printEvent writes one event as one line: JSON with -o json, otherwise
-// time, type, subject, id and data under printEventHeader's header. Both
-// are escaped (printableJSON, printable): the event's fields come from
-// the server.
+// time, type, subject, id and data under printEventHeader's header, cut
+// to maxTableWidth but with -o wide. Both are escaped (printableJSON,
+// printable): the event's fields come from the server.
 func (a *app) printEvent(e client.Event) error {
 	if a.jsonOutput() {
 		data, err := json.Marshal(e)
@@ -187,8 +196,15 @@ func (a *app) printEvent(e client.Event) error {
 		}
 		data = string(raw)
 	}
-	line := strings.TrimRight(fmt.Sprintf(eventColumns, fmtTime(e.Time), e.Type, e.Subject, e.ID, data), " ")
-	_, err := fmt.Fprintln(a.stdout, printable(line))
+	typ, subject, id, data := printable(e.Type), printable(e.Subject), printable(e.ID), printable(data)
+	if !a.wideOutput() {
+		// Lines are printed one at a time, so the columns are cut to
+		// their widths, and the data to what is left of maxTableWidth.
+		typ, subject, id = clip(typ, 26), clip(subject, 22), clip(id, 22)
+		data = clip(data, maxTableWidth-eventDataColumn)
+	}
+	line := strings.TrimRight(fmt.Sprintf(eventColumns, fmtTime(e.Time), typ, subject, id, data), " ")
+	_, err := fmt.Fprintln(a.stdout, line)
 	if err != nil {
 		return fmt.Errorf("writing event: %w", err)
 	}

@@ -79,7 +79,8 @@ func newFakeAPI(t *testing.T) *fakeAPI {
 		}
 	}
 	mux.HandleFunc("GET /v1/instance-types", reply(`{"instanceTypes": [
-		{"name": "h100.8x", "gpuModel": "H100", "gpusPerInstance": 8, "onDemandPrice": {"amount": "98.32", "currency": "USD"}, "zones": ["zone-a", "zone-b"]},
+		{"name": "h100.8x", "gpuModel": "H100", "gpusPerInstance": 8, "onDemandPrice": {"amount": "98.32", "currency": "USD"}, "zones": ["zone-a", "zone-b"],
+			"awsNames": ["p5.48xlarge", "ml.p5.48xlarge"]},
 		{"name": "l4.1x", "gpuModel": "L4", "gpusPerInstance": 1, "onDemandPrice": {"amount": "1.00", "currency": "USD"}, "zones": ["zone-b"]}]}`))
 	// Not the default policy: the CLI must say what the operator set.
 	mux.HandleFunc("GET /v1/blocks/{id}/cancel-quote", func(w http.ResponseWriter, r *http.Request) {
@@ -216,6 +217,7 @@ func newFakeAPI(t *testing.T) *fakeAPI {
 	mux.HandleFunc("POST /v1/admin/clock", reply(`{"now": "2026-12-01T06:00:00Z"}`))
 	f.accessRoutes(mux)
 	f.webhookRoutes(mux)
+	f.destructiveRoutes(mux)
 
 	f.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)

@@ -80,6 +80,9 @@ spot price; a waiting one starts only when the budget can.`,
 			if err != nil {
 				return err
 			}
+			if req.Team, err = teamFlag(cmd.Context(), c, req.Team); err != nil {
+				return err
+			}
 			if req.BlockID != "" {
 				if req.BlockID, err = blockID(cmd.Context(), c, req.BlockID); err != nil {
 					return err
@@ -128,7 +131,7 @@ func (a *app) jobsListCmd() *cobra.Command {
 			if a.jsonOutput() {
 				return a.printJSON(map[string]any{"jobs": js})
 			}
-			t := newTable(a.stdout, "ID", "NAME", "STATE", "BLOCK", "INSTANCES", "RESTARTS", "CREATED (UTC)", "REASON")
+			t := a.newTable("ID", "NAME", "STATE", "BLOCK", "INSTANCES", "RESTARTS", "CREATED (UTC)", "REASON").clipToFit("NAME", "REASON")
 			for _, j := range js {
 				blk := j.BlockID
 				if j.Preemptible {
@@ -165,26 +168,49 @@ func (a *app) jobsShowCmd() *cobra.Command {
 }
 
 func (a *app) jobsStopCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:   "stop JOB",
+	var yes bool
+	cmd := &cobra.Command{
+		Use:   "stop JOB [--yes]",
 		Short: "Stop a job: SIGTERM to its processes, SIGKILL after a grace period",
-		Args:  exactlyOne("job id or name"),
+		Long: `Stop a job: SIGTERM to its processes, SIGKILL after a grace period. It
+first says which job and asks for confirmation (--yes does not ask;
+without a terminal to answer, --yes is needed).`,
+		Args: exactlyOne("job id or name"),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := a.mayAsk(yes, "stop"); err != nil {
+				return err
+			}
+			ctx := cmd.Context()
 			c, err := a.client()
 			if err != nil {
 				return err
 			}
-			id, err := jobID(cmd.Context(), c, args[0])
+			id, err := jobID(ctx, c, args[0])
 			if err != nil {
 				return err
 			}
-			j, err := c.StopJob(cmd.Context(), id)
+			j, err := c.Job(ctx, id)
+			if err != nil {
+				return err
+			}
+			label := j.ID
+			if j.Name != "" {
+				label = fmt.Sprintf("%s (%s)", j.ID, j.Name)
+			}
+			what := fmt.Sprintf("stopping job %s: %s, %d instance(s) of %q; its processes get SIGTERM, then SIGKILL after a grace period",
+				label, j.State, j.InstanceCount, strings.Join(j.Command, " "))
+			if err := a.confirm(yes, what, "Stop it?", "job "+j.ID+" was not stopped"); err != nil {
+				return err
+			}
+			j, err = c.StopJob(ctx, id)
 			if err != nil {
 				return err
 			}
 			return a.printJob(j)
 		},
 	}
+	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "stop without asking")
+	return cmd
 }
 
 func (a *app) jobsLogsCmd() *cobra.Command {

@@ -110,7 +110,7 @@ func TestCommands(t *testing.T) {
 				),
 				stderr: "buy one with: capblock buy ROW, e.g. capblock buy 1 (quotes expire at 2026-11-20 10:10 UTC)\n",
 			},
-			wantRequests: []string{"GET /healthz", "GET /v1/offerings?durationHours=48&endBefore=2026-12-05T09%3A30%3A00Z&instanceCount=2&instanceType=h100.8x&startAfter=2026-11-22T00%3A00%3A00Z&team=team-1"},
+			wantRequests: []string{"GET /v1/instance-types", "GET /healthz", "GET /v1/offerings?durationHours=48&endBefore=2026-12-05T09%3A30%3A00Z&instanceCount=2&instanceType=h100.8x&startAfter=2026-11-22T00%3A00%3A00Z&team=team-1"},
 		},
 		"offerings": {
 			args: []string{"offerings", "-o", "wide", "--type", "h100.8x", "--count", "2", "--duration", "2d", "--start-after", "tomorrow", "--end-before", "+14d"},
@@ -123,18 +123,29 @@ func TestCommands(t *testing.T) {
 				stderr: "buy one with: capblock buy ROW, e.g. capblock buy 1 (quotes expire at 2026-11-20 10:10 UTC)\n",
 			},
 			// Relative dates are read from the server's clock, a day ahead of this machine's.
-			wantRequests: []string{"GET /healthz", "GET /v1/offerings?durationHours=48&endBefore=2026-12-05T09%3A30%3A00Z&instanceCount=2&instanceType=h100.8x&startAfter=2026-11-22T00%3A00%3A00Z"},
+			wantRequests: []string{"GET /v1/instance-types", "GET /healthz", "GET /v1/offerings?durationHours=48&endBefore=2026-12-05T09%3A30%3A00Z&instanceCount=2&instanceType=h100.8x&startAfter=2026-11-22T00%3A00%3A00Z"},
 		},
 		"offerings: default window is 14 days of starts": {
 			args:         []string{"offerings", "--type", "h100.8x", "--duration", "48h"},
 			want:         result{stdout: "*", stderr: "*"},
-			wantRequests: []string{"GET /healthz", "GET /v1/offerings?durationHours=48&endBefore=2026-12-07T09%3A30%3A00Z&instanceCount=1&instanceType=h100.8x&startAfter=2026-11-21T09%3A30%3A00Z"},
+			wantRequests: []string{"GET /v1/instance-types", "GET /healthz", "GET /v1/offerings?durationHours=48&endBefore=2026-12-07T09%3A30%3A00Z&instanceCount=1&instanceType=h100.8x&startAfter=2026-11-21T09%3A30%3A00Z"},
+		},
+		"offerings: AWS names, as /aws takes them, map to capblock's types": {
+			args: []string{"offerings", "--type", "p5.48xlarge", "--type", "ml.p5.48xlarge,l4.1x", "--duration", "48h"},
+			want: result{stdout: "*", stderr: "*"},
+			wantRequests: []string{"GET /v1/instance-types", "GET /healthz", "GET /v1/offerings?durationHours=48&endBefore=2026-12-07T09%3A30%3A00Z" +
+				"&instanceCount=1&instanceType=h100.8x&instanceType=h100.8x&instanceType=l4.1x&startAfter=2026-11-21T09%3A30%3A00Z"},
+		},
+		"offerings: a name neither capblock's nor AWS's is the server's to refuse": {
+			args:         []string{"offerings", "--type", "bogus", "--duration", "48h"},
+			want:         result{code: 1, stderr: "capblock: invalid_argument: unknown instance type \"bogus\" ('capblock types' lists them)\n"},
+			wantRequests: []string{"GET /v1/instance-types", "GET /healthz", "GET /v1/offerings?durationHours=48&endBefore=2026-12-07T09%3A30%3A00Z&instanceCount=1&instanceType=bogus&startAfter=2026-11-21T09%3A30%3A00Z"},
 		},
 		"offerings: duration range, several types, zone": {
 			args: []string{"offerings", "--type", "l4.1x,h100.8x", "--type", "a100.8x", "--min-duration", "4h", "--max-duration", "1d",
 				"--start-after", "2026-12-01", "--end-before", "2026-12-02T12:00:00+02:00", "--zone", "zone-b", "--max-results", "3"},
 			want: result{stdout: "*", stderr: "*"},
-			wantRequests: []string{"GET /v1/offerings?endBefore=2026-12-02T10%3A00%3A00Z&instanceCount=1&instanceType=l4.1x&instanceType=h100.8x&instanceType=a100.8x" +
+			wantRequests: []string{"GET /v1/instance-types", "GET /v1/offerings?endBefore=2026-12-02T10%3A00%3A00Z&instanceCount=1&instanceType=l4.1x&instanceType=h100.8x&instanceType=a100.8x" +
 				"&maxDurationHours=24&maxResults=3&minDurationHours=4&startAfter=2026-12-01T00%3A00%3A00Z&zone=zone-b"},
 		},
 		"offerings: nothing fits": {
@@ -408,7 +419,8 @@ func TestJSONOutput(t *testing.T) {
 		"types": {
 			args: []string{"types"},
 			want: `{"instanceTypes": [
-				{"name": "h100.8x", "gpuModel": "H100", "gpusPerInstance": 8, "onDemandPrice": {"amount": "98.32", "currency": "USD"}, "zones": ["zone-a", "zone-b"]},
+				{"name": "h100.8x", "gpuModel": "H100", "gpusPerInstance": 8, "onDemandPrice": {"amount": "98.32", "currency": "USD"}, "zones": ["zone-a", "zone-b"],
+					"awsNames": ["p5.48xlarge", "ml.p5.48xlarge"]},
 				{"name": "l4.1x", "gpuModel": "L4", "gpusPerInstance": 1, "onDemandPrice": {"amount": "1.00", "currency": "USD"}, "zones": ["zone-b"]}]}`,
 		},
 		"offerings": {

@@ -88,7 +88,7 @@ func (a *app) printMigrations(states []store.MigrationState) error {
 		}
 		return a.printJSON(map[string]any{"migrations": out})
 	}
-	t := newTable(a.stdout, "VERSION", "NAME", "STATE")
+	t := a.newTable("VERSION", "NAME", "STATE")
 	pending := 0
 	for _, s := range states {
 		state := "applied"

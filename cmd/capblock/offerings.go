@@ -67,6 +67,12 @@ server run with --sim-clock), not from this machine's.`,
 			if err != nil {
 				return err
 			}
+			if q.Team, err = teamFlag(cmd.Context(), c, q.Team); err != nil {
+				return err
+			}
+			if q.InstanceTypes, err = capblockTypes(cmd.Context(), c, q.InstanceTypes); err != nil {
+				return err
+			}
 			if err := a.parseDates(cmd.Context(), c,
 				dateFlag{"--start-after", startAfter, &q.StartAfter},
 				dateFlag{"--end-before", endBefore, &q.EndBefore}); err != nil {
@@ -105,7 +111,7 @@ server run with --sim-clock), not from this machine's.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringSliceVar(&types, "type", nil, "instance type, e.g. h100.8x (repeat or comma-separate for several)")
+	f.StringSliceVar(&types, "type", nil, "instance type, e.g. h100.8x, or its AWS name, e.g. p5.48xlarge (repeat or comma-separate for several)")
 	f.IntVar(&count, "count", 1, "number of instances")
 	f.StringVar(&duration, "duration", "", "block length, e.g. 48h or 3d")
 	f.StringVar(&minDuration, "min-duration", "", "shortest acceptable length (instead of --duration)")
@@ -113,7 +119,7 @@ server run with --sim-clock), not from this machine's.`,
 	f.StringVar(&startAfter, "start-after", "now", "earliest start, e.g. tomorrow, +6h or 2026-12-01")
 	f.StringVar(&endBefore, "end-before", "", "latest end, e.g. +14d (default: any start within 14 days of --start-after)")
 	f.StringVar(&zone, "zone", "", "only this zone (default: all zones)")
-	f.StringVar(&team, "team", "", "quote for this team, within its quota (an admin's choice, its id; default: your own team)")
+	f.StringVar(&team, "team", "", "quote for this team, within its quota (an admin's choice, its id or name; default: your own team)")
 	f.IntVar(&maxResults, "max-results", 0, "at most this many offerings (default: the server's, 6)")
 	_ = cmd.MarkFlagRequired("type")
 	return cmd
@@ -143,6 +149,9 @@ bought instead of buying twice.`,
 			}
 			c, err := a.client()
 			if err != nil {
+				return err
+			}
+			if team, err = teamFlag(cmd.Context(), c, team); err != nil {
 				return err
 			}
 			id, row, err := a.offeringArg(blockSearch, args[0], a.creds.url)

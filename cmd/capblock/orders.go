@@ -68,6 +68,9 @@ func (a *app) ordersCreateCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if req.Team, err = teamFlag(cmd.Context(), c, req.Team); err != nil {
+				return err
+			}
 			var until time.Time
 			if err := a.parseDates(cmd.Context(), c,
 				dateFlag{"--start-after", startAfter, &req.StartAfter},
@@ -149,7 +152,7 @@ func (a *app) ordersListCmd() *cobra.Command {
 				a.note("no standing orders; place one with 'capblock orders create'")
 				return nil
 			}
-			t := newTable(a.stdout, "ID", "STATE", "MODE", "INSTANCES", "HOURS", "START AFTER (UTC)", "DEADLINE (UTC)", "BLOCK")
+			t := a.newTable("ID", "STATE", "MODE", "INSTANCES", "HOURS", "START AFTER (UTC)", "DEADLINE (UTC)", "BLOCK")
 			for _, o := range orders {
 				t.row(o.ID, o.State, o.Mode, fmt.Sprintf("%d×%s", o.InstanceCount, o.InstanceType), strconv.Itoa(o.DurationHours),
 					fmtTime(o.StartAfter), fmtTime(o.Deadline), orDash(o.BlockID))
@@ -186,20 +189,41 @@ func (a *app) ordersShowCmd() *cobra.Command {
 }
 
 func (a *app) ordersCancelCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:   "cancel ORDER",
+	var yes bool
+	cmd := &cobra.Command{
+		Use:   "cancel ORDER [--yes]",
 		Short: "Withdraw an open standing order",
-		Args:  exactlyOne("order id or name"),
+		Long: `Withdraw an open standing order: nothing is bought for it from then on.
+It first says which order and asks for confirmation (--yes does not ask;
+without a terminal to answer, --yes is needed).`,
+		Args: exactlyOne("order id or name"),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := a.mayAsk(yes, "cancel"); err != nil {
+				return err
+			}
+			ctx := cmd.Context()
 			c, err := a.client()
 			if err != nil {
 				return err
 			}
-			id, err := orderID(cmd.Context(), c, args[0])
+			id, err := orderID(ctx, c, args[0])
 			if err != nil {
 				return err
 			}
-			o, err := c.CancelOrder(cmd.Context(), id)
+			o, err := c.Order(ctx, id)
+			if err != nil {
+				return err
+			}
+			label := o.ID
+			if o.Name != "" {
+				label = fmt.Sprintf("%s (%s)", o.ID, o.Name)
+			}
+			what := fmt.Sprintf("withdrawing order %s: %s, %s %d × %s for %dh by %s; nothing is bought for it from then on",
+				label, o.State, o.Mode, o.InstanceCount, o.InstanceType, o.DurationHours, fmtZoned(o.EndBefore))
+			if err := a.confirm(yes, what, "Withdraw it?", "order "+o.ID+" was not withdrawn"); err != nil {
+				return err
+			}
+			o, err = c.CancelOrder(ctx, id)
 			if err != nil {
 				return err
 			}
@@ -209,18 +233,25 @@ func (a *app) ordersCancelCmd() *cobra.Command {
 			return a.printOrder(o)
 		},
 	}
+	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "withdraw without asking")
+	return cmd
 }
 
 // orderID returns the id of the order that arg names (resolve).
 func orderID(ctx context.Context, c *client.Client, arg string) (string, error) {
-	return resolve(ctx, orderThing, arg, func(ctx context.Context) ([]namedThing, error) {
+	return resolve(ctx, orderThing, arg, orderThings(c))
+}
+
+// orderThings lists the caller's orders as names are looked up among them.
+func orderThings(c *client.Client) func(context.Context) ([]namedThing, error) {
+	return func(ctx context.Context) ([]namedThing, error) {
 		orders, err := c.Orders(ctx)
 		things := make([]namedThing, len(orders))
 		for i, o := range orders {
 			things[i] = namedThing{o.ID, o.Name, o.State}
 		}
 		return things, err
-	})
+	}
 }
 
 // printOrder writes an order as "key: value" lines.

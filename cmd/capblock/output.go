@@ -12,6 +12,7 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
 	"capblock/internal/client"
 	"capblock/internal/core"
@@ -78,10 +79,23 @@ func (a *app) note(format string, args ...any) {
 	fmt.Fprintln(a.stderr, printable(fmt.Sprintf(format, args...)))
 }
 
+// maxTableWidth is how many columns a table fits in, but with -o wide:
+// the narrowest terminal a table is read on.
+const maxTableWidth = 120
+
 // table writes aligned columns; call flush when done. Each cell is
 // escaped by printable, which also keeps a tab or a newline in a name
-// from breaking the columns.
-type table struct{ w *tabwriter.Writer }
+// from breaking the columns. A table made by app.newTable fits
+// maxTableWidth: the columns named in clipToFit give way, the widest
+// first, each cut with an ellipsis (…); -o wide and -o json show every
+// value whole.
+type table struct {
+	w     *tabwriter.Writer
+	width int // the widest a line may be; 0: as wide as its cells
+	// clippable are the columns that give way, by index.
+	clippable map[int]bool
+	rows      [][]string
+}
 
 func newTable(out io.Writer, headers ...string) *table {
 	t := &table{w: tabwriter.NewWriter(out, 0, 8, 2, ' ', 0)}
@@ -95,19 +109,100 @@ func newTable(out io.Writer, headers ...string) *table {
 	return t
 }
 
+// newTable is a table on stdout that fits maxTableWidth unless -o wide.
+func (a *app) newTable(headers ...string) *table {
+	t := newTable(a.stdout, headers...)
+	if !a.wideOutput() {
+		t.width = maxTableWidth
+	}
+	return t
+}
+
+// clipToFit names, by header, the columns cut when a line would be wider
+// than the table may be: free text such as names and URLs, never ids,
+// times or amounts.
+func (t *table) clipToFit(headers ...string) *table {
+	if t.clippable == nil {
+		t.clippable = map[int]bool{}
+	}
+	for i, h := range t.rows[0] {
+		if slices.Contains(headers, h) {
+			t.clippable[i] = true
+		}
+	}
+	return t
+}
+
 func (t *table) row(cells ...string) {
 	escaped := make([]string, len(cells))
 	for i, c := range cells {
 		escaped[i] = printable(c)
 	}
-	fmt.Fprintln(t.w, strings.Join(escaped, "\t"))
+	t.rows = append(t.rows, escaped)
 }
 
 func (t *table) flush() error {
+	t.fit()
+	for _, r := range t.rows {
+		fmt.Fprintln(t.w, strings.Join(r, "\t"))
+	}
+	t.rows = nil
 	if err := t.w.Flush(); err != nil {
 		return fmt.Errorf("writing table: %w", err)
 	}
 	return nil
+}
+
+// minClipped is the fewest characters a clipped cell keeps: two and the
+// ellipsis, or its header's width when wider.
+const minClipped = 3
+
+// fit cuts the clippable columns until the widest line fits t.width: one
+// character at a time from the widest of them, down to its header's
+// width. Widths are counted in runes, as tabwriter counts them.
+func (t *table) fit() {
+	if t.width == 0 || len(t.clippable) == 0 || len(t.rows) == 0 {
+		return
+	}
+	var widths []int
+	for _, r := range t.rows {
+		for i, c := range r {
+			if i >= len(widths) {
+				widths = append(widths, 0)
+			}
+			widths[i] = max(widths[i], utf8.RuneCountInString(c))
+		}
+	}
+	// A line is each cell padded to its column's width and two spaces,
+	// but the last cell, which is not padded.
+	line := 2 * (len(widths) - 1)
+	for _, w := range widths {
+		line += w
+	}
+	floor := make([]int, len(widths))
+	for i, h := range t.rows[0] {
+		floor[i] = max(minClipped, utf8.RuneCountInString(h))
+	}
+	for line > t.width {
+		widest := -1
+		for i := range widths {
+			if t.clippable[i] && widths[i] > floor[i] && (widest < 0 || widths[i] >= widths[widest]) {
+				widest = i
+			}
+		}
+		if widest < 0 {
+			break // nothing left to cut: the fixed columns alone are wider
+		}
+		widths[widest]--
+		line--
+	}
+	for _, r := range t.rows {
+		for i, c := range r {
+			if t.clippable[i] {
+				r[i] = clip(c, widths[i])
+			}
+		}
+	}
 }
 
 func fmtTime(t time.Time) string {
@@ -140,7 +235,7 @@ func (a *app) printOfferings(offerings []client.Offering) error {
 	if a.wideOutput() {
 		cols = append(cols, "OFFERING ID")
 	}
-	t := newTable(a.stdout, cols...)
+	t := a.newTable(cols...)
 	for i, o := range offerings {
 		alt := "-"
 		if o.Alternative {
@@ -252,7 +347,7 @@ func (a *app) printBlocks(blocks []client.Block, teamNames map[string]string) er
 	if teams {
 		headers = slices.Insert(headers, 2, "TEAM")
 	}
-	t := newTable(a.stdout, headers...)
+	t := a.newTable(headers...).clipToFit("NAME", "TEAM")
 	for _, b := range blocks {
 		name := b.Name
 		if name == "" {

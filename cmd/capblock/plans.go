@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -129,6 +130,9 @@ bought instead of buying twice.`,
 			if err != nil {
 				return err
 			}
+			if req.Team, err = teamFlag(cmd.Context(), c, req.Team); err != nil {
+				return err
+			}
 			var row string
 			if req.OfferingID, row, err = a.offeringArg(planSearch, args[0], a.creds.url); err != nil {
 				return err
@@ -183,10 +187,20 @@ func (a *app) plansListCmd() *cobra.Command {
 				a.note("no plans; find one to buy with 'capblock plans offerings'")
 				return nil
 			}
-			t := newTable(a.stdout, "ID", "NAME", "STATE", "TYPE", "COUNT", "ZONE", "SEGMENTS", "START (UTC)", "END (UTC)", "HOURS", "FEE")
+			// The zone only with -o wide: 120 columns hold the rest with
+			// a name cut short, not the zone as well.
+			cols := []string{"ID", "NAME", "STATE", "INSTANCES", "SEGMENTS", "START (UTC)", "END (UTC)", "HOURS", "FEE"}
+			if a.wideOutput() {
+				cols = slices.Insert(cols, 4, "ZONE")
+			}
+			t := a.newTable(cols...).clipToFit("NAME")
 			for _, p := range plans {
 				typ, count, zone, start, end, hours := planShape(p)
-				t.row(p.ID, orDash(p.Name), p.State, typ, count, zone, strconv.Itoa(len(p.Segments)), start, end, hours, p.UpfrontFee.String())
+				row := []string{p.ID, orDash(p.Name), p.State, count + " × " + typ, strconv.Itoa(len(p.Segments)), start, end, hours, p.UpfrontFee.String()}
+				if a.wideOutput() {
+					row = slices.Insert(row, 4, zone)
+				}
+				t.row(row...)
 			}
 			return t.flush()
 		},
@@ -226,7 +240,7 @@ func (a *app) printPlanOfferings(offerings []client.PlanOffering) error {
 	if a.wideOutput() {
 		cols = append(cols, "OFFERING ID")
 	}
-	t := newTable(a.stdout, cols...)
+	t := a.newTable(cols...)
 	for i, o := range offerings {
 		typ, count, zone, start, end := "-", "-", "-", "-", "-"
 		var parts []string
@@ -268,7 +282,7 @@ func (a *app) printPlan(p client.Plan) error {
 		return err
 	}
 	fmt.Fprintln(a.stdout)
-	t = newTable(a.stdout, "#", "BLOCK", "STATE", "TYPE", "COUNT", "ZONE", "START (UTC)", "END (UTC)", "HOURS")
+	t = a.newTable("#", "BLOCK", "STATE", "TYPE", "COUNT", "ZONE", "START (UTC)", "END (UTC)", "HOURS")
 	for i, s := range p.Segments {
 		t.row(strconv.Itoa(i+1), s.BlockID, s.State, s.InstanceType, strconv.Itoa(s.InstanceCount), s.Zone,
 			fmtTime(s.StartTime), fmtTime(s.EndTime), strconv.Itoa(s.DurationHours))

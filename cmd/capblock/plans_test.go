@@ -190,8 +190,8 @@ func TestPlanCommands(t *testing.T) {
 		"list": {
 			args: []string{"plans", "list"},
 			want: result{stdout: lines(
-				"ID    NAME   STATE      TYPE     COUNT  ZONE    SEGMENTS  START (UTC)       END (UTC)         HOURS  FEE",
-				"tp-1  llama  scheduled  h100.8x  4      zone-a  2         2026-11-21 00:00  2026-11-23 12:00  48     14105.28 USD",
+				"ID    NAME   STATE      INSTANCES    SEGMENTS  START (UTC)       END (UTC)         HOURS  FEE",
+				"tp-1  llama  scheduled  4 × h100.8x  2         2026-11-21 00:00  2026-11-23 12:00  48     14105.28 USD",
 			)},
 			wantRequests: []string{"GET /v1/plans"},
 		},

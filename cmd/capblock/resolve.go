@@ -105,38 +105,53 @@ func resolve(ctx context.Context, kind thingKind, arg string, list func(context.
 
 // blockID returns the id of the block that arg names (resolve).
 func blockID(ctx context.Context, c *client.Client, arg string) (string, error) {
-	return resolve(ctx, blockThing, arg, func(ctx context.Context) ([]namedThing, error) {
+	return resolve(ctx, blockThing, arg, blockThings(c))
+}
+
+// blockThings lists the caller's blocks as names are looked up among them.
+func blockThings(c *client.Client) func(context.Context) ([]namedThing, error) {
+	return func(ctx context.Context) ([]namedThing, error) {
 		blocks, err := c.Blocks(ctx, "")
 		things := make([]namedThing, len(blocks))
 		for i, b := range blocks {
 			things[i] = namedThing{b.ID, b.Name, b.State}
 		}
 		return things, err
-	})
+	}
 }
 
 // planID returns the id of the plan that arg names (resolve).
 func planID(ctx context.Context, c *client.Client, arg string) (string, error) {
-	return resolve(ctx, planThing, arg, func(ctx context.Context) ([]namedThing, error) {
+	return resolve(ctx, planThing, arg, planThings(c))
+}
+
+// planThings lists the caller's plans as names are looked up among them.
+func planThings(c *client.Client) func(context.Context) ([]namedThing, error) {
+	return func(ctx context.Context) ([]namedThing, error) {
 		plans, err := c.Plans(ctx)
 		things := make([]namedThing, len(plans))
 		for i, p := range plans {
 			things[i] = namedThing{p.ID, p.Name, p.State}
 		}
 		return things, err
-	})
+	}
 }
 
 // jobID returns the id of the job that arg names (resolve).
 func jobID(ctx context.Context, c *client.Client, arg string) (string, error) {
-	return resolve(ctx, jobThing, arg, func(ctx context.Context) ([]namedThing, error) {
+	return resolve(ctx, jobThing, arg, jobThings(c))
+}
+
+// jobThings lists the caller's jobs as names are looked up among them.
+func jobThings(c *client.Client) func(context.Context) ([]namedThing, error) {
+	return func(ctx context.Context) ([]namedThing, error) {
 		jobs, err := c.Jobs(ctx)
 		things := make([]namedThing, len(jobs))
 		for i, j := range jobs {
 			things[i] = namedThing{j.ID, j.Name, j.State}
 		}
 		return things, err
-	})
+	}
 }
 
 // userID returns the id of the user that arg names (resolve).
@@ -161,4 +176,73 @@ func teamID(ctx context.Context, c *client.Client, arg string) (string, error) {
 		}
 		return things, err
 	})
+}
+
+// teamFlag returns the id of the team a --team flag names, its id or its
+// name; an empty flag stays empty (the caller's own team).
+func teamFlag(ctx context.Context, c *client.Client, arg string) (string, error) {
+	if arg == "" {
+		return "", nil
+	}
+	id, err := teamID(ctx, c, arg)
+	if err != nil {
+		return "", fmt.Errorf("--team: %w", err)
+	}
+	return id, nil
+}
+
+// subjectKinds are the kinds of thing an event is about, and how to list
+// each kind by name.
+func subjectKinds(c *client.Client) []struct {
+	kind thingKind
+	list func(context.Context) ([]namedThing, error)
+} {
+	return []struct {
+		kind thingKind
+		list func(context.Context) ([]namedThing, error)
+	}{
+		{blockThing, blockThings(c)},
+		{planThing, planThings(c)},
+		{jobThing, jobThings(c)},
+		{seriesThing, seriesThings(c)},
+		{orderThing, orderThings(c)},
+	}
+}
+
+// subjectID returns the id of the block, plan, job, series or order that
+// arg names: arg itself when it has one of their id prefixes, else the
+// id of the one of them named arg. Like resolve, a name that none has,
+// or that several have, is an error that says what to give instead.
+func subjectID(ctx context.Context, c *client.Client, arg string) (string, error) {
+	kinds := subjectKinds(c)
+	for _, k := range kinds {
+		if strings.HasPrefix(arg, k.kind.prefix) {
+			return arg, nil
+		}
+	}
+	var found []string
+	id := ""
+	for _, k := range kinds {
+		things, err := k.list(ctx)
+		if err != nil {
+			return "", err
+		}
+		for _, t := range things {
+			if t.name == arg {
+				id = t.id
+				found = append(found, fmt.Sprintf("%s %s (%s)", k.kind.noun, t.id, t.state))
+			}
+		}
+	}
+	switch len(found) {
+	case 0:
+		prefixes := make([]string, len(kinds))
+		for i, k := range kinds {
+			prefixes[i] = k.kind.prefix + "…"
+		}
+		return "", fmt.Errorf("no block, plan, job, series or order is named %q (an id starts with %s)", arg, strings.Join(prefixes, ", "))
+	case 1:
+		return id, nil
+	}
+	return "", fmt.Errorf("%d things are named %q: give the id of one: %s", len(found), arg, strings.Join(found, ", "))
 }

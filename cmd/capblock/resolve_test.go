@@ -139,8 +139,8 @@ func TestNamesStandForIDs(t *testing.T) {
 			wantRequests: []string{"GET /v1/jobs", "GET /v1/jobs/job-1/logs?instance=0&offset=0"},
 		},
 		"jobs stop": {
-			args:         []string{"jobs", "stop", "train"},
-			wantRequests: []string{"GET /v1/jobs", "POST /v1/jobs/job-1/stop"},
+			args:         []string{"jobs", "stop", "train", "--yes"},
+			wantRequests: []string{"GET /v1/jobs", "GET /v1/jobs/job-1", "POST /v1/jobs/job-1/stop"},
 		},
 		"jobs: a name no job has": {
 			args:         []string{"jobs", "show", "eval"},
@@ -165,6 +165,73 @@ func TestNamesStandForIDs(t *testing.T) {
 			if diff := cmp.Diff(tc.wantRequests, seen()); diff != "" {
 				t.Errorf("requests (-want +got):\n%s", diff)
 			}
+		})
+	}
+}
+
+// TestNamesInFlags checks that the flags that take an id take a name
+// too: --subject a block's, plan's, job's, series' or order's, --team a
+// team's, --user a user's; and that a name nothing has is said in one line.
+func TestNamesInFlags(t *testing.T) {
+	lookups := []string{"GET /v1/blocks", "GET /v1/plans", "GET /v1/jobs", "GET /v1/series", "GET /v1/orders"}
+	eventLines := lines(
+		"TIME (UTC)        TYPE                       SUBJECT                EVENT                  DATA",
+		`2026-12-01 00:00  block.active               cb-1                   evt-1                  {"zone":"zone-a"}`,
+		"2026-12-02 23:20  block.expiration-warning   cb-1                   evt-2",
+	)
+	tests := map[string]struct {
+		args         []string
+		want         result
+		wantRequests []string
+	}{
+		"events --subject a block's name": {
+			args:         []string{"events", "--subject", "load-test"},
+			want:         result{stdout: eventLines, stderr: "next: capblock events --after c2\n"},
+			wantRequests: append(lookups, "GET /v1/events"),
+		},
+		"events --subject an id": {
+			args:         []string{"events", "--subject", "cb-1"},
+			want:         result{stdout: eventLines, stderr: "next: capblock events --after c2\n"},
+			wantRequests: []string{"GET /v1/events"},
+		},
+		"events --subject a series' name": {
+			args:         []string{"events", "--subject", "workshop"},
+			want:         result{stderr: "no events of cs-1\nnext: capblock events --after c2\n"},
+			wantRequests: append(lookups, "GET /v1/events"),
+		},
+		"events --subject a name nothing has": {
+			args: []string{"events", "--subject", "nothing"},
+			want: result{code: 1, stderr: `capblock: --subject: no block, plan, job, series or order is named "nothing" ` +
+				"(an id starts with cb-…, tp-…, job-…, cs-…, ord-…)\n"},
+			wantRequests: lookups,
+		},
+		"buy --team a team's name": {
+			args:         []string{"buy", "cbo-first", "--client-token", "tok-1", "--team", "research"},
+			want:         result{stdout: "*", stderr: "*"},
+			wantRequests: []string{"GET /v1/teams", `POST /v1/blocks {"offeringId":"cbo-first","clientToken":"tok-1","team":"team-1"}`},
+		},
+		"buy --team a name no team has": {
+			args:         []string{"buy", "cbo-first", "--client-token", "tok-1", "--team", "nobody"},
+			want:         result{code: 1, stderr: `capblock: --team: no team is named "nobody" (an id starts with team-; 'capblock teams list' lists ids and names)` + "\n"},
+			wantRequests: []string{"GET /v1/teams"},
+		},
+		"tokens create --user a user's name": {
+			args:         []string{"tokens", "create", "--user", "ada"},
+			want:         result{stdout: "*", stderr: "*"},
+			wantRequests: []string{"GET /v1/users", "POST /v1/users/usr-2/tokens {}"},
+		},
+		"offerings --team a team's name": {
+			args: []string{"offerings", "--type", "h100.8x", "--count", "2", "--duration", "48h", "--team", "ops"},
+			want: result{stdout: "*", stderr: "*"},
+			wantRequests: []string{
+				"GET /v1/teams", "GET /v1/instance-types", "GET /healthz",
+				"GET /v1/offerings?durationHours=48&endBefore=2026-12-07T09%3A30%3A00Z&instanceCount=2&instanceType=h100.8x&startAfter=2026-11-21T09%3A30%3A00Z&team=team-0"},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			api := newFakeAPI(t)
+			checkRun(t, api.URL, api.seen, tc.args, tc.want, tc.wantRequests)
 		})
 	}
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -122,6 +123,9 @@ or none does. Buying the same quote again returns the series it bought.`,
 			if err != nil {
 				return err
 			}
+			if req.Team, err = teamFlag(cmd.Context(), c, req.Team); err != nil {
+				return err
+			}
 			var row string
 			if req.OfferingID, row, err = a.offeringArg(seriesSearch, args[0], a.creds.url); err != nil {
 				return err
@@ -176,10 +180,10 @@ func (a *app) seriesListCmd() *cobra.Command {
 				a.note("no series; find one to buy with 'capblock series search'")
 				return nil
 			}
-			t := newTable(a.stdout, "ID", "NAME", "STATE", "INSTANCES", "SCHEDULE", "BLOCKS", "FEE")
+			t := a.newTable("ID", "NAME", "STATE", "INSTANCES", "SCHEDULE", "BLOCKS", "FEE").clipToFit("NAME", "SCHEDULE")
 			for _, s := range list {
-				t.row(s.ID, orDash(clip(s.Name, 14)), s.State, fmt.Sprintf("%d×%s", s.InstanceCount, s.InstanceType),
-					clip(scheduleText(s.Schedule), 40), liveCount(s), s.UpfrontFee.String())
+				t.row(s.ID, orDash(s.Name), s.State, fmt.Sprintf("%d×%s", s.InstanceCount, s.InstanceType),
+					scheduleText(s.Schedule), liveCount(s), s.UpfrontFee.String())
 			}
 			return t.flush()
 		},
@@ -213,24 +217,42 @@ func (a *app) seriesShowCmd() *cobra.Command {
 }
 
 func (a *app) seriesCancelCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:   "cancel SERIES",
+	var yes bool
+	cmd := &cobra.Command{
+		Use:   "cancel SERIES [--yes]",
 		Short: "Cancel every occurrence not yet ended, each refunded per the operator's policy",
 		Long: `Cancel every occurrence of a series that has not ended: one still to come is
 cancelled, an active one released early, each refunded per the operator's
-policy. To cancel one occurrence only, cancel its block:
-capblock blocks cancel BLOCK.`,
+policy. It first names the occurrences it will cancel and the refund the
+server quotes for them in total, and asks for confirmation (--yes does not
+ask; without a terminal to answer, --yes is needed). To cancel one
+occurrence only, cancel its block: capblock blocks cancel BLOCK.`,
 		Args: exactlyOne("series id or name"),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := a.mayAsk(yes, "cancel"); err != nil {
+				return err
+			}
+			ctx := cmd.Context()
 			c, err := a.client()
 			if err != nil {
 				return err
 			}
-			id, err := seriesID(cmd.Context(), c, args[0])
+			id, err := seriesID(ctx, c, args[0])
 			if err != nil {
 				return err
 			}
-			s, err := c.CancelSeries(cmd.Context(), id)
+			s, err := c.Series(ctx, id)
+			if err != nil {
+				return err
+			}
+			what, err := seriesCancelPreview(ctx, c, s)
+			if err != nil {
+				return err
+			}
+			if err := a.confirm(yes, what, "Cancel them?", "series "+s.ID+" was not cancelled"); err != nil {
+				return err
+			}
+			s, err = c.CancelSeries(ctx, id)
 			if err != nil {
 				return err
 			}
@@ -240,24 +262,68 @@ capblock blocks cancel BLOCK.`,
 			return a.printSeries(s)
 		},
 	}
+	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "cancel without asking")
+	return cmd
+}
+
+// seriesCancelPreview says what cancelling s cancels: how many of its
+// occurrences, which, and their refund in total, the sum of the server's
+// quote for each (GET /v1/blocks/{id}/cancel-quote; the series has none
+// of its own).
+func seriesCancelPreview(ctx context.Context, c *client.Client, s client.Series) (string, error) {
+	label := s.ID
+	if s.Name != "" {
+		label = fmt.Sprintf("%s (%s)", s.ID, s.Name)
+	}
+	var names []string
+	var total int64
+	currency, summed := s.UpfrontFee.Currency, true
+	for _, b := range s.Occurrences {
+		if !slices.Contains(liveStates, b.State) {
+			continue
+		}
+		names = append(names, fmt.Sprintf("%s (%s, %s)", b.BlockID, localText(b.LocalStartTime), b.State))
+		refund, err := c.CancelQuote(ctx, b.BlockID)
+		if err != nil {
+			return "", err
+		}
+		minor, ok := money(refund)
+		summed = summed && ok && refund.Currency == currency
+		total += minor
+	}
+	if len(names) == 0 {
+		// Asking to confirm what the server would refuse helps no one.
+		return "", fmt.Errorf("series %s is %s: it has no occurrence left to cancel", label, s.State)
+	}
+	refund := "each refunded per the operator's policy"
+	if summed {
+		refund = "refund " + formatMinor(total, currency) + " in total (the operator's policy)"
+	}
+	return fmt.Sprintf("cancelling series %s: %d of %d occurrences, those not yet ended, %d × %s in %s; %s: %s",
+		label, len(names), len(s.Occurrences), s.InstanceCount, s.InstanceType, s.Zone, refund, strings.Join(names, ", ")), nil
 }
 
 // seriesID returns the id of the series that arg names (resolve).
 func seriesID(ctx context.Context, c *client.Client, arg string) (string, error) {
-	return resolve(ctx, seriesThing, arg, func(ctx context.Context) ([]namedThing, error) {
+	return resolve(ctx, seriesThing, arg, seriesThings(c))
+}
+
+// seriesThings lists the caller's series as names are looked up among them.
+func seriesThings(c *client.Client) func(context.Context) ([]namedThing, error) {
+	return func(ctx context.Context) ([]namedThing, error) {
 		list, err := c.SeriesList(ctx)
 		things := make([]namedThing, len(list))
 		for i, s := range list {
 			things[i] = namedThing{s.ID, s.Name, s.State}
 		}
 		return things, err
-	})
+	}
 }
 
 // printSeriesOfferings writes one row per zone, then the occurrences of
 // the first (the best).
 func (a *app) printSeriesOfferings(offers []client.SeriesOffering) error {
-	t := newTable(a.stdout, "#", "ZONE", "TYPE", "COUNT", "FITS", "FIRST (UTC)", "LAST (UTC)", "FEE", "ON-DEMAND", "BUYABLE")
+	t := a.newTable("#", "ZONE", "TYPE", "COUNT", "FITS", "FIRST (UTC)", "LAST (UTC)", "FEE", "ON-DEMAND", "BUYABLE")
 	for i, o := range offers {
 		first, last := "-", "-"
 		if n := len(o.Occurrences); n > 0 {
@@ -274,7 +340,7 @@ func (a *app) printSeriesOfferings(offers []client.SeriesOffering) error {
 		return err
 	}
 	fmt.Fprintf(a.stdout, "\noccurrences in %s (row 1):\n", offers[0].Zone)
-	t = newTable(a.stdout, "#", "LOCAL START", "LOCAL END", "START (UTC)", "HOURS", "FITS", "FEE OR WHY NOT")
+	t = a.newTable("#", "LOCAL START", "LOCAL END", "START (UTC)", "HOURS", "FITS", "FEE OR WHY NOT")
 	for i, oc := range offers[0].Occurrences {
 		why := "-"
 		if oc.UpfrontFee != nil {
@@ -308,7 +374,7 @@ func (a *app) printSeries(s client.Series) error {
 		return err
 	}
 	fmt.Fprintln(a.stdout)
-	t = newTable(a.stdout, "#", "BLOCK", "STATE", "LOCAL START", "LOCAL END", "START (UTC)", "HOURS", "FEE")
+	t = a.newTable("#", "BLOCK", "STATE", "LOCAL START", "LOCAL END", "START (UTC)", "HOURS", "FEE")
 	for i, b := range s.Occurrences {
 		t.row(strconv.Itoa(i+1), b.BlockID, b.State, localText(b.LocalStartTime), localClock(b.LocalEndTime), fmtTime(b.StartTime),
 			strconv.Itoa(b.DurationHours), b.UpfrontFee.String())

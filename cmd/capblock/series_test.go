@@ -114,8 +114,9 @@ func TestSeriesAndOrdersCommands(t *testing.T) {
 	first := list[0].Series.Occurrences[0].ID
 	ok(run("blocks", "cancel", first, "--yes"))
 	ok(run("series", "show", "workshop"), first, "cancelled")
-	ok(run("series", "cancel", "workshop"), "state:       cancelled")
-	fails(run("series", "cancel", "workshop"), "no occurrence left to cancel")
+	ok(run("series", "cancel", "workshop", "--yes"), "state:       cancelled")
+	fails(run("series", "cancel", "workshop", "--yes"), "no occurrence left to cancel")
+	fails(run("series", "cancel", "workshop"), "pass --yes")
 
 	// The whole node is free again: a search with one occurrence taken
 	// cannot be bought whole.
@@ -126,7 +127,7 @@ func TestSeriesAndOrdersCommands(t *testing.T) {
 	}
 	ok(run("orders", "show", "cheap"), "above maxFee 0.01 USD")
 	ok(run("orders", "list"), "4×l4.1x")
-	ok(run("orders", "cancel", "cheap"), "cancelled")
+	ok(run("orders", "cancel", "cheap", "--yes"), "cancelled")
 	fails(run("orders", "create", "--type", "l4.1x", "--duration", "8h", "--end-before", "+2d", "--mode", "maybe"), "--mode \"maybe\"")
 	fails(run("orders", "create", "--type", "l4.1x", "--duration", "8h", "--end-before", "+2d", "--mode", "buy"), "--mode buy needs --max-fee")
 }

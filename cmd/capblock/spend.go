@@ -45,6 +45,9 @@ the same hours cost on demand, SAVINGS = ON-DEMAND - SPENT.`,
 			if err != nil {
 				return err
 			}
+			if q.Team, err = teamFlag(cmd.Context(), c, q.Team); err != nil {
+				return err
+			}
 			s, err := c.Spend(cmd.Context(), q)
 			if err != nil {
 				return err
@@ -57,7 +60,7 @@ the same hours cost on demand, SAVINGS = ON-DEMAND - SPENT.`,
 				return nil
 			}
 			teams := teamNames(cmd.Context(), c)
-			t := newTable(a.stdout, "TEAM", "TYPE", "MONTH", "GROSS", "REFUNDS", "CREDITS", "NET", "SPENT", "ON-DEMAND", "SAVINGS", "SAVINGS %",
+			t := a.newTable("TEAM", "TYPE", "MONTH", "GROSS", "REFUNDS", "CREDITS", "NET", "SPENT", "ON-DEMAND", "SAVINGS", "SAVINGS %",
 				"GPU-H RESERVED", "USED", "LENT", "IDLE")
 			hours := func(g client.GPUHours) []string {
 				return []string{gpuHours(g.Reserved), gpuHours(g.Used), gpuHours(g.Lent), gpuHours(g.Idle)}
@@ -144,7 +147,7 @@ cursor to pass as --after next time.`,
 			if a.wideOutput() {
 				cols = append(cols, "TOKEN")
 			}
-			t := newTable(a.stdout, cols...)
+			t := a.newTable(cols...).clipToFit("USER", "TEAM", "OUTCOME")
 			for _, r := range page.Records {
 				subject := r.Subject
 				if subject == "" {

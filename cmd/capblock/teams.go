@@ -60,7 +60,7 @@ func (a *app) teamsListCmd() *cobra.Command {
 }
 
 func (a *app) printTeams(teams []client.Team) error {
-	t := newTable(a.stdout, "ID", "NAME", "CREATED (UTC)", "STATE")
+	t := a.newTable("ID", "NAME", "CREATED (UTC)", "STATE").clipToFit("NAME")
 	for _, tm := range teams {
 		t.row(tm.ID, tm.Name, fmtTime(tm.CreatedAt), enabledState(tm.DisabledAt))
 	}
@@ -135,7 +135,7 @@ func (a *app) teamsShowCmd() *cobra.Command {
 
 // printQuotas writes quota rows; a zero limit is the operator's default.
 func (a *app) printQuotas(quotas []client.Quota) error {
-	t := newTable(a.stdout, "TYPE", "MAX PER BLOCK", "MAX HELD", "MAX DURATION", "MAX LEAD")
+	t := a.newTable("TYPE", "MAX PER BLOCK", "MAX HELD", "MAX DURATION", "MAX LEAD")
 	limit := func(n int, unit time.Duration) string {
 		switch {
 		case n == 0:
@@ -331,7 +331,7 @@ count only where the fleet's budgetCountsCredits says so).`,
 				return a.printJSON(l)
 			}
 			if len(l.Entries) > 0 {
-				t := newTable(a.stdout, "SEQ", "TIME (UTC)", "KIND", "AMOUNT", "SUBJECT", "JOURNAL")
+				t := a.newTable("SEQ", "TIME (UTC)", "KIND", "AMOUNT", "SUBJECT", "JOURNAL")
 				for _, e := range l.Entries {
 					t.row(strconv.FormatInt(e.Seq, 10), fmtTime(e.Time), e.Kind, e.Amount.String(), e.Subject, e.JournalID)
 				}

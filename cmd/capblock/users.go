@@ -50,7 +50,7 @@ func (a *app) usersListCmd() *cobra.Command {
 }
 
 func (a *app) printUsers(users []client.User) error {
-	t := newTable(a.stdout, "ID", "NAME", "TEAM", "ROLE", "CREATED (UTC)", "STATE")
+	t := a.newTable("ID", "NAME", "TEAM", "ROLE", "CREATED (UTC)", "STATE").clipToFit("NAME", "TEAM")
 	for _, u := range users {
 		t.row(u.ID, u.Name, u.Team, u.Role, fmtTime(u.CreatedAt), enabledState(u.DisabledAt))
 	}
@@ -73,6 +73,9 @@ func (a *app) usersCreateCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if team, err = teamFlag(cmd.Context(), c, team); err != nil {
+				return err
+			}
 			u, err := c.CreateUser(cmd.Context(), client.NewUser{Name: args[0], Team: team, Role: role})
 			if err != nil {
 				return err
@@ -87,7 +90,7 @@ func (a *app) usersCreateCmd() *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&team, "team", "", "the user's team (an id from 'capblock teams list')")
+	cmd.Flags().StringVar(&team, "team", "", "the user's team: its id or name (from 'capblock teams list')")
 	cmd.Flags().StringVar(&role, "role", "", "admin, member or viewer")
 	_ = cmd.MarkFlagRequired("team")
 	_ = cmd.MarkFlagRequired("role")
@@ -128,9 +131,12 @@ func (a *app) tokensCreateCmd() *cobra.Command {
 				return err
 			}
 			if user == "" {
-				if user, err = a.ownUserID(cmd.Context(), c); err != nil {
-					return err
-				}
+				user, err = a.ownUserID(cmd.Context(), c)
+			} else {
+				user, err = userID(cmd.Context(), c, user)
+			}
+			if err != nil {
+				return err
 			}
 			tok, err := c.CreateToken(cmd.Context(), user, lifetime)
 			if err != nil {
@@ -154,7 +160,7 @@ func (a *app) tokensCreateCmd() *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&user, "user", "", "the user the token acts as (default: yourself, as 'capblock login' found out)")
+	cmd.Flags().StringVar(&user, "user", "", "the user the token acts as, by id or name (default: yourself, as 'capblock login' found out)")
 	cmd.Flags().StringVar(&expiresIn, "expires-in", "", "lifetime, e.g. 720h or 30d (default: no expiry)")
 	return cmd
 }
@@ -203,7 +209,7 @@ func (a *app) tokensListCmd() *cobra.Command {
 }
 
 func (a *app) printTokens(tokens []client.Token) error {
-	t := newTable(a.stdout, "ID", "USER", "STATE", "CREATED (UTC)", "EXPIRES (UTC)")
+	t := a.newTable("ID", "USER", "STATE", "CREATED (UTC)", "EXPIRES (UTC)").clipToFit("USER")
 	for _, tok := range tokens {
 		state := "active"
 		switch {
@@ -222,13 +228,32 @@ func (a *app) printTokens(tokens []client.Token) error {
 }
 
 func (a *app) tokensRevokeCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:   "revoke TOKEN_ID",
+	var yes bool
+	cmd := &cobra.Command{
+		Use:   "revoke TOKEN_ID [--yes]",
 		Short: "Revoke a token at once: yours, or (admin) anyone's",
-		Args:  exactlyOne("token id (from 'capblock tokens list')"),
+		Long: `Revoke a token at once: yours, or (admin) anyone's. It first says which
+token and asks for confirmation (--yes does not ask; without a terminal to
+answer, --yes is needed).`,
+		Args: exactlyOne("token id (from 'capblock tokens list')"),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := a.mayAsk(yes, "revoke"); err != nil {
+				return err
+			}
 			c, err := a.client()
 			if err != nil {
+				return err
+			}
+			what := fmt.Sprintf("revoking token %s: requests with it are refused from now on", args[0])
+			if list, err := c.Tokens(cmd.Context()); err == nil {
+				for _, tok := range list {
+					if tok.ID == args[0] {
+						what = fmt.Sprintf("revoking token %s of user %s, created %s: requests with it are refused from now on",
+							tok.ID, tok.User, fmtTime(tok.CreatedAt))
+					}
+				}
+			}
+			if err := a.confirm(yes, what, "Revoke it?", "token "+args[0]+" was not revoked"); err != nil {
 				return err
 			}
 			tok, err := c.RevokeToken(cmd.Context(), args[0])
@@ -241,4 +266,6 @@ func (a *app) tokensRevokeCmd() *cobra.Command {
 			return a.printTokens([]client.Token{tok})
 		},
 	}
+	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "revoke without asking")
+	return cmd
 }

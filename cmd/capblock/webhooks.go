@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+	"fmt"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -46,6 +48,9 @@ func (a *app) webhooksCreateCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := a.client()
 			if err != nil {
+				return err
+			}
+			if team, err = teamFlag(cmd.Context(), c, team); err != nil {
 				return err
 			}
 			w, err := c.CreateWebhook(cmd.Context(), client.NewWebhook{URL: args[0], Events: events, Team: team})
@@ -95,7 +100,7 @@ func (a *app) webhooksListCmd() *cobra.Command {
 			if a.jsonOutput() {
 				return a.printJSON(map[string]any{"webhooks": hooks})
 			}
-			t := newTable(a.stdout, "ID", "TEAM", "EVENTS", "CREATED (UTC)", "URL")
+			t := a.newTable("ID", "TEAM", "EVENTS", "CREATED (UTC)", "URL").clipToFit("TEAM", "EVENTS", "URL")
 			for _, w := range hooks {
 				t.row(w.ID, w.Team, strings.Join(w.Events, ","), fmtTime(w.CreatedAt), w.URL)
 			}
@@ -105,17 +110,33 @@ func (a *app) webhooksListCmd() *cobra.Command {
 }
 
 func (a *app) webhooksDeleteCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:     "delete WEBHOOK_ID",
+	var yes bool
+	cmd := &cobra.Command{
+		Use:     "delete WEBHOOK_ID [--yes]",
 		Aliases: []string{"rm"},
 		Short:   "Delete a webhook and its delivery log; deliveries not yet made are dropped",
-		Args:    exactlyOne("webhook id (from 'capblock webhooks list')"),
+		Long: `Delete a webhook and its delivery log; deliveries not yet made are dropped.
+It first says what it deletes and asks for confirmation (--yes does not
+ask; without a terminal to answer, --yes is needed).`,
+		Args: exactlyOne("webhook id (from 'capblock webhooks list')"),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := a.mayAsk(yes, "delete"); err != nil {
+				return err
+			}
+			ctx := cmd.Context()
 			c, err := a.client()
 			if err != nil {
 				return err
 			}
-			w, err := c.DeleteWebhook(cmd.Context(), args[0])
+			what := fmt.Sprintf("deleting webhook %s: its delivery log goes with it, and deliveries not yet made are dropped", args[0])
+			if w, ok := findWebhook(ctx, c, args[0]); ok {
+				what = fmt.Sprintf("deleting webhook %s (team %s, %s, events %s): its delivery log goes with it, and deliveries not yet made are dropped",
+					w.ID, w.Team, w.URL, strings.Join(w.Events, ","))
+			}
+			if err := a.confirm(yes, what, "Delete it?", "webhook "+args[0]+" was not deleted"); err != nil {
+				return err
+			}
+			w, err := c.DeleteWebhook(ctx, args[0])
 			if err != nil {
 				return err
 			}
@@ -126,6 +147,23 @@ func (a *app) webhooksDeleteCmd() *cobra.Command {
 			return nil
 		},
 	}
+	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "delete without asking")
+	return cmd
+}
+
+// findWebhook looks webhook id up in the caller's list, to describe it;
+// ok is false when it is not there (the server then answers for it).
+func findWebhook(ctx context.Context, c *client.Client, id string) (client.Webhook, bool) {
+	list, err := c.Webhooks(ctx)
+	if err != nil {
+		return client.Webhook{}, false
+	}
+	for _, w := range list {
+		if w.ID == id {
+			return w, true
+		}
+	}
+	return client.Webhook{}, false
 }
 
 func (a *app) webhooksDeliveriesCmd() *cobra.Command {
@@ -145,7 +183,7 @@ func (a *app) webhooksDeliveriesCmd() *cobra.Command {
 			if a.jsonOutput() {
 				return a.printJSON(map[string]any{"deliveries": ds})
 			}
-			t := newTable(a.stdout, "EVENT", "ATTEMPT", "TIME (UTC)", "RESULT", "NEXT ATTEMPT (UTC)")
+			t := a.newTable("EVENT", "ATTEMPT", "TIME (UTC)", "RESULT", "NEXT ATTEMPT (UTC)").clipToFit("RESULT")
 			for _, d := range ds {
 				next := "-"
 				if d.NextAttemptAt != nil {

@@ -96,13 +96,19 @@ func TestWebhookCommands(t *testing.T) {
 			wantRequests: []string{"GET /v1/webhooks"},
 		},
 		"delete": {
-			args:         []string{"webhooks", "delete", "wh-1"},
-			want:         result{stderr: "deleted webhook wh-1 (https://example.com/capblock)\n"},
-			wantRequests: []string{"DELETE /v1/webhooks/wh-1"},
+			args: []string{"webhooks", "delete", "wh-1", "--yes"},
+			want: result{stderr: lines(
+				"deleting webhook wh-1 (team team-1, https://example.com/capblock, events block.*,plan.committed): its delivery log goes with it, and deliveries not yet made are dropped",
+				"deleted webhook wh-1 (https://example.com/capblock)",
+			)},
+			wantRequests: []string{"GET /v1/webhooks", "DELETE /v1/webhooks/wh-1"},
 		},
 		"delete: not found": {
-			args: []string{"webhooks", "delete", "wh-9"},
-			want: result{code: 1, stderr: "capblock: not_found: webhook wh-9 not found\n"},
+			args: []string{"webhooks", "delete", "wh-9", "--yes"},
+			want: result{code: 1, stderr: lines(
+				"deleting webhook wh-9: its delivery log goes with it, and deliveries not yet made are dropped",
+				"capblock: not_found: webhook wh-9 not found",
+			)},
 		},
 		"delete: no id": {
 			args: []string{"webhooks", "delete"},
@@ -145,7 +151,7 @@ func TestWebhookCommandsJSON(t *testing.T) {
 			want: `{"webhooks": [` + webhook1 + `, ` + webhook2 + `]}`,
 		},
 		"delete": {
-			args: []string{"webhooks", "delete", "wh-1"},
+			args: []string{"webhooks", "delete", "wh-1", "--yes"},
 			want: webhook1,
 		},
 		"deliveries": {

@@ -72,7 +72,8 @@ func newFake() *fakeService {
 				{Name: "n3", Zone: "zone-a", Rack: "r3", GPUModel: "L4", GPUs: 4, Health: core.Healthy},
 			},
 			Types: []core.InstanceType{
-				{Name: "h100.8x", GPUModel: "H100", GPUsPerInstance: 8, OnDemand: core.Money{Minor: 9850, Currency: "USD"}},
+				{Name: "h100.8x", GPUModel: "H100", GPUsPerInstance: 8, OnDemand: core.Money{Minor: 9850, Currency: "USD"},
+					AWSNames: []string{"p5.48xlarge", "ml.p5.48xlarge"}},
 				{Name: "l4.1x", GPUModel: "L4", GPUsPerInstance: 1, OnDemand: core.Money{Minor: 70, Currency: "USD"}},
 				{Name: "a100.8x", GPUModel: "A100", GPUsPerInstance: 8, OnDemand: core.Money{Minor: 400000, Currency: "USD"}},
 			},

@@ -35,6 +35,7 @@ func (s *server) listInstanceTypes(ctx context.Context, _ *struct{}) (*out[insta
 			GPUsPerInstance: t.GPUsPerInstance,
 			OnDemandPrice:   toMoney(t.OnDemand),
 			Zones:           zones,
+			AWSNames:        t.AWSNames,
 		})
 	}
 	return reply(resp)

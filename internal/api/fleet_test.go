@@ -19,7 +19,8 @@ func TestFleetRoutes(t *testing.T) {
 			target: "/v1/instance-types",
 			want: `{"instanceTypes": [
 				{"name": "h100.8x", "gpuModel": "H100", "gpusPerInstance": 8,
-				 "onDemandPrice": {"amount": "98.50", "currency": "USD"}, "zones": ["zone-a", "zone-b"]},
+				 "onDemandPrice": {"amount": "98.50", "currency": "USD"}, "zones": ["zone-a", "zone-b"],
+				 "awsNames": ["p5.48xlarge", "ml.p5.48xlarge"]},
 				{"name": "l4.1x", "gpuModel": "L4", "gpusPerInstance": 1,
 				 "onDemandPrice": {"amount": "0.70", "currency": "USD"}, "zones": ["zone-a"]},
 				{"name": "a100.8x", "gpuModel": "A100", "gpusPerInstance": 8,

@@ -170,6 +170,9 @@ type instanceTypeJSON struct {
 	GPUsPerInstance int       `json:"gpusPerInstance" example:"8"`
 	OnDemandPrice   moneyJSON `json:"onDemandPrice" doc:"Per instance-hour."`
 	Zones           []string  `json:"zones" nullable:"false"`
+	// AWSNames are the names the AWS fronts take for the type
+	// (p5.48xlarge, ml.p5.48xlarge), for a client to map them as /aws does.
+	AWSNames []string `json:"awsNames,omitempty" example:"p5.48xlarge"`
 }
 
 type instanceTypesJSON struct {

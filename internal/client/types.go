@@ -23,6 +23,9 @@ type InstanceType struct {
 	GPUsPerInstance int      `json:"gpusPerInstance"`
 	OnDemandPrice   Money    `json:"onDemandPrice"`
 	Zones           []string `json:"zones"`
+	// AWSNames are the names the AWS fronts take for the type
+	// (p5.48xlarge, ml.p5.48xlarge); none when the operator gave none.
+	AWSNames []string `json:"awsNames,omitempty"`
 }
 
 // Node is one GPU host of the fleet.
