@@ -138,7 +138,7 @@ func TestAWSThroughServe(t *testing.T) {
 	refused("a disabled team's key", "team research was disabled")
 	cli("teams", "enable", "research")
 	works("the team enabled again")
-	cli("access-keys", "revoke", key.ID)
+	cli("access-keys", "revoke", key.ID, "--yes")
 	refused("a revoked key", "unknown or revoked")
 }
 

@@ -76,7 +76,7 @@ func TestCLIAccessKeys(t *testing.T) {
 	}
 
 	// 3. Revoked by its access key id.
-	out = mustCLI("access-keys", "revoke", accessKeyID)
+	out = mustCLI("access-keys", "revoke", accessKeyID, "--yes")
 	if !strings.Contains(out, id) || !strings.Contains(out, "revoked") {
 		t.Errorf("access-keys revoke:\n%s", out)
 	}
