@@ -132,6 +132,9 @@ func dsnParams(writer bool) string {
 			// FULL syncs the WAL on every commit: NORMAL would lose the
 			// last commits on a power cut.
 			"_pragma=synchronous(FULL)",
+			// Savepoints' journals (one per change of a group) stay in
+			// memory, never in a file of their own.
+			"_pragma=temp_store(MEMORY)",
 			"_txlock=immediate",
 		)
 	} else {
