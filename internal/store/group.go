@@ -1,6 +1,10 @@
 package store
 
-import "sync"
+import (
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
 
 // Group commit. Each commit pays for a transaction and its flush to disk,
 // which cost more than the change itself; commits that arrive while
@@ -15,11 +19,13 @@ import "sync"
 // The drivers write a group and answer each of its requests; each says
 // how a change that fails inside a group fails alone.
 
-// CommitGroup queues the commits of one writer. Its zero value is not
-// ready: set Max.
+// CommitGroup queues the commits of one writer. Make it with
+// NewCommitGroup.
 type CommitGroup[R any] struct {
 	// Max is the most requests one group takes.
 	Max int
+	// sizes counts the groups by the requests they took.
+	sizes prometheus.Histogram
 
 	mu    sync.Mutex
 	queue []*groupEntry[R]
@@ -27,6 +33,18 @@ type CommitGroup[R any] struct {
 	// largest is the most requests a group has taken so far.
 	largest int
 }
+
+// NewCommitGroup returns a queue whose groups take at most max requests.
+func NewCommitGroup[R any](max int) *CommitGroup[R] {
+	return &CommitGroup[R]{Max: max, sizes: prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "capblock_store_commit_group_changes",
+		Help:    "Transactions of this replica's commits, by the changes each took (group commit: changes that arrive together share one).",
+		Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128},
+	})}
+}
+
+// Collector is the histogram of the groups' sizes.
+func (g *CommitGroup[R]) Collector() prometheus.Collector { return g.sizes }
 
 // groupEntry is one request waiting for its group.
 type groupEntry[R any] struct {
@@ -58,6 +76,9 @@ func (g *CommitGroup[R]) Do(r R, write func(group []R)) {
 	g.queue = g.queue[n:]
 	g.largest = max(g.largest, n)
 	g.mu.Unlock()
+	if g.sizes != nil {
+		g.sizes.Observe(float64(n))
+	}
 
 	group := make([]R, n)
 	for i, e := range batch {

@@ -61,7 +61,7 @@ type Store struct {
 	// failures, deadlocks) that Commit ran again.
 	retries prometheus.Counter
 	// group queues the commits that arrive while one is written.
-	group store.CommitGroup[*commitRequest]
+	group *store.CommitGroup[*commitRequest]
 }
 
 var _ store.Store = (*Store)(nil)
@@ -103,7 +103,7 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 		pool.Close()
 		return nil, fmt.Errorf("migrating PostgreSQL database %s: %w", cfg.ConnConfig.Database, err)
 	}
-	return &Store{pool: pool, group: store.CommitGroup[*commitRequest]{Max: maxGroup}, retries: prometheus.NewCounter(prometheus.CounterOpts{
+	return &Store{pool: pool, group: store.NewCommitGroup[*commitRequest](maxGroup), retries: prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "capblock_store_transaction_retries_total",
 		Help: "Transactions that PostgreSQL aborted (serialization failure, deadlock) and capblock ran again.",
 	})}, nil
@@ -179,6 +179,7 @@ func (s *Store) Collectors() []prometheus.Collector {
 	}
 	return []prometheus.Collector{
 		s.retries,
+		s.group.Collector(),
 		gauge("capblock_db_pool_connections", "Connections in the PostgreSQL pool.", func(st *pgxpool.Stat) float64 { return float64(st.TotalConns()) }),
 		gauge("capblock_db_pool_connections_in_use", "Pool connections in use.", func(st *pgxpool.Stat) float64 { return float64(st.AcquiredConns()) }),
 		gauge("capblock_db_pool_connections_idle", "Idle pool connections.", func(st *pgxpool.Stat) float64 { return float64(st.IdleConns()) }),

@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
 
 	"capblock/internal/core"
@@ -40,7 +41,7 @@ type Store struct {
 	ws *writeStmts
 	rs *readStmts
 	// group queues the commits that arrive while one is written.
-	group store.CommitGroup[*commitRequest]
+	group *store.CommitGroup[*commitRequest]
 
 	closeOnce sync.Once
 	closeErr  error
@@ -54,7 +55,7 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	if path == "" || strings.ContainsAny(path, "?#") || strings.HasPrefix(path, "file:") || path == ":memory:" {
 		return nil, fmt.Errorf("opening sqlite store: unsupported path %q (a plain file name without '?' or '#' is needed)", path)
 	}
-	s := &Store{path: path, group: store.CommitGroup[*commitRequest]{Max: maxGroup}}
+	s := &Store{path: path, group: store.NewCommitGroup[*commitRequest](maxGroup)}
 	var err error
 	// 1. The writer: its first connection turns the file to WAL and runs the
 	//    migrations before any reader opens it.
@@ -260,4 +261,10 @@ func (s *Store) SealSecret(ctx context.Context, clear []byte, sealed core.Sealed
 		return fmt.Errorf("checkpointing the database after sealing the signing secret: %w", err)
 	}
 	return nil
+}
+
+// Collectors returns the store's metrics: the sizes of its commits'
+// groups.
+func (s *Store) Collectors() []prometheus.Collector {
+	return []prometheus.Collector{s.group.Collector()}
 }
