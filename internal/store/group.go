@@ -9,10 +9,10 @@ import (
 // Group commit. Each commit pays for a transaction and its flush to disk,
 // which cost more than the change itself; commits that arrive while
 // another is being written share the next transaction instead. There is
-// no timer: a commit that finds the writer idle leads a group of itself
-// at once, as fast as alone; commits that arrive meanwhile queue, and
-// when the group is durable the first of them leads the next group, of
-// every commit queued by then (up to the group's Max). A leader leads
+// no timer: a commit that finds a writer idle leads a group of itself
+// at once, as fast as alone; commits that arrive while every writer is
+// busy queue, and when a group is durable the first of them leads the
+// next group, of every commit queued by then (up to the group's Max). A leader leads
 // one group and returns with its answer: no caller waits on others' work
 // longer than one group.
 //
@@ -24,19 +24,23 @@ import (
 type CommitGroup[R any] struct {
 	// Max is the most requests one group takes.
 	Max int
+	// Writers is the most groups written at once (at least 1): SQLite
+	// has one writer; PostgreSQL takes several transactions at once.
+	Writers int
 	// sizes counts the groups by the requests they took.
 	sizes prometheus.Histogram
 
 	mu    sync.Mutex
 	queue []*groupEntry[R]
-	busy  bool // a leader is writing a group
+	busy  int // groups being written
 	// largest is the most requests a group has taken so far.
 	largest int
 }
 
-// NewCommitGroup returns a queue whose groups take at most max requests.
-func NewCommitGroup[R any](max int) *CommitGroup[R] {
-	return &CommitGroup[R]{Max: max, sizes: prometheus.NewHistogram(prometheus.HistogramOpts{
+// NewCommitGroup returns a queue whose groups take at most max requests,
+// written by at most writers leaders at once.
+func NewCommitGroup[R any](max, writers int) *CommitGroup[R] {
+	return &CommitGroup[R]{Max: max, Writers: writers, sizes: prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "capblock_store_commit_group_changes",
 		Help:    "Transactions of this replica's commits, by the changes each took (group commit: changes that arrive together share one).",
 		Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128},
@@ -50,9 +54,9 @@ func (g *CommitGroup[R]) Collector() prometheus.Collector { return g.sizes }
 type groupEntry[R any] struct {
 	r R
 	// wake receives once: when the request is answered, or when it is to
-	// lead the next group (lead is then true).
+	// lead the next group, which lead then holds.
 	wake chan struct{}
-	lead bool
+	lead []*groupEntry[R]
 }
 
 // Do returns once r is answered: it joins the next group, leading it
@@ -62,44 +66,57 @@ func (g *CommitGroup[R]) Do(r R, write func(group []R)) {
 	e := &groupEntry[R]{r: r, wake: make(chan struct{}, 1)}
 	g.mu.Lock()
 	g.queue = append(g.queue, e)
-	if g.busy {
+	var batch []*groupEntry[R]
+	if g.busy >= max(g.Writers, 1) {
 		g.mu.Unlock()
 		<-e.wake
-		if !e.lead {
+		if e.lead == nil {
 			return // answered by another leader's group
 		}
-		g.mu.Lock()
+		batch = e.lead
+	} else {
+		// No group waits while a writer is idle: the queue is e alone.
+		g.busy++
+		batch = g.take()
+		g.mu.Unlock()
 	}
-	g.busy = true
-	n := min(len(g.queue), max(g.Max, 1))
-	batch := g.queue[:n:n]
-	g.queue = g.queue[n:]
-	g.largest = max(g.largest, n)
-	g.mu.Unlock()
 	if g.sizes != nil {
-		g.sizes.Observe(float64(n))
+		g.sizes.Observe(float64(len(batch)))
 	}
-
-	group := make([]R, n)
-	for i, e := range batch {
-		group[i] = e.r
+	group := make([]R, len(batch))
+	for i, o := range batch {
+		group[i] = o.r
 	}
 	write(group)
 
+	// The next group, if any, is handed whole to its leader, so that no
+	// other writer takes it too.
 	g.mu.Lock()
+	var next *groupEntry[R]
 	if len(g.queue) > 0 {
-		next := g.queue[0]
-		next.lead = true
-		next.wake <- struct{}{}
+		next = g.queue[0]
+		next.lead = g.take()
 	} else {
-		g.busy = false
+		g.busy--
 	}
 	g.mu.Unlock()
+	if next != nil {
+		next.wake <- struct{}{}
+	}
 	for _, o := range batch {
 		if o != e {
 			o.wake <- struct{}{}
 		}
 	}
+}
+
+// take removes the next group from the queue; g.mu is held.
+func (g *CommitGroup[R]) take() []*groupEntry[R] {
+	n := min(len(g.queue), max(g.Max, 1))
+	batch := g.queue[:n:n]
+	g.queue = g.queue[n:]
+	g.largest = max(g.largest, n)
+	return batch
 }
 
 // Largest is the most requests a group has taken so far.

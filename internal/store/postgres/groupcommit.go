@@ -12,12 +12,13 @@ import (
 )
 
 // Group commit (see store.CommitGroup): the changes one replica commits
-// at the same time share a transaction. A lone change runs as it did
+// while groupWriters transactions of its own are already being written
+// share the next transaction. A lone change runs as it did
 // alone (commitOnce). A group of several runs in four steps:
 //
 //  1. BEGIN, and every block that any change of the group updates
 //     locked FOR UPDATE and read, in id order;
-//  2. the locks of every node and every budget that any change takes, in
+//  2. (in the same round trip when no change updates a block) the locks of every node and every budget that any change takes, in
 //     their order, so that two groups (or a group and a lone commit, on
 //     this replica or another) take them in the same order and never
 //     wait for each other in a cycle;
@@ -31,7 +32,8 @@ import (
 //     next round trip); one that the database
 //     aborted as a deadlock or a serialization failure is run again
 //     alone, after the group;
-//  4. COMMIT. Nothing is answered before it. If it fails, every change
+//  4. COMMIT (which commits the last savepoint too). Nothing is answered
+//     before it. If it fails, every change
 //     the group holds fails with it (run again alone when the database
 //     aborted it).
 
@@ -39,6 +41,12 @@ import (
 // subtransaction, and PostgreSQL keeps at most 64 of them in a session's
 // shared cache before every other session's snapshot has to look them up.
 const maxGroup = 32
+
+// groupWriters is how many groups one replica writes at once, each on a
+// connection of its own: PostgreSQL runs transactions side by side, so a
+// replica's commits form groups only when that many are already being
+// written, and a lone replica keeps the parallelism it had before.
+const groupWriters = 4
 
 // exclusionConstraint is the overlap check on allocations (0007_node_ids).
 const exclusionConstraint = "allocations_no_overlap"
@@ -94,23 +102,29 @@ func (s *Store) commitGroup(batch []*commitRequest) {
 	if len(updates) > 0 {
 		queueLockBlocks(b, updates, &stored)
 	}
+	// 2. The node and budget locks of every change, in order: with BEGIN
+	//    when no change updates a block, else once the blocks are read
+	//    (they name the nodes the updates leave).
+	changes := make([]store.Change, len(batch))
+	for i, r := range batch {
+		changes[i] = r.c
+	}
+	if len(updates) == 0 {
+		(&commitWriter{batch: b}).queueGroupLocks(changes)
+	}
 	br := conn.SendBatch(ctx, b)
 	tx = br.Tx()
 	if err := closeBatch(br); err != nil {
 		fail(batch, err)
 		return
 	}
-
-	// 2. The node and budget locks of every change, in order.
-	all := &commitWriter{batch: &pgx.Batch{}, stored: stored}
-	var guards []store.Change
-	for _, r := range batch {
-		guards = append(guards, r.c)
-	}
-	all.queueGroupLocks(guards)
-	if err := closeBatch(tx.SendBatch(ctx, all.batch)); err != nil {
-		fail(batch, err)
-		return
+	if len(updates) > 0 {
+		locks := &commitWriter{batch: &pgx.Batch{}, stored: stored}
+		locks.queueGroupLocks(changes)
+		if err := closeBatch(tx.SendBatch(ctx, locks.batch)); err != nil {
+			fail(batch, err)
+			return
+		}
 	}
 
 	// 3. Each change in its savepoint. undo opens the next round trip:
@@ -160,15 +174,8 @@ func (s *Store) commitGroup(batch []*commitRequest) {
 		return
 	}
 
-	// 4. COMMIT, after the last change's savepoint is ended.
-	end := &commitWriter{batch: &pgx.Batch{}}
-	for _, q := range undo {
-		end.exec("ending the savepoint of the last change", nil, q)
-	}
-	if err := closeBatch(tx.SendBatch(ctx, end.batch)); err != nil {
-		fail(applied, err)
-		return
-	}
+	// 4. COMMIT, which also commits the last change's savepoint, still
+	//    open.
 	if err := tx.Commit(ctx); err != nil {
 		fail(applied, dbError("committing change", err))
 	}
