@@ -49,51 +49,25 @@ const maxAttempts = 5
 // c.Update[i].Block, and the Seq into c.Events[i]: the slices are shared
 // with the caller. Nothing is written into them when it fails.
 func (s *Store) Commit(ctx context.Context, c store.Change) error {
-	if err := store.ValidateChange(c); err != nil {
-		return fmt.Errorf("checking change: %w", err)
-	}
-	data, err := store.EncodeEvents(c.Events)
+	req, err := store.NewCommitRequest(ctx, c)
 	if err != nil {
-		return fmt.Errorf("checking change: %w", err)
+		return err
 	}
-	used, err := store.UsedOfferings(c.Offerings)
-	if err != nil {
-		return fmt.Errorf("checking change: %w", err)
-	}
-	req := &commitRequest{ctx: ctx, c: c, data: data, used: used}
 	s.group.Do(req, s.commitGroup)
-	seqs, journalSeqs, err := req.seqs, req.journalSeqs, req.err
 	// A change that the database aborted, in its group or alone, runs
 	// again alone.
-	for attempt := 1; err != nil; attempt++ {
-		if !retryable(err) {
-			return err
+	for attempt := 1; req.Err != nil; attempt++ {
+		if !retryable(req.Err) {
+			return req.Err
 		}
 		s.retries.Inc()
 		if attempt == maxAttempts {
 			return fmt.Errorf("committing change: the database aborted it %d times (last: SQLSTATE %s): %w",
-				attempt, sqlState(err), store.ErrConflict)
+				attempt, sqlState(req.Err), store.ErrConflict)
 		}
-		seqs, journalSeqs, err = s.commitOnce(ctx, c, data, used)
+		req.Seqs, req.JournalSeqs, req.Err = s.commitOnce(ctx, c, req.EventData, req.Used)
 	}
-	for i := range c.Insert {
-		c.Insert[i].Version = 1
-	}
-	for i := range c.Update {
-		c.Update[i].Block.Version = c.Update[i].ExpectedVersion + 1
-	}
-	for i := range c.Events {
-		c.Events[i].Seq = seqs[i]
-	}
-	for i := range c.Journals {
-		c.Journals[i].Seq = journalSeqs[i]
-	}
-	for i := range c.InsertOrders {
-		c.InsertOrders[i].Version = 1
-	}
-	for i := range c.UpdateOrders {
-		c.UpdateOrders[i].Order.Version = c.UpdateOrders[i].ExpectedVersion + 1
-	}
+	req.Committed()
 	return nil
 }
 

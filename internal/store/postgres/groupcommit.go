@@ -51,28 +51,16 @@ const groupWriters = 4
 // exclusionConstraint is the overlap check on allocations (0007_node_ids).
 const exclusionConstraint = "allocations_no_overlap"
 
-// commitRequest is one Commit waiting for its group.
-type commitRequest struct {
-	ctx  context.Context
-	c    store.Change
-	data []string // the events' data, encoded
-	used []store.UsedOffering
-
-	// Set by the group that took it.
-	seqs, journalSeqs []int64
-	err               error
-}
-
 // commitGroup commits batch and sets each request's answer.
-func (s *Store) commitGroup(batch []*commitRequest) {
+func (s *Store) commitGroup(batch []*store.CommitRequest) {
 	if len(batch) == 1 {
 		r := batch[0]
-		r.seqs, r.journalSeqs, r.err = s.commitOnce(r.ctx, r.c, r.data, r.used)
+		r.Seqs, r.JournalSeqs, r.Err = s.commitOnce(r.Ctx, r.Change, r.EventData, r.Used)
 		return
 	}
-	fail := func(rs []*commitRequest, err error) {
+	fail := func(rs []*store.CommitRequest, err error) {
 		for _, r := range rs {
-			r.err = err
+			r.Err = err
 		}
 	}
 	// The transaction is the group's: one caller's cancellation ends only
@@ -96,7 +84,7 @@ func (s *Store) commitGroup(batch []*commitRequest) {
 	b.BeginTx(pgx.TxOptions{})
 	var updates []store.BlockUpdate
 	for _, r := range batch {
-		updates = append(updates, r.c.Update...)
+		updates = append(updates, r.Change.Update...)
 	}
 	stored := map[string]*storedBlock{}
 	if len(updates) > 0 {
@@ -107,7 +95,7 @@ func (s *Store) commitGroup(batch []*commitRequest) {
 	//    (they name the nodes the updates leave).
 	changes := make([]store.Change, len(batch))
 	for i, r := range batch {
-		changes[i] = r.c
+		changes[i] = r.Change
 	}
 	if len(updates) == 0 {
 		(&commitWriter{batch: b}).queueGroupLocks(changes)
@@ -129,28 +117,28 @@ func (s *Store) commitGroup(batch []*commitRequest) {
 
 	// 3. Each change in its savepoint. undo opens the next round trip:
 	//    it releases the savepoint of the change before, which holds.
-	var applied []*commitRequest
+	var applied []*store.CommitRequest
 	var undo []string
 	for _, r := range batch {
-		if err := r.ctx.Err(); err != nil {
-			r.err = fmt.Errorf("committing change: %w", err)
+		if err := r.Ctx.Err(); err != nil {
+			r.Err = fmt.Errorf("committing change: %w", err)
 			continue
 		}
-		w := &commitWriter{batch: &pgx.Batch{}, stored: ownStored(stored, r.c.Update)}
+		w := &commitWriter{batch: &pgx.Batch{}, stored: ownStored(stored, r.Change.Update)}
 		for _, q := range undo {
 			w.exec("ending the savepoint of the change before", nil, q)
 		}
 		w.exec("beginning a change of the group", nil, `SAVEPOINT change`)
 		w.exec("beginning a change of the group", nil, `SET CONSTRAINTS `+exclusionConstraint+` DEFERRED`)
-		if err := w.queue(r.c, r.data, r.used); err != nil {
+		if err := w.queue(r.Change, r.EventData, r.Used); err != nil {
 			// Found before anything of it was sent: nothing is sent, and
 			// the undo waits for the next round trip.
-			r.err = err
+			r.Err = err
 			continue
 		}
 		w.exec("checking for overlaps", nil, `SET CONSTRAINTS `+exclusionConstraint+` IMMEDIATE`)
 		if err := closeBatch(tx.SendBatch(ctx, w.batch)); err != nil {
-			r.err = err
+			r.Err = err
 			// At once and in the simple protocol: a transaction the
 			// failure aborted takes nothing else, not even the
 			// preparation of the next change's statements.
@@ -158,7 +146,7 @@ func (s *Store) commitGroup(batch []*commitRequest) {
 				err = dbError("committing change: rolling back a change of its group", err)
 				fail(applied, err)
 				for _, o := range batch[slices.Index(batch, r)+1:] {
-					o.err = err
+					o.Err = err
 				}
 				return
 			}
@@ -167,7 +155,7 @@ func (s *Store) commitGroup(batch []*commitRequest) {
 		}
 		undo = []string{`RELEASE SAVEPOINT change`}
 		maps.Copy(stored, w.stored)
-		r.seqs, r.journalSeqs = w.seqs, w.journalSeqs
+		r.Seqs, r.JournalSeqs = w.seqs, w.journalSeqs
 		applied = append(applied, r)
 	}
 	if len(applied) == 0 {

@@ -1,10 +1,8 @@
 package postgres
 
 import (
-	"context"
 	"testing"
 
-	"capblock/internal/store"
 	"capblock/internal/store/pgtest"
 	"capblock/internal/store/storetest"
 )
@@ -14,26 +12,7 @@ import (
 // storetest.GroupFailsAlone).
 func TestGroupFailsAlone(t *testing.T) {
 	s := openTemp(t, pgtest.NewDatabase(t))
-	storetest.GroupFailsAlone(t, s, func(ctxs []context.Context, cs []store.Change) []error {
-		batch := make([]*commitRequest, len(cs))
-		for i, c := range cs {
-			data, err := store.EncodeEvents(c.Events)
-			if err != nil {
-				t.Fatal(err)
-			}
-			used, err := store.UsedOfferings(c.Offerings)
-			if err != nil {
-				t.Fatal(err)
-			}
-			batch[i] = &commitRequest{ctx: ctxs[i], c: c, data: data, used: used}
-		}
-		s.commitGroup(batch)
-		errs := make([]error, len(batch))
-		for i, r := range batch {
-			errs[i] = r.err
-		}
-		return errs
-	})
+	storetest.GroupFailsAlone(t, s, s.commitGroup)
 }
 
 // TestConcurrentCommitsGroup: commits made at once share transactions,

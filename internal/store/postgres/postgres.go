@@ -61,7 +61,7 @@ type Store struct {
 	// failures, deadlocks) that Commit ran again.
 	retries prometheus.Counter
 	// group queues the commits that arrive while one is written.
-	group *store.CommitGroup[*commitRequest]
+	group *store.CommitGroup[*store.CommitRequest]
 }
 
 var _ store.Store = (*Store)(nil)
@@ -103,7 +103,7 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 		pool.Close()
 		return nil, fmt.Errorf("migrating PostgreSQL database %s: %w", cfg.ConnConfig.Database, err)
 	}
-	return &Store{pool: pool, group: store.NewCommitGroup[*commitRequest](maxGroup, groupWriters), retries: prometheus.NewCounter(prometheus.CounterOpts{
+	return &Store{pool: pool, group: store.NewCommitGroup[*store.CommitRequest](maxGroup, groupWriters), retries: prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "capblock_store_transaction_retries_total",
 		Help: "Transactions that PostgreSQL aborted (serialization failure, deadlock) and capblock ran again.",
 	})}, nil

@@ -27,40 +27,15 @@ import (
 // c.Update[i].Block, and the Seq into c.Events[i]: the slices are shared
 // with the caller. Nothing is written into them when it fails.
 func (s *Store) Commit(ctx context.Context, c store.Change) error {
-	if err := store.ValidateChange(c); err != nil {
-		return fmt.Errorf("checking change: %w", err)
-	}
-	data, err := store.EncodeEvents(c.Events)
+	req, err := store.NewCommitRequest(ctx, c)
 	if err != nil {
-		return fmt.Errorf("checking change: %w", err)
+		return err
 	}
-	used, err := store.UsedOfferings(c.Offerings)
-	if err != nil {
-		return fmt.Errorf("checking change: %w", err)
-	}
-	req := &commitRequest{ctx: ctx, c: c, data: data, used: used}
 	s.group.Do(req, s.commitGroup)
-	if req.err != nil {
-		return req.err
+	if req.Err != nil {
+		return req.Err
 	}
-	for i := range c.Insert {
-		c.Insert[i].Version = 1
-	}
-	for i := range c.Update {
-		c.Update[i].Block.Version = c.Update[i].ExpectedVersion + 1
-	}
-	for i := range c.Events {
-		c.Events[i].Seq = req.seqs[i]
-	}
-	for i := range c.Journals {
-		c.Journals[i].Seq = req.journalSeqs[i]
-	}
-	for i := range c.InsertOrders {
-		c.InsertOrders[i].Version = 1
-	}
-	for i := range c.UpdateOrders {
-		c.UpdateOrders[i].Order.Version = c.UpdateOrders[i].ExpectedVersion + 1
-	}
+	req.Committed()
 	return nil
 }
 

@@ -17,24 +17,12 @@ import (
 // maxGroup is the most changes one transaction takes.
 const maxGroup = 128
 
-// commitRequest is one Commit waiting for its group.
-type commitRequest struct {
-	ctx  context.Context
-	c    store.Change
-	data []string // the events' data, encoded
-	used []store.UsedOffering
-
-	// Set by the group that took it.
-	seqs, journalSeqs []int64
-	err               error
-}
-
 // commitGroup applies batch in one transaction and sets each request's
 // answer.
-func (s *Store) commitGroup(batch []*commitRequest) {
-	fail := func(rs []*commitRequest, err error) {
+func (s *Store) commitGroup(batch []*store.CommitRequest) {
+	fail := func(rs []*store.CommitRequest, err error) {
 		for _, r := range rs {
-			r.err = err
+			r.Err = err
 		}
 	}
 	// The transaction is the group's: one caller's cancellation ends only
@@ -46,10 +34,10 @@ func (s *Store) commitGroup(batch []*commitRequest) {
 	}
 	defer tx.Rollback()
 	grouped := len(batch) > 1
-	var applied []*commitRequest
+	var applied []*store.CommitRequest
 	for i, r := range batch {
-		if err := r.ctx.Err(); err != nil {
-			r.err = fmt.Errorf("committing change: %w", err)
+		if err := r.Ctx.Err(); err != nil {
+			r.Err = fmt.Errorf("committing change: %w", err)
 			continue
 		}
 		if grouped {
@@ -58,10 +46,10 @@ func (s *Store) commitGroup(batch []*commitRequest) {
 				break
 			}
 		}
-		w := &commitTx{ctx: context.WithoutCancel(r.ctx), done: r.ctx, tx: tx, ws: s.ws}
-		seqs, err := w.apply(r.c, r.data, r.used)
+		w := &commitTx{ctx: context.WithoutCancel(r.Ctx), done: r.Ctx, tx: tx, ws: s.ws}
+		seqs, err := w.apply(r.Change, r.EventData, r.Used)
 		if err != nil {
-			r.err = err
+			r.Err = err
 			if !grouped {
 				break
 			}
@@ -80,7 +68,7 @@ func (s *Store) commitGroup(batch []*commitRequest) {
 				return
 			}
 		}
-		r.seqs, r.journalSeqs = seqs, w.journalSeqs
+		r.Seqs, r.JournalSeqs = seqs, w.journalSeqs
 		applied = append(applied, r)
 	}
 	if len(applied) == 0 {

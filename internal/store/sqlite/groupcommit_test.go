@@ -14,36 +14,11 @@ import (
 	"capblock/internal/store/storetest"
 )
 
-// request is a commit request for c, as Commit makes it.
-func request(t *testing.T, ctx context.Context, c store.Change) *commitRequest {
-	t.Helper()
-	data, err := store.EncodeEvents(c.Events)
-	if err != nil {
-		t.Fatal(err)
-	}
-	used, err := store.UsedOfferings(c.Offerings)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &commitRequest{ctx: ctx, c: c, data: data, used: used}
-}
-
 // TestGroupFailsAlone: in one group, a change that fails its re-check
 // fails alone (see storetest.GroupFailsAlone).
 func TestGroupFailsAlone(t *testing.T) {
 	s := openTemp(t, filepath.Join(t.TempDir(), "capblock.db"))
-	storetest.GroupFailsAlone(t, s, func(ctxs []context.Context, cs []store.Change) []error {
-		batch := make([]*commitRequest, len(cs))
-		for i, c := range cs {
-			batch[i] = request(t, ctxs[i], c)
-		}
-		s.commitGroup(batch)
-		errs := make([]error, len(batch))
-		for i, r := range batch {
-			errs[i] = r.err
-		}
-		return errs
-	})
+	storetest.GroupFailsAlone(t, s, s.commitGroup)
 }
 
 // TestConcurrentCommitsGroup: commits made at once share transactions,

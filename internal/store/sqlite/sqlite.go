@@ -41,7 +41,7 @@ type Store struct {
 	ws *writeStmts
 	rs *readStmts
 	// group queues the commits that arrive while one is written.
-	group *store.CommitGroup[*commitRequest]
+	group *store.CommitGroup[*store.CommitRequest]
 
 	closeOnce sync.Once
 	closeErr  error
@@ -55,7 +55,7 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	if path == "" || strings.ContainsAny(path, "?#") || strings.HasPrefix(path, "file:") || path == ":memory:" {
 		return nil, fmt.Errorf("opening sqlite store: unsupported path %q (a plain file name without '?' or '#' is needed)", path)
 	}
-	s := &Store{path: path, group: store.NewCommitGroup[*commitRequest](maxGroup, 1)}
+	s := &Store{path: path, group: store.NewCommitGroup[*store.CommitRequest](maxGroup, 1)}
 	var err error
 	// 1. The writer: its first connection turns the file to WAL and runs the
 	//    migrations before any reader opens it.

@@ -12,10 +12,9 @@ import (
 	"capblock/internal/store"
 )
 
-// CommitGroupFunc commits cs as one group of a driver's group commit,
-// change i for the caller whose context is ctxs[i], and returns each
-// change's answer.
-type CommitGroupFunc func(ctxs []context.Context, cs []store.Change) []error
+// CommitGroupFunc commits batch as one group of a driver's group commit
+// and sets each request's answer.
+type CommitGroupFunc func(batch []*store.CommitRequest)
 
 // GroupFailsAlone: in one group, each change that fails its re-check
 // fails alone, and the others commit, each whole, the failed ones leaving
@@ -59,7 +58,17 @@ func GroupFailsAlone(t *testing.T, s store.Full, commitGroup CommitGroupFunc) {
 		ctxs[i] = ctx
 	}
 	ctxs[4] = gone
-	errs := commitGroup(ctxs, changes)
+	batch := make([]*store.CommitRequest, len(changes))
+	for i, c := range changes {
+		r, err := store.NewCommitRequest(ctxs[i], c)
+		mustDo(t, "making a commit request", err)
+		batch[i] = r
+	}
+	commitGroup(batch)
+	errs := make([]error, len(batch))
+	for i, r := range batch {
+		errs[i] = r.Err
+	}
 	for i, want := range []string{"", "conflict", "", "conflict", "canceled", "used", "conflict", "", ""} {
 		err := errs[i]
 		switch {
