@@ -97,7 +97,7 @@ func TestReadmeWalkThroughs(t *testing.T) {
 	if segments := regexp.MustCompile(`(?m)^\d+\s+cb-\S+\s+scheduled\s`).FindAllString(plan, -1); len(segments) != 2 {
 		t.Errorf("the plan has %d segments, want 2:\n%s", len(segments), plan)
 	}
-	wantLine(t, "events until the interruption", output("./capblock events -f --until job.interrupted", 0), `(?m)^\S+ \S+\s+job\.interrupted\s+job-\S+\s+evt-\S+\s.*capacity_ended`)
+	wantLine(t, "events until the interruption", output("./capblock events -f --until job.interrupted -o wide", 0), `(?m)^\S+ \S+\s+job\.interrupted\s+job-\S+\s+evt-\S+\s.*capacity_ended`)
 	logs := output("./capblock jobs logs train -f", 0)
 	stopped := regexp.MustCompile(`(?m)^rank 0: SIGTERM: stopped at step (\d+)$`).FindStringSubmatchIndex(logs)
 	resumed := regexp.MustCompile(`(?m)^rank 0: resuming from step (\d+) of 240$`).FindStringSubmatchIndex(logs)
