@@ -13,7 +13,29 @@ import (
 	"capblock/internal/contract"
 	"capblock/internal/core"
 	"capblock/internal/store/sqlite"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 )
+
+// changesPerCommit is the mean size of the store's commit groups so far
+// (the histogram capblock_store_commit_group_changes).
+func changesPerCommit(b *testing.B, cs []prometheus.Collector) float64 {
+	for _, c := range cs {
+		ch := make(chan prometheus.Metric, 1)
+		go func() { c.Collect(ch); close(ch) }()
+		for m := range ch {
+			var d dto.Metric
+			if err := m.Write(&d); err != nil {
+				b.Fatal(err)
+			}
+			if h := d.GetHistogram(); h != nil && h.GetSampleCount() > 0 {
+				return h.GetSampleSum() / float64(h.GetSampleCount())
+			}
+		}
+	}
+	return 0
+}
 
 // BenchmarkPurchase measures durable purchases per second on SQLite: the
 // whole use case (idempotency look-up, offering check, placement, one
@@ -76,6 +98,7 @@ func BenchmarkPurchase(b *testing.B) {
 			}
 			wg.Wait()
 			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "purchases/s")
+			b.ReportMetric(changesPerCommit(b, st.Collectors()), "changes/commit")
 		})
 	}
 }
