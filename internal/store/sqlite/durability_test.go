@@ -1,11 +1,9 @@
 package sqlite
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -33,7 +31,7 @@ func TestKillDuringCommits(t *testing.T) {
 		t.Skip("starts a child process")
 	}
 	path := filepath.Join(t.TempDir(), "capblock.db")
-	cmd, lines := startChild(t, "TestKillDuringCommits", childDBEnv, path)
+	cmd, lines := storetest.StartChild(t, "TestKillDuringCommits", childDBEnv, path)
 	// 1. Read acknowledgements until enough purchases are in, then kill.
 	const enough = 300
 	acked := -1
@@ -117,22 +115,4 @@ func commitUntilKilled(path string) {
 		}
 		fmt.Fprintf(os.Stdout, "acked %d\n", i)
 	}
-}
-
-// startChild runs the test binary again as the child of test, with env
-// naming the database path it writes to, and returns it and the lines
-// it prints.
-func startChild(t *testing.T, test, env, path string) (*exec.Cmd, *bufio.Scanner) {
-	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^"+test+"$")
-	cmd.Env = append(os.Environ(), env+"="+path)
-	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatalf("StdoutPipe: %v", err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("starting child: %v", err)
-	}
-	return cmd, bufio.NewScanner(out)
 }
