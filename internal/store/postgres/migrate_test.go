@@ -14,9 +14,10 @@ import (
 )
 
 // TestNodeIDsMigration upgrades a database that allocations on node names
-// (migrations 0001 to 0006) to node numbers (0007): every row keeps its
-// node, the exclusion constraint still refuses overlaps, and later
-// commits reuse the numbers.
+// (migrations 0001 to 0006) to node numbers (0007) and then to one row
+// per block and node (0019): every row keeps its node and GPUs, the
+// exclusion constraint still refuses overlaps, and later commits reuse
+// the numbers.
 func TestNodeIDsMigration(t *testing.T) {
 	ctx := t.Context()
 	dsn := pgtest.NewDatabase(t)
@@ -59,8 +60,8 @@ func TestNodeIDsMigration(t *testing.T) {
 		}
 	}
 
-	s := openTemp(t, dsn) // applies 0007
-	rows, err := conn.Query(ctx, `SELECT a.block_id || '/' || n.name || '/' || a.gpu
+	s := openTemp(t, dsn) // applies 0007 and the rest
+	rows, err := conn.Query(ctx, `SELECT a.block_id || '/' || n.name || '/' || a.gpus::text
 		FROM allocations a JOIN nodes n ON n.id = a.node ORDER BY 1`)
 	if err != nil {
 		t.Fatal(err)
@@ -69,13 +70,13 @@ func TestNodeIDsMigration(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"a/n2/0", "a/n2/1", "b/n1/0", "b/n2/2"}
+	want := []string{"a/n2/{[0,2)}", "b/n1/{[0,1)}", "b/n2/{[2,3)}"}
 	if len(got) != len(want) {
-		t.Fatalf("allocations after 0007: %v, want %v", got, want)
+		t.Fatalf("allocations after the migrations: %v, want %v", got, want)
 	}
 	for i := range want {
 		if got[i] != want[i] {
-			t.Fatalf("allocations after 0007: %v, want %v", got, want)
+			t.Fatalf("allocations after the migrations: %v, want %v", got, want)
 		}
 	}
 

@@ -3,7 +3,8 @@
 //
 // It behaves as the sqlite driver does, which the storetest conformance
 // suite checks, and relies on the database where replicas could race:
-//   - allocations are one row per (node, GPU index, time range), nodes by
+//   - allocations are one row per (block, node), holding the set of that
+//     node's GPUs the block has there over its time range, nodes by
 //     number, and an exclusion constraint refuses two live rows that share
 //     a GPU at the same time, whatever the application does; checked at
 //     COMMIT, it is also the commit's overlap check;

@@ -87,7 +87,7 @@ func TestExclusionConstraint(t *testing.T) {
 	if err != nil {
 		t.Fatalf("reading the exclusion constraint: %v", err)
 	}
-	if want := "EXCLUDE USING gist (node WITH =, gpu WITH =, during WITH &&) WHERE (live)"; !strings.HasPrefix(def, want) {
+	if want := "EXCLUDE USING gist (node WITH =, gpus WITH &&, during WITH &&) WHERE (live)"; !strings.HasPrefix(def, want) {
 		t.Errorf("constraint is %q, want %q…", def, want)
 	}
 	if !deferrable {
@@ -115,31 +115,52 @@ func TestDatabaseRefusesOverlap(t *testing.T) {
 		b.ID, b.Start, b.End); err != nil {
 		t.Fatalf("inserting block b: %v", err)
 	}
-	insert := func(hours string, live bool) error {
-		_, err := s.pool.Exec(t.Context(), `INSERT INTO allocations (block_id, node, gpu, during, live)
-			VALUES ('b', (SELECT id FROM nodes WHERE name = 'n1'), 0, tstzrange($1::timestamptz + $2::interval, $1::timestamptz + $3::interval), $4)`,
-			start, strings.Split(hours, "-")[0]+" hours", strings.Split(hours, "-")[1]+" hours", live)
+	insert := func(hours, gpus string, live bool) error {
+		_, err := s.pool.Exec(t.Context(), `INSERT INTO allocations (block_id, node, gpus, during, live)
+			VALUES ('b', (SELECT id FROM nodes WHERE name = 'n1'), $5::int4multirange,
+				tstzrange($1::timestamptz + $2::interval, $1::timestamptz + $3::interval), $4)`,
+			start, strings.Split(hours, "-")[0]+" hours", strings.Split(hours, "-")[1]+" hours", live, gpus)
 		return err
 	}
 	tests := []struct {
-		hours    string
-		live     bool
-		wantCode string
+		hours, gpus string
+		live        bool
+		wantCode    string
 	}{
-		{"2-6", true, codeExclusionViolation}, // overlaps a's [0, 4)
-		{"0-4", false, ""},                    // not live: holds nothing
-		{"4-8", true, ""},                     // adjacent
+		{"2-6", "{[0,1)}", true, codeExclusionViolation}, // overlaps a's GPU 0 over [0, 4)
+		{"2-6", "{[0,8)}", true, codeExclusionViolation}, // a whole node holds a's GPU too
+		{"0-4", "{[0,1)}", false, ""},                    // not live: holds nothing
+		{"0-4", "{[1,8)}", true, ""},                     // the node's other GPUs
+		{"4-8", "{[0,1)}", true, ""},                     // adjacent
 	}
 	for _, tc := range tests {
-		err := insert(tc.hours, tc.live)
+		err := insert(tc.hours, tc.gpus, tc.live)
 		if got := sqlState(err); got != tc.wantCode {
-			t.Errorf("INSERT of hours %s (live %v): got error %v, want SQLSTATE %q", tc.hours, tc.live, err, tc.wantCode)
+			t.Errorf("INSERT of GPUs %s over hours %s (live %v): got error %v, want SQLSTATE %q", tc.gpus, tc.hours, tc.live, err, tc.wantCode)
 		}
 		if tc.wantCode != "" && !store.IsConflict(dbError("inserting", err)) {
 			t.Errorf("dbError(%v) is not a conflict", err)
 		}
-		if tc.hours == "0-4" && err == nil { // make room for the next rows
+		if err == nil { // make room for the next rows
 			s.pool.Exec(t.Context(), `DELETE FROM allocations WHERE block_id = 'b'`)
+		}
+	}
+}
+
+// TestGPURanges: the GPU sets of allocation rows.
+func TestGPURanges(t *testing.T) {
+	for _, tc := range []struct {
+		gpus []int
+		want string
+	}{
+		{[]int{0, 1, 2, 3, 4, 5, 6, 7}, "{[0,8)}"},
+		{[]int{5, 0, 1}, "{[0,2),[5,6)}"},
+		{[]int{3}, "{[3,4)}"},
+		{[]int{1, 1, 2}, "{[1,3)}"},
+		{[]int{0, 2, 4}, "{[0,1),[2,3),[4,5)}"},
+	} {
+		if got := gpuRanges(tc.gpus); got != tc.want {
+			t.Errorf("gpuRanges(%v) = %s, want %s", tc.gpus, got, tc.want)
 		}
 	}
 }
