@@ -88,15 +88,16 @@ func (w *commitTx) apply(c store.Change, eventData []string, used []store.UsedOf
 		return nil, err
 	}
 	// 2. Updates, each checked against its expected version; recheck
-	//    collects the blocks whose allocations moved or came back to life.
-	var recheck []string
+	//    collects the blocks whose allocations moved, grew or came back
+	//    to life.
+	var recheck []allocated
 	for _, u := range c.Update {
 		moved, err := w.updateBlock(u)
 		if err != nil {
 			return nil, err
 		}
 		if moved {
-			recheck = append(recheck, u.Block.ID)
+			recheck = append(recheck, allocated{u.Block.ID, u.Block.End.Unix(), gpuRefs(u.Block.Placements)})
 		}
 	}
 	if err := w.canceled(); err != nil {
@@ -108,7 +109,7 @@ func (w *commitTx) apply(c store.Change, eventData []string, used []store.UsedOf
 			return nil, err
 		}
 		if b.State.Live() {
-			recheck = append(recheck, b.ID)
+			recheck = append(recheck, allocated{b.ID, b.End.Unix(), gpuRefs(b.Placements)})
 		}
 	}
 	for _, p := range c.InsertPlans {
@@ -135,8 +136,8 @@ func (w *commitTx) apply(c store.Change, eventData []string, used []store.UsedOf
 		return nil, err
 	}
 	// 4. The overlap re-check, on the state the change leaves behind.
-	for _, id := range recheck {
-		if err := w.checkOverlap(id); err != nil {
+	for _, a := range recheck {
+		if err := w.checkOverlap(a); err != nil {
 			return nil, err
 		}
 	}
@@ -225,7 +226,10 @@ func (w *commitTx) insertBlock(b core.Block) error {
 	if err != nil {
 		return fmt.Errorf("inserting block %s: %w", b.ID, err)
 	}
-	return w.insertAllocations(b.ID, b.Start.Unix(), b.End.Unix(), b.State.Live(), b.Placements)
+	if !b.State.Live() {
+		return nil // holds nothing
+	}
+	return w.insertAllocations(b.ID, b.Start.Unix(), b.End.Unix(), b.Placements)
 }
 
 // updateBlock applies u after checking its version. It reports whether the
@@ -234,9 +238,9 @@ func (w *commitTx) updateBlock(u store.BlockUpdate) (recheck bool, err error) {
 	b := u.Block
 	var (
 		start, end, version int64
-		state               string
+		state, placed       string
 	)
-	err = w.stmt(w.ws.selectForUpdate).QueryRowContext(w.ctx, b.ID).Scan(&start, &end, &state, &version)
+	err = w.stmt(w.ws.selectForUpdate).QueryRowContext(w.ctx, b.ID).Scan(&start, &end, &state, &version, &placed)
 	if errors.Is(err, sql.ErrNoRows) {
 		return false, fmt.Errorf("updating block %s: it does not exist: %w", b.ID, store.ErrConflict)
 	}
@@ -264,71 +268,49 @@ func (w *commitTx) updateBlock(u store.BlockUpdate) (recheck bool, err error) {
 		return false, fmt.Errorf("updating block %s: %w", b.ID, err)
 	}
 
+	// The rows the block holds now: its stored placements up to its
+	// stored end, if it was live.
 	live, wasLive := b.State.Live(), core.BlockState(state).Live()
+	if !u.Replace && newEnd == end && live == wasLive {
+		return false, nil
+	}
+	var held []gpuRef
+	if wasLive {
+		stored, err := store.DecodePlacements(placed)
+		if err != nil {
+			return false, fmt.Errorf("reading the placements of block %s: %w", b.ID, err)
+		}
+		held = gpuRefs(stored)
+	}
 	switch {
 	case u.Replace:
-		if _, err := w.stmt(w.ws.deleteAllocations).ExecContext(w.ctx, b.ID); err != nil {
-			return false, fmt.Errorf("deleting allocations of block %s: %w", b.ID, err)
-		}
-		from := u.ReplacedFrom(fromUnix(start), b.End).Unix()
-		if err := w.insertAllocations(b.ID, from, newEnd, live, b.Placements); err != nil {
+		if err := w.execAllocations(allocDelete, "deleting", b.ID, held, end); err != nil {
 			return false, err
 		}
-	case newEnd != end || live != wasLive:
-		if _, err := w.stmt(w.ws.updateAllocations).ExecContext(w.ctx, newEnd, boolInt(live), b.ID); err != nil {
-			return false, fmt.Errorf("updating allocations of block %s: %w", b.ID, err)
+		if live {
+			if err := w.insertAllocations(b.ID, u.ReplacedFrom(fromUnix(start), b.End).Unix(), newEnd, b.Placements); err != nil {
+				return false, err
+			}
 		}
-	default:
-		return false, nil
+	case live && wasLive: // its end moved
+		if err := w.execAllocations(allocEnd, "ending", b.ID, held, end, newEnd); err != nil {
+			return false, err
+		}
+	case wasLive: // no longer live: it holds nothing
+		if err := w.execAllocations(allocDelete, "deleting", b.ID, held, end); err != nil {
+			return false, err
+		}
+	default: // live again, over its whole range (a move before it was
+		// cancelled is not remembered: the range of its placements
+		// before the move, past by then, counts as held again)
+		if err := w.insertAllocations(b.ID, start, newEnd, b.Placements); err != nil {
+			return false, err
+		}
 	}
 	// Allocations of a block that is not live hold nothing and need no
 	// check; a live block's need one when they moved, their range changed
 	// or they came back to life.
 	return live, nil
-}
-
-// insertAllocations stores one row per GPU of placements over [start, end).
-func (w *commitTx) insertAllocations(id string, start, end int64, live bool, placements []core.Placement) error {
-	type gpu struct {
-		node string
-		idx  int
-	}
-	var rows []gpu
-	for _, p := range placements {
-		for _, g := range p.GPUs {
-			rows = append(rows, gpu{p.Node, g})
-		}
-	}
-	for len(rows) > 0 {
-		n := allocationChunk(len(rows))
-		args := make([]any, 0, 4+2*n)
-		args = append(args, id, start, end, boolInt(live))
-		for _, r := range rows[:n] {
-			args = append(args, r.node, r.idx)
-		}
-		if _, err := w.tx.ExecContext(w.ctx, allocationInserts[n], args...); err != nil {
-			return fmt.Errorf("inserting allocations of block %s: %w", id, err)
-		}
-		rows = rows[n:]
-	}
-	return nil
-}
-
-// checkOverlap fails with a conflict when an allocation of block id
-// overlaps a live allocation of another block.
-func (w *commitTx) checkOverlap(id string) error {
-	var (
-		other, node string
-		gpu         int
-	)
-	err := w.stmt(w.ws.findOverlap).QueryRowContext(w.ctx, id).Scan(&other, &node, &gpu)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("checking allocations of block %s: %w", id, err)
-	}
-	return fmt.Errorf("block %s: GPU %d of node %s is taken by block %s: %w", id, gpu, node, other, store.ErrConflict)
 }
 
 // insertJournal stores a journal and its postings; its Seq goes to

@@ -112,26 +112,39 @@ func TestPragmas(t *testing.T) {
 }
 
 // TestOverlapQueryUsesIndexes guards the commit's speed: the overlap
-// re-check seeks the block's rows by its key and, for each, the first end
-// after its start on the GPU and the rows ending then, from the index
-// alone; it never scans a table, never sorts, and never reads every later
-// allocation of the GPU (a join on end_time > start would).
+// re-check seeks each of the block's rows by its key and, for each, the
+// first end after its start on the GPU and the rows ending then; it never
+// scans a table, never sorts, and never reads every later allocation of
+// the GPU (a join on end_time > start would). So do the statements that
+// change a block's rows.
 func TestOverlapQueryUsesIndexes(t *testing.T) {
 	s := openTemp(t, filepath.Join(t.TempDir(), "capblock.db"))
-	text := queryPlan(t, s, findOverlapSQL, "b1")
-	for _, want := range []string{
-		"SEARCH a USING PRIMARY KEY (block_id=?)",
-		"SEARCH o USING COVERING INDEX allocations_taken (node=? AND gpu=? AND end_time=? AND start_time<?)",
-		"CORRELATED SCALAR SUBQUERY",
-		"SEARCH n USING COVERING INDEX allocations_taken (node=? AND gpu=? AND end_time>?)",
-	} {
-		if !strings.Contains(text, want) {
-			t.Errorf("overlap query plan lacks %q:\n%s", want, text)
-		}
+	args := []any{"b1", 100, "n1", 0, "n1", 1}
+	plans := map[allocKind][]string{
+		allocOverlap: {
+			"SEARCH a USING PRIMARY KEY (node=? AND gpu=? AND end_time=? AND block_id=?)",
+			"SEARCH o USING PRIMARY KEY (node=? AND gpu=? AND end_time=?)",
+			"CORRELATED SCALAR SUBQUERY",
+			"SEARCH n USING PRIMARY KEY (node=? AND gpu=? AND end_time>?)",
+		},
+		allocDelete: {"SEARCH allocations USING PRIMARY KEY (node=? AND gpu=? AND end_time=? AND block_id=?)"},
+		allocEnd:    {"SEARCH allocations USING PRIMARY KEY (node=? AND gpu=? AND end_time=? AND block_id=?)"},
 	}
-	for _, bad := range []string{"SCAN", "TEMP B-TREE"} {
-		if strings.Contains(text, bad) {
-			t.Errorf("overlap query plan has %q:\n%s", bad, text)
+	for kind, wants := range plans {
+		a := args
+		if kind == allocEnd {
+			a = []any{"b1", 100, 200, "n1", 0, "n1", 1}
+		}
+		text := queryPlan(t, s, allocSQL[kind][2], a...)
+		for _, want := range wants {
+			if !strings.Contains(text, want) {
+				t.Errorf("plan of %s lacks %q:\n%s", allocSQL[kind][2], want, text)
+			}
+		}
+		for _, bad := range []string{"SCAN allocations", "SCAN a", "SCAN o", "SCAN n", "TEMP B-TREE"} {
+			if strings.Contains(text, bad) {
+				t.Errorf("plan of %s has %q:\n%s", allocSQL[kind][2], bad, text)
+			}
 		}
 	}
 }
