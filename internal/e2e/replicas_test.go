@@ -161,7 +161,7 @@ func TestReplicasNoDoubleBooking(t *testing.T) {
 	}
 	var clashes int
 	if err := conn.QueryRow(ctx, `SELECT count(*) FROM allocations x JOIN allocations y
-		ON x.node = y.node AND x.gpu = y.gpu AND x.block_id < y.block_id AND x.during && y.during
+		ON x.node = y.node AND x.gpus && y.gpus AND x.block_id < y.block_id AND x.during && y.during
 		WHERE x.live AND y.live`).Scan(&clashes); err != nil {
 		t.Fatal(err)
 	}

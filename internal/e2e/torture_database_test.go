@@ -112,7 +112,7 @@ func (r *tortureRun) checkDatabase(t *testing.T, dsn string) databaseCheck {
 	}
 	// Double bookings, GPU by GPU.
 	if err := conn.QueryRow(ctx, `SELECT count(*) FROM allocations x JOIN allocations y
-		ON x.node = y.node AND x.gpu = y.gpu AND x.block_id < y.block_id AND x.during && y.during
+		ON x.node = y.node AND x.gpus && y.gpus AND x.block_id < y.block_id AND x.during && y.during
 		WHERE x.live AND y.live`).Scan(&d.doubles); err != nil {
 		t.Fatal(err)
 	}
