@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	mathrand "math/rand/v2"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -18,6 +19,13 @@ import (
 
 	"capblock/internal/fleet"
 )
+
+// benchProfiles, when set (CAPBLOCK_BENCH_PROFILES=DIR), is where
+// BenchmarkPurchasesThroughAPI writes the server's CPU profiles, taken
+// through serve --debug-listen while its clients buy: a profile of one
+// second after another, ROW-NNN.pprof, for as long as a row runs
+// (go tool pprof -top DIR/ROW-*.pprof merges them).
+var benchProfiles = os.Getenv("CAPBLOCK_BENCH_PROFILES")
 
 // BenchmarkPurchasesThroughAPI measures purchases per second through the
 // HTTP API of one `capblock serve` process (SQLite, durable), 16 clients,
@@ -108,6 +116,7 @@ func buyRow(b *testing.B, srv *apiServer, typ string, maxHours, from, to int) {
 	clients0 := selfCPU()
 	b.ResetTimer()
 	start := time.Now()
+	stopProfiles := profileServer(b, srv.debug)
 	for c := range 16 {
 		wg.Add(1)
 		go func() {
@@ -151,6 +160,7 @@ func buyRow(b *testing.B, srv *apiServer, typ string, maxHours, from, to int) {
 	wg.Wait()
 	elapsed := time.Since(start)
 	b.StopTimer()
+	stopProfiles()
 	if f := failed.Load(); f > 0 {
 		b.Fatalf("%d clients failed", f)
 	}
@@ -161,6 +171,60 @@ func buyRow(b *testing.B, srv *apiServer, typ string, maxHours, from, to int) {
 	b.ReportMetric(per(server1-server0), "server-cpu-µs/purchase")
 	b.ReportMetric(per(selfCPU()-clients0), "clients-cpu-µs/purchase")
 	b.ReportMetric(float64(refused.Load()), "refused")
+}
+
+// profileServer takes CPU profiles of the server whose profiles listen at
+// debug, one second after another into benchProfiles, until the function
+// it returns is called; it does nothing when either is unset.
+func profileServer(b *testing.B, debug string) (stop func()) {
+	if benchProfiles == "" || debug == "" {
+		return func() {}
+	}
+	if err := os.MkdirAll(benchProfiles, 0o755); err != nil {
+		b.Fatal(err)
+	}
+	row := strings.NewReplacer("/", "-", "=", "-").Replace(b.Name())
+	done, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		for i := 0; ; i++ {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			resp, err := http.Get("http://" + debug + "/debug/pprof/profile?seconds=1")
+			if err != nil {
+				b.Errorf("profiling the server: %v", err)
+				return
+			}
+			data, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if err != nil || resp.StatusCode != http.StatusOK {
+				b.Errorf("profiling the server: status %d, %v", resp.StatusCode, err)
+				return
+			}
+			if err := os.WriteFile(filepath.Join(benchProfiles, fmt.Sprintf("%s-%03d.pprof", row, i)), data, 0o644); err != nil {
+				b.Errorf("writing a profile: %v", err)
+				return
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-stopped
+		b.Logf("CPU profiles of the server in %s/%s-*.pprof", benchProfiles, row)
+	}
+}
+
+// freeLoopbackAddr returns a loopback address with a port free now.
+func freeLoopbackAddr(tb testing.TB) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
 }
 
 // searchOne searches offerings of one instance of typ for hours from
@@ -211,6 +275,9 @@ type apiServer struct {
 	dir    string
 	p      *process
 	booked int
+	// debug is the address of the running server's profiles, when
+	// benchProfiles asks for them.
+	debug string
 	// templates are stopped servers' directories by the number of
 	// purchases seeded in them, copied for each fresh server.
 	templates map[int]string
@@ -291,7 +358,12 @@ func (s *apiServer) flags() []string {
 // the database left it.
 func (s *apiServer) start(b *testing.B) {
 	b.Helper()
-	s.p = startProcessWith(outliving{b, s.parent}, s.bin, filepath.Join(s.dir, "capblock.db"), "", s.flags()...)
+	flags := s.flags()
+	if benchProfiles != "" {
+		s.debug = freeLoopbackAddr(b)
+		flags = append(flags, "--debug-listen", s.debug)
+	}
+	s.p = startProcessWith(outliving{b, s.parent}, s.bin, filepath.Join(s.dir, "capblock.db"), "", flags...)
 	useToken(b, s.p.url, filepath.Join(s.dir, "admin.token"))
 }
 
