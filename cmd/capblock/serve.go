@@ -31,6 +31,7 @@ import (
 	"capblock/internal/fleet"
 	"capblock/internal/httpx"
 	"capblock/internal/humantime"
+	"capblock/internal/telemetry"
 	"capblock/internal/privatefile"
 	"capblock/internal/seal"
 	"capblock/internal/service"
@@ -154,6 +155,9 @@ func serve(ctx context.Context, f serveFlags) error {
 	if err != nil {
 		return err
 	}
+	if err := telemetry.Check(os.Getenv); err != nil {
+		return usageError(err)
+	}
 	// 1. The fleet.
 	fl := fleet.Demo()
 	source := "the built-in demo fleet"
@@ -176,6 +180,21 @@ func serve(ctx context.Context, f serveFlags) error {
 		if err := clock.CheckRange(simStart); err != nil {
 			return usageError(fmt.Errorf("--sim-start %s: %w", f.simStart, err))
 		}
+	}
+	// Traces, when OTEL_* asks for them (see internal/telemetry).
+	stopTraces, err := telemetry.Setup(ctx, buildVersion().Version)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		flush, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := stopTraces(flush); err != nil {
+			log.Warn("flushing traces", "err", err)
+		}
+	}()
+	if telemetry.Enabled(os.Getenv) {
+		log.Info("tracing on: spans exported over OTLP as the OTEL_* environment says")
 	}
 	// 3. The store, the backend and the service. What the server writes
 	// (the database, its journal, tokens, job state) is its own alone.
