@@ -31,11 +31,11 @@ import (
 	"capblock/internal/fleet"
 	"capblock/internal/httpx"
 	"capblock/internal/humantime"
-	"capblock/internal/telemetry"
 	"capblock/internal/privatefile"
 	"capblock/internal/seal"
 	"capblock/internal/service"
 	"capblock/internal/store"
+	"capblock/internal/telemetry"
 )
 
 type serveFlags struct {
