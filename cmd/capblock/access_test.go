@@ -227,12 +227,21 @@ func TestAccessCommands(t *testing.T) {
 		"spend": {
 			args: []string{"spend", "--team", "team-1", "--from", "2026-11", "--to", "2026-12"},
 			want: result{stdout: lines(
+				"TEAM      TYPE     MONTH    GROSS        REFUNDS   CREDITS    NET          SAVINGS %  GPU-H RESERVED  USED    IDLE",
+				"research  h100.8x  2026-11  7078.08 USD  0.00 USD  50.00 USD  7028.08 USD  25%        768             600.50  167.50",
+				"research  l4.1x    2026-12  3.00 USD     0.00 USD  0.00 USD   3.00 USD     25%        0               0       0",
+				"total                       7081.08 USD  0.00 USD  50.00 USD  7031.08 USD  25%        768             600.50  167.50",
+			)},
+			wantRequests: []string{"GET /v1/spend?from=2026-11&team=team-1&to=2026-12", "GET /v1/teams"},
+		},
+		"spend -o wide: every column": {
+			args: []string{"-o", "wide", "spend", "--team", "team-1", "--from", "2026-11", "--to", "2026-12"},
+			want: result{stdout: lines(
 				"TEAM      TYPE     MONTH    GROSS        REFUNDS   CREDITS    NET          SPENT        ON-DEMAND    SAVINGS      SAVINGS %  GPU-H RESERVED  USED    LENT  IDLE",
 				"research  h100.8x  2026-11  7078.08 USD  0.00 USD  50.00 USD  7028.08 USD  7078.08 USD  9438.72 USD  2360.64 USD  25%        768             600.50  0     167.50",
 				"research  l4.1x    2026-12  3.00 USD     0.00 USD  0.00 USD   3.00 USD     3.00 USD     4.00 USD     1.00 USD     25%        0               0       0     0",
 				"total                       7081.08 USD  0.00 USD  50.00 USD  7031.08 USD  7081.08 USD  9442.72 USD  2361.64 USD  25%        768             600.50  0     167.50",
 			)},
-			wantRequests: []string{"GET /v1/spend?from=2026-11&team=team-1&to=2026-12", "GET /v1/teams"},
 		},
 		"spend: none": {
 			args:         []string{"spend", "--team", "team-0"},

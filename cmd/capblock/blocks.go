@@ -9,9 +9,6 @@ import (
 	"capblock/internal/client"
 )
 
-// blockStates are the states `blocks list --state` accepts (API.md).
-var blockStates = []string{"payment-pending", "scheduled", "active", "expired", "payment-failed", "cancelled", "failed"}
-
 func (a *app) blocksCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "blocks",
@@ -37,21 +34,27 @@ that name.`,
 }
 
 func (a *app) blocksListCmd() *cobra.Command {
-	var state string
+	var filters *listFlags
 	cmd := &cobra.Command{
 		Use:     "list",
 		Aliases: []string{"ls"},
 		Short:   "List your blocks",
-		Args:    noArgs,
+		Example: `  capblock blocks list --state scheduled,active
+  capblock blocks list --team research --tag env=prod --tag owner=ada`,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if state != "" && !slices.Contains(blockStates, state) {
-				return usagef("--state %q: choose one of %v", state, blockStates)
+			if err := filters.check(); err != nil {
+				return err
 			}
 			c, err := a.client()
 			if err != nil {
 				return err
 			}
-			blocks, err := c.Blocks(cmd.Context(), state)
+			f, err := filters.filter(cmd.Context(), c)
+			if err != nil {
+				return err
+			}
+			blocks, err := c.BlocksMatching(cmd.Context(), f)
 			if err != nil {
 				return err
 			}
@@ -59,7 +62,7 @@ func (a *app) blocksListCmd() *cobra.Command {
 				return a.printJSON(map[string]any{"blocks": blocks})
 			}
 			if len(blocks) == 0 {
-				a.note("no blocks; find one to buy with 'capblock offerings'")
+				a.none(filters, "blocks", "find one to buy with 'capblock offerings'")
 				return nil
 			}
 			var teams map[string]string
@@ -69,7 +72,7 @@ func (a *app) blocksListCmd() *cobra.Command {
 			return a.printBlocks(blocks, teams)
 		},
 	}
-	cmd.Flags().StringVar(&state, "state", "", "only blocks in this state (scheduled, active, expired, cancelled, …)")
+	filters = addListFlags(cmd, "blocks", blockStates, true)
 	return cmd
 }
 

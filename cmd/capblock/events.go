@@ -172,21 +172,23 @@ const eventDataColumn = 16 + 2 + 26 + 1 + 22 + 1 + 22 + 1
 
 // printEventHeader writes the header of the lines printEvent writes.
 func (a *app) printEventHeader() {
+	if a.noHeaders {
+		return
+	}
 	fmt.Fprintln(a.stdout, strings.TrimRight(fmt.Sprintf(eventColumns, "TIME ("+zoneLabel()+")", "TYPE", "SUBJECT", "EVENT", "DATA"), " "))
 }
 
-// printEvent writes one event as one line: JSON with -o json, otherwise
+// printEvent writes one event as one line: JSON with -o json (a YAML
+// document with -o yaml, the template's output with -o jsonpath), otherwise
 // time, type, subject, id and data under printEventHeader's header, cut
 // to maxTableWidth but with -o wide. Both are escaped (printableJSON,
 // printable): the event's fields come from the server.
 func (a *app) printEvent(e client.Event) error {
 	if a.jsonOutput() {
-		data, err := json.Marshal(e)
-		if err != nil {
-			return fmt.Errorf("encoding event %s: %w", e.ID, err)
+		if err := a.printEventData(a.stdout, e); err != nil {
+			return fmt.Errorf("printing event %s: %w", e.ID, err)
 		}
-		_, err = fmt.Fprintf(a.stdout, "%s\n", printableJSON(data))
-		return err
+		return nil
 	}
 	data := ""
 	if len(e.Data) > 0 {

@@ -115,16 +115,24 @@ spot price; a waiting one starts only when the budget can.`,
 }
 
 func (a *app) jobsListCmd() *cobra.Command {
-	return &cobra.Command{
+	var filters *listFlags
+	cmd := &cobra.Command{
 		Use:   "list",
 		Short: "List the team's jobs",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := filters.check(); err != nil {
+				return err
+			}
 			c, err := a.client()
 			if err != nil {
 				return err
 			}
-			js, err := c.Jobs(cmd.Context())
+			f, err := filters.filter(cmd.Context(), c)
+			if err != nil {
+				return err
+			}
+			js, err := c.JobsMatching(cmd.Context(), f)
 			if err != nil {
 				return err
 			}
@@ -142,6 +150,8 @@ func (a *app) jobsListCmd() *cobra.Command {
 			return t.flush()
 		},
 	}
+	filters = addListFlags(cmd, "jobs", jobStates, false)
+	return cmd
 }
 
 func (a *app) jobsShowCmd() *cobra.Command {

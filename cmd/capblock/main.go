@@ -55,6 +55,10 @@ type app struct {
 	token   string
 	timeout time.Duration
 	output  string
+	// format is output parsed (parseOutput).
+	format outputFormat
+	// noHeaders leaves tables' header lines out.
+	noHeaders bool
 	// localTime shows times in this machine's zone, local (nil:
 	// time.Local), instead of UTC (displayZone).
 	localTime bool
@@ -152,9 +156,11 @@ administrator's token, written beside its database:
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
-			if a.output != "table" && a.output != "wide" && a.output != "json" {
-				return usagef("-o %q: choose table, wide or json", a.output)
+			f, err := parseOutput(a.output)
+			if err != nil {
+				return err
 			}
+			a.format = f
 			if a.localTime {
 				displayZone = cmp.Or(a.local, time.Local)
 			}
@@ -166,7 +172,8 @@ administrator's token, written beside its database:
 	pf.StringVar(&a.url, "url", "", "server address (default $CAPBLOCK_URL, the login's, or "+defaultURL+")")
 	pf.StringVar(&a.token, "token", "", "API token (default $CAPBLOCK_TOKEN or the login's)")
 	pf.DurationVar(&a.timeout, "timeout", client.DefaultTimeout, "how long to wait for each answer")
-	pf.StringVarP(&a.output, "output", "o", "table", "output format: table (fits 120 columns), wide (every column, e.g. offering ids) or json")
+	pf.StringVarP(&a.output, "output", "o", "table", "output format: table (fits 120 columns), wide (every column, e.g. offering ids), json, yaml, or jsonpath=TEMPLATE (kubectl's, over what json prints: -o jsonpath='{.blocks[*].id}')")
+	pf.BoolVar(&a.noHeaders, "no-headers", false, "print tables without their header line")
 	pf.BoolVar(&a.localTime, "local-time", false, "show times in this machine's time zone instead of UTC (JSON stays UTC)")
 
 	root.AddCommand(

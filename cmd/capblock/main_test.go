@@ -394,8 +394,8 @@ func TestCommands(t *testing.T) {
 			want: result{code: 2, stderr: "capblock: unknown command \"reserve\" for \"capblock\"; did you mean: serve (see 'capblock --help')\n"},
 		},
 		"bad output format": {
-			args: []string{"-o", "yaml", "types"},
-			want: result{code: 2, stderr: "capblock: -o \"yaml\": choose table, wide or json (see 'capblock types --help')\n"},
+			args: []string{"-o", "toml", "types"},
+			want: result{code: 2, stderr: "capblock: -o \"toml\": choose table, wide, json, yaml or jsonpath=TEMPLATE (see 'capblock types --help')\n"},
 		},
 		"extra argument": {
 			args: []string{"types", "h100.8x"},

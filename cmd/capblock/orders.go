@@ -131,17 +131,25 @@ func parseFee(s string) (client.Money, error) {
 }
 
 func (a *app) ordersListCmd() *cobra.Command {
-	return &cobra.Command{
+	var filters *listFlags
+	cmd := &cobra.Command{
 		Use:     "list",
 		Aliases: []string{"ls"},
 		Short:   "List your standing orders, oldest first",
 		Args:    noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := filters.check(); err != nil {
+				return err
+			}
 			c, err := a.client()
 			if err != nil {
 				return err
 			}
-			orders, err := c.Orders(cmd.Context())
+			f, err := filters.filter(cmd.Context(), c)
+			if err != nil {
+				return err
+			}
+			orders, err := c.OrdersMatching(cmd.Context(), f)
 			if err != nil {
 				return err
 			}
@@ -149,7 +157,7 @@ func (a *app) ordersListCmd() *cobra.Command {
 				return a.printJSON(map[string]any{"orders": orders})
 			}
 			if len(orders) == 0 {
-				a.note("no standing orders; place one with 'capblock orders create'")
+				a.none(filters, "standing orders", "place one with 'capblock orders create'")
 				return nil
 			}
 			t := a.newTable("ID", "STATE", "MODE", "INSTANCES", "HOURS", "START AFTER (UTC)", "DEADLINE (UTC)", "BLOCK")
@@ -160,6 +168,8 @@ func (a *app) ordersListCmd() *cobra.Command {
 			return t.flush()
 		},
 	}
+	filters = addListFlags(cmd, "orders", orderStates, false)
+	return cmd
 }
 
 func (a *app) ordersShowCmd() *cobra.Command {

@@ -1,9 +1,7 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"slices"
@@ -46,27 +44,6 @@ func fmtZoned(t time.Time) string {
 	return fmtTime(t) + " " + zoneLabel()
 }
 
-func (a *app) jsonOutput() bool { return a.output == "json" }
-
-// wideOutput reports whether tables show every column (-o wide), even
-// past 120 columns: offering ids, token ids.
-func (a *app) wideOutput() bool { return a.output == "wide" }
-
-// printJSON writes v as indented JSON, as the API would, with every
-// character a terminal would act on escaped (printableJSON).
-func (a *app) printJSON(v any) error {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(v); err != nil {
-		return fmt.Errorf("encoding JSON: %w", err)
-	}
-	if _, err := a.stdout.Write(printableJSON(buf.Bytes())); err != nil {
-		return fmt.Errorf("writing JSON: %w", err)
-	}
-	return nil
-}
-
 // printLine writes one line of text on stdout, escaped by printable: its
 // arguments may come from the server.
 func (a *app) printLine(format string, args ...any) {
@@ -94,6 +71,9 @@ type table struct {
 	width int // the widest a line may be; 0: as wide as its cells
 	// clippable are the columns that give way, by index.
 	clippable map[int]bool
+	// noHeaders leaves the header line out (--no-headers); it still
+	// bounds how far a column is cut.
+	noHeaders bool
 	rows      [][]string
 }
 
@@ -109,12 +89,14 @@ func newTable(out io.Writer, headers ...string) *table {
 	return t
 }
 
-// newTable is a table on stdout that fits maxTableWidth unless -o wide.
+// newTable is a table on stdout that fits maxTableWidth unless -o wide,
+// with its header line unless --no-headers.
 func (a *app) newTable(headers ...string) *table {
 	t := newTable(a.stdout, headers...)
 	if !a.wideOutput() {
 		t.width = maxTableWidth
 	}
+	t.noHeaders = a.noHeaders
 	return t
 }
 
@@ -143,7 +125,11 @@ func (t *table) row(cells ...string) {
 
 func (t *table) flush() error {
 	t.fit()
-	for _, r := range t.rows {
+	rows := t.rows
+	if t.noHeaders && len(rows) > 0 {
+		rows = rows[1:]
+	}
+	for _, r := range rows {
 		fmt.Fprintln(t.w, strings.Join(r, "\t"))
 	}
 	t.rows = nil

@@ -166,17 +166,25 @@ bought instead of buying twice.`,
 }
 
 func (a *app) plansListCmd() *cobra.Command {
-	return &cobra.Command{
+	var filters *listFlags
+	cmd := &cobra.Command{
 		Use:     "list",
 		Aliases: []string{"ls"},
 		Short:   "List your plans",
 		Args:    noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := filters.check(); err != nil {
+				return err
+			}
 			c, err := a.client()
 			if err != nil {
 				return err
 			}
-			plans, err := c.Plans(cmd.Context())
+			f, err := filters.filter(cmd.Context(), c)
+			if err != nil {
+				return err
+			}
+			plans, err := c.PlansMatching(cmd.Context(), f)
 			if err != nil {
 				return err
 			}
@@ -184,7 +192,7 @@ func (a *app) plansListCmd() *cobra.Command {
 				return a.printJSON(map[string]any{"plans": plans})
 			}
 			if len(plans) == 0 {
-				a.note("no plans; find one to buy with 'capblock plans offerings'")
+				a.none(filters, "plans", "find one to buy with 'capblock plans offerings'")
 				return nil
 			}
 			// The zone only with -o wide: 120 columns hold the rest with
@@ -205,6 +213,8 @@ func (a *app) plansListCmd() *cobra.Command {
 			return t.flush()
 		},
 	}
+	filters = addListFlags(cmd, "plans", planStates, false)
+	return cmd
 }
 
 func (a *app) plansShowCmd() *cobra.Command {

@@ -159,17 +159,25 @@ or none does. Buying the same quote again returns the series it bought.`,
 }
 
 func (a *app) seriesListCmd() *cobra.Command {
-	return &cobra.Command{
+	var filters *listFlags
+	cmd := &cobra.Command{
 		Use:     "list",
 		Aliases: []string{"ls"},
 		Short:   "List your series",
 		Args:    noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := filters.check(); err != nil {
+				return err
+			}
 			c, err := a.client()
 			if err != nil {
 				return err
 			}
-			list, err := c.SeriesList(cmd.Context())
+			f, err := filters.filter(cmd.Context(), c)
+			if err != nil {
+				return err
+			}
+			list, err := c.SeriesMatching(cmd.Context(), f)
 			if err != nil {
 				return err
 			}
@@ -177,7 +185,7 @@ func (a *app) seriesListCmd() *cobra.Command {
 				return a.printJSON(map[string]any{"series": list})
 			}
 			if len(list) == 0 {
-				a.note("no series; find one to buy with 'capblock series search'")
+				a.none(filters, "series", "find one to buy with 'capblock series search'")
 				return nil
 			}
 			t := a.newTable("ID", "NAME", "STATE", "INSTANCES", "SCHEDULE", "BLOCKS", "FEE").clipToFit("NAME", "SCHEDULE")
@@ -188,6 +196,8 @@ func (a *app) seriesListCmd() *cobra.Command {
 			return t.flush()
 		},
 	}
+	filters = addListFlags(cmd, "series", seriesStates, false)
+	return cmd
 }
 
 func (a *app) seriesShowCmd() *cobra.Command {

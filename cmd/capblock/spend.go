@@ -1,6 +1,7 @@
 package main
 
 import (
+	"slices"
 	"strconv"
 	"time"
 
@@ -25,7 +26,9 @@ its income from others (a transfer's price, resale and lending credits),
 NET = GROSS - REFUNDS - CREDITS. SPENT is what the hours the team held
 cost: hours handed on to another team take their cost with them, so the
 receiver's SPENT shows them and the holder's does not. ON-DEMAND is what
-the same hours cost on demand, SAVINGS = ON-DEMAND - SPENT.`,
+the same hours cost on demand, SAVINGS = ON-DEMAND - SPENT. The table
+fits 120 columns with SAVINGS %; -o wide adds SPENT, ON-DEMAND, SAVINGS
+and the GPU-hours LENT.`,
 		Example: `  capblock spend --from 2026-11 --to 2026-12
   capblock spend --team team-…`,
 		Args: noArgs,
@@ -59,24 +62,7 @@ the same hours cost on demand, SAVINGS = ON-DEMAND - SPENT.`,
 				a.note("no spend in that period")
 				return nil
 			}
-			teams := teamNames(cmd.Context(), c)
-			t := a.newTable("TEAM", "TYPE", "MONTH", "GROSS", "REFUNDS", "CREDITS", "NET", "SPENT", "ON-DEMAND", "SAVINGS", "SAVINGS %",
-				"GPU-H RESERVED", "USED", "LENT", "IDLE")
-			hours := func(g client.GPUHours) []string {
-				return []string{gpuHours(g.Reserved), gpuHours(g.Used), gpuHours(g.Lent), gpuHours(g.Idle)}
-			}
-			cash := func(c client.Cash) []string {
-				return []string{c.Gross.String(), c.Refunds.String(), c.Credits.String(), c.Net.String()}
-			}
-			for _, r := range s.Rows {
-				cells := append([]string{nameOf(teams, r.Team), r.InstanceType, r.Month}, cash(r.Cash)...)
-				cells = append(cells, r.Spent.String(), r.OnDemand.String(), r.Savings.String(), percent(r.Savings, r.OnDemand))
-				t.row(append(cells, hours(r.GPUHours)...)...)
-			}
-			cells := append([]string{"total", "", ""}, cash(s.Total.Cash)...)
-			cells = append(cells, s.Total.Spent.String(), s.Total.OnDemand.String(), s.Total.Savings.String(), percent(s.Total.Savings, s.Total.OnDemand))
-			t.row(append(cells, hours(s.Total.GPUHours)...)...)
-			return t.flush()
+			return a.printSpend(s, teamNames(cmd.Context(), c))
 		},
 	}
 	f := cmd.Flags()
@@ -84,6 +70,37 @@ the same hours cost on demand, SAVINGS = ON-DEMAND - SPENT.`,
 	f.StringVar(&q.From, "from", "", "first month, e.g. 2026-11")
 	f.StringVar(&q.To, "to", "", "last month, e.g. 2026-12")
 	return cmd
+}
+
+// printSpend writes the spend report as a table, a row per team, type and
+// month and one of totals; teams by their names (teams, by id). It fits
+// 120 columns with a long team name cut: the money columns but NET that
+// compare with on-demand, and the hours lent, are -o wide's.
+func (a *app) printSpend(s client.Spend, teams map[string]string) error {
+	wide := a.wideOutput()
+	headers := []string{"TEAM", "TYPE", "MONTH", "GROSS", "REFUNDS", "CREDITS", "NET", "SAVINGS %", "GPU-H RESERVED", "USED", "IDLE"}
+	if wide {
+		headers = slices.Insert(headers, 7, "SPENT", "ON-DEMAND", "SAVINGS")
+		headers = slices.Insert(headers, len(headers)-1, "LENT")
+	}
+	t := a.newTable(headers...).clipToFit("TEAM")
+	row := func(team, typ, month string, r client.SpendRow) {
+		cells := []string{team, typ, month, r.Gross.String(), r.Refunds.String(), r.Credits.String(), r.Net.String()}
+		if wide {
+			cells = append(cells, r.Spent.String(), r.OnDemand.String(), r.Savings.String())
+		}
+		cells = append(cells, percent(r.Savings, r.OnDemand), gpuHours(r.GPUHours.Reserved), gpuHours(r.GPUHours.Used))
+		if wide {
+			cells = append(cells, gpuHours(r.GPUHours.Lent))
+		}
+		t.row(append(cells, gpuHours(r.GPUHours.Idle))...)
+	}
+	for _, r := range s.Rows {
+		row(nameOf(teams, r.Team), r.InstanceType, r.Month, r)
+	}
+	tot := s.Total
+	row("total", "", "", client.SpendRow{Cash: tot.Cash, Spent: tot.Spent, OnDemand: tot.OnDemand, Savings: tot.Savings, GPUHours: tot.GPUHours})
+	return t.flush()
 }
 
 // parseMonth checks a YYYY-MM flag; empty stays the zero time.

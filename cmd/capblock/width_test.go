@@ -78,7 +78,7 @@ func TestTablesFitTheirWidth(t *testing.T) {
 		{"blocks", "list"}, {"plans", "list"}, {"series", "list"}, {"orders", "list"},
 		{"teams", "list"}, {"users", "list"}, {"tokens", "list"},
 		{"webhooks", "list"}, {"webhooks", "deliveries", webhookID}, {"events"}, {"audit"},
-		{"types"}, {"nodes"},
+		{"types"}, {"nodes"}, {"spend"},
 	}
 	for _, args := range lists {
 		table := run(args...).stdout
@@ -90,8 +90,14 @@ func TestTablesFitTheirWidth(t *testing.T) {
 				t.Errorf("%v: a line of %d columns: %q", args, n, line)
 			}
 		}
+		// --no-headers leaves the header line out, and every row in.
+		_, rows, _ := strings.Cut(table, "\n")
+		bare := run(append([]string{"--no-headers"}, args...)...).stdout
+		if got, want := strings.Count(bare, "\n"), strings.Count(rows, "\n"); got != want || strings.Contains(bare, "ID  ") || strings.Contains(bare, "NAME  ") {
+			t.Errorf("%v --no-headers: %d lines, want the %d rows alone:\n%s", args, got, want, bare)
+		}
 	}
-	for _, args := range [][]string{{"blocks", "list"}, {"plans", "list"}, {"series", "list"}, {"users", "list"}} {
+	for _, args := range [][]string{{"blocks", "list"}, {"plans", "list"}, {"series", "list"}, {"users", "list"}, {"spend"}} {
 		if table := run(args...).stdout; !strings.Contains(table, "…") {
 			t.Errorf("%v cut no long value:\n%s", args, table)
 		}
@@ -142,6 +148,10 @@ func TestTablesFitTheirWidth(t *testing.T) {
 				}
 			}
 		}
+	}
+	// Spend's JSON has the team's id; its table, the name.
+	if got := run("-o", "wide", "spend").stdout; !strings.Contains(got, longTeamName) {
+		t.Errorf("spend -o wide does not show the team's name whole:\n%s", got)
 	}
 	// Events print each offering id in their data whole with -o wide.
 	var events struct {

@@ -159,17 +159,30 @@ func (s *server) purchase(ctx context.Context, in *purchaseInput) (*purchaseOutp
 }
 
 type listBlocksInput struct {
-	State string `query:"state" enum:"payment-pending,scheduled,active,expired,payment-failed,cancelled,failed" doc:"Only blocks in this state; all when empty."`
+	State []string `query:"state,explode" enum:"payment-pending,scheduled,active,expired,payment-failed,cancelled,failed" doc:"Only blocks in these states (repeat the parameter); all when absent."`
+	Team  string   `query:"team" maxLength:"64" doc:"Only this team's blocks (its id). A team outside the caller's scope has none to show: a filter never widens what the caller may see."`
+	Tag   []string `query:"tag,explode" doc:"Only blocks with this tag, written key=value (repeat the parameter: every one must match)."`
+
+	tags map[string]string
+}
+
+func (in *listBlocksInput) Resolve(huma.Context) []error {
+	var errs []error
+	in.tags, errs = parseTagFilter(in.Tag)
+	return errs
 }
 
 func (s *server) listBlocks(ctx context.Context, in *listBlocksInput) (*out[blocksJSON], error) {
-	blocks, err := s.svc.ListBlocks(ctx, scopeOf(ctx), core.BlockState(in.State))
+	f := listFilter{states: in.State, team: in.Team, tags: in.tags}
+	blocks, err := s.svc.ListBlocks(ctx, scopeOf(ctx), core.BlockState(f.onlyState()))
 	if err != nil {
 		return nil, serviceProblem(ctx, err)
 	}
 	resp := blocksJSON{Blocks: make([]blockJSON, 0, len(blocks))}
 	for _, b := range blocks {
-		resp.Blocks = append(resp.Blocks, toBlock(b))
+		if j := toBlock(b); f.keep(j.State, j.Team, j.Tags) {
+			resp.Blocks = append(resp.Blocks, j)
+		}
 	}
 	return reply(resp)
 }

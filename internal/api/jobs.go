@@ -95,14 +95,22 @@ type jobsJSON struct {
 	Jobs []jobJSON `json:"jobs"`
 }
 
-func (s *server) listJobs(ctx context.Context, _ *struct{}) (*out[jobsJSON], error) {
+type listJobsInput struct {
+	State []string `query:"state,explode" enum:"pending,running,interrupted,succeeded,failed,stopped" doc:"Only jobs in these states (repeat the parameter); all when absent."`
+	Team  string   `query:"team" maxLength:"64" doc:"Only this team's jobs (its id). A team outside the caller's scope has none to show: a filter never widens what the caller may see."`
+}
+
+func (s *server) listJobs(ctx context.Context, in *listJobsInput) (*out[jobsJSON], error) {
+	f := listFilter{states: in.State, team: in.Team}
 	js, err := s.svc.ListJobs(ctx, scopeOf(ctx))
 	if err != nil {
 		return nil, serviceProblem(ctx, err)
 	}
 	resp := jobsJSON{Jobs: make([]jobJSON, 0, len(js))}
 	for _, j := range js {
-		resp.Jobs = append(resp.Jobs, toJob(j))
+		if v := toJob(j); f.keep(v.State, v.Team, nil) {
+			resp.Jobs = append(resp.Jobs, v)
+		}
 	}
 	return reply(resp)
 }

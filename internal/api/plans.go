@@ -92,14 +92,22 @@ func (s *server) purchasePlan(ctx context.Context, in *purchasePlanInput) (*purc
 	return purchased(toPlan(p), created), nil
 }
 
-func (s *server) listPlans(ctx context.Context, _ *struct{}) (*out[plansJSON], error) {
+type listPlansInput struct {
+	State []string `query:"state,explode" enum:"pending,scheduled,active,expired,failed,cancelled" doc:"Only plans in these states (repeat the parameter); all when absent."`
+	Team  string   `query:"team" maxLength:"64" doc:"Only this team's plans (its id). A team outside the caller's scope has none to show: a filter never widens what the caller may see."`
+}
+
+func (s *server) listPlans(ctx context.Context, in *listPlansInput) (*out[plansJSON], error) {
+	f := listFilter{states: in.State, team: in.Team}
 	plans, err := s.svc.ListPlans(ctx, scopeOf(ctx))
 	if err != nil {
 		return nil, serviceProblem(ctx, err)
 	}
 	resp := plansJSON{Plans: make([]planJSON, 0, len(plans))}
 	for _, p := range plans {
-		resp.Plans = append(resp.Plans, toPlan(p))
+		if j := toPlan(p); f.keep(j.State, j.Team, nil) {
+			resp.Plans = append(resp.Plans, j)
+		}
 	}
 	return reply(resp)
 }

@@ -85,14 +85,22 @@ func (s *server) purchaseSeries(ctx context.Context, in *purchaseSeriesInput) (*
 	return purchased(toSeries(v), created), nil
 }
 
-func (s *server) listSeries(ctx context.Context, _ *struct{}) (*out[seriesListJSON], error) {
+type listSeriesInput struct {
+	State []string `query:"state,explode" enum:"scheduled,active,ended,cancelled" doc:"Only series in these states (repeat the parameter); all when absent."`
+	Team  string   `query:"team" maxLength:"64" doc:"Only this team's series (its id). A team outside the caller's scope has none to show: a filter never widens what the caller may see."`
+}
+
+func (s *server) listSeries(ctx context.Context, in *listSeriesInput) (*out[seriesListJSON], error) {
+	f := listFilter{states: in.State, team: in.Team}
 	list, err := s.svc.ListSeries(ctx, scopeOf(ctx))
 	if err != nil {
 		return nil, serviceProblem(ctx, err)
 	}
 	resp := seriesListJSON{Series: make([]seriesJSON, 0, len(list))}
 	for _, v := range list {
-		resp.Series = append(resp.Series, toSeries(v))
+		if j := toSeries(v); f.keep(j.State, j.Team, nil) {
+			resp.Series = append(resp.Series, j)
+		}
 	}
 	return reply(resp)
 }
@@ -289,14 +297,22 @@ func (s *server) createOrder(ctx context.Context, in *createOrderInput) (*out[or
 	return reply(toOrder(o))
 }
 
-func (s *server) listOrders(ctx context.Context, _ *struct{}) (*out[ordersJSON], error) {
+type listOrdersInput struct {
+	State []string `query:"state,explode" enum:"open,notified,bought,expired,cancelled" doc:"Only orders in these states (repeat the parameter); all when absent."`
+	Team  string   `query:"team" maxLength:"64" doc:"Only this team's orders (its id). A team outside the caller's scope has none to show: a filter never widens what the caller may see."`
+}
+
+func (s *server) listOrders(ctx context.Context, in *listOrdersInput) (*out[ordersJSON], error) {
+	f := listFilter{states: in.State, team: in.Team}
 	orders, err := s.svc.ListOrders(ctx, scopeOf(ctx))
 	if err != nil {
 		return nil, serviceProblem(ctx, err)
 	}
 	resp := ordersJSON{Orders: make([]orderJSON, 0, len(orders))}
 	for _, o := range orders {
-		resp.Orders = append(resp.Orders, toOrder(o))
+		if j := toOrder(o); f.keep(j.State, j.Team, nil) {
+			resp.Orders = append(resp.Orders, j)
+		}
 	}
 	return reply(resp)
 }

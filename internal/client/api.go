@@ -107,17 +107,7 @@ func (c *Client) Purchase(ctx context.Context, req BuyRequest) (b Block, created
 // Blocks lists the caller's blocks, of one state when state is not empty:
 // GET /v1/blocks.
 func (c *Client) Blocks(ctx context.Context, state string) ([]Block, error) {
-	v := url.Values{}
-	if state != "" {
-		v.Set("state", state)
-	}
-	var out struct {
-		Blocks []Block `json:"blocks"`
-	}
-	if err := c.do(ctx, request{method: http.MethodGet, path: "/v1/blocks", query: v}, &out); err != nil {
-		return nil, wrapf(err, "listing blocks")
-	}
-	return out.Blocks, nil
+	return c.BlocksMatching(ctx, ListFilter{States: []string{state}})
 }
 
 // Block fetches one block: GET /v1/blocks/{id}.

@@ -63,13 +63,7 @@ func (c *Client) CreateJob(ctx context.Context, req JobRequest) (Job, error) {
 
 // Jobs lists the team's jobs: GET /v1/jobs.
 func (c *Client) Jobs(ctx context.Context) ([]Job, error) {
-	var out struct {
-		Jobs []Job `json:"jobs"`
-	}
-	if err := c.do(ctx, request{method: http.MethodGet, path: "/v1/jobs"}, &out); err != nil {
-		return nil, wrapf(err, "listing jobs")
-	}
-	return out.Jobs, nil
+	return c.JobsMatching(ctx, ListFilter{})
 }
 
 // Job returns one job: GET /v1/jobs/{id}.

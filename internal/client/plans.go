@@ -123,13 +123,7 @@ func (c *Client) BuyPlan(ctx context.Context, req BuyPlanRequest) (Plan, error) 
 
 // Plans lists the caller's plans: GET /v1/plans.
 func (c *Client) Plans(ctx context.Context) ([]Plan, error) {
-	var out struct {
-		Plans []Plan `json:"plans"`
-	}
-	if err := c.do(ctx, request{method: http.MethodGet, path: "/v1/plans"}, &out); err != nil {
-		return nil, wrapf(err, "listing plans")
-	}
-	return out.Plans, nil
+	return c.PlansMatching(ctx, ListFilter{})
 }
 
 // Plan fetches one plan: GET /v1/plans/{id}.

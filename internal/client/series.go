@@ -119,13 +119,7 @@ func (c *Client) BuySeries(ctx context.Context, req BuySeriesRequest) (Series, e
 
 // SeriesList lists the caller's series: GET /v1/series.
 func (c *Client) SeriesList(ctx context.Context) ([]Series, error) {
-	var out struct {
-		Series []Series `json:"series"`
-	}
-	if err := c.do(ctx, request{method: http.MethodGet, path: "/v1/series"}, &out); err != nil {
-		return nil, wrapf(err, "listing series")
-	}
-	return out.Series, nil
+	return c.SeriesMatching(ctx, ListFilter{})
 }
 
 // Series fetches one series: GET /v1/series/{id}.
@@ -193,13 +187,7 @@ func (c *Client) CreateOrder(ctx context.Context, req OrderRequest) (Order, erro
 
 // Orders lists the caller's standing orders: GET /v1/orders.
 func (c *Client) Orders(ctx context.Context) ([]Order, error) {
-	var out struct {
-		Orders []Order `json:"orders"`
-	}
-	if err := c.do(ctx, request{method: http.MethodGet, path: "/v1/orders"}, &out); err != nil {
-		return nil, wrapf(err, "listing orders")
-	}
-	return out.Orders, nil
+	return c.OrdersMatching(ctx, ListFilter{})
 }
 
 // Order fetches one standing order: GET /v1/orders/{id}.
