@@ -5,15 +5,22 @@ import { h, errorBox, span } from "./dom.js";
 import { calendarPage } from "./pages/calendar.js";
 import { findPage } from "./pages/find.js";
 import { blocksPage } from "./pages/blocks.js";
+import { blockPage } from "./pages/block.js";
+import { planPage } from "./pages/plan.js";
+import { NotResolved } from "./things.js";
 import { jobsPage } from "./pages/jobs.js";
 import { spendPage } from "./pages/spend.js";
 
+// pages are the console's routes; nav is the link of the menu that a
+// page belongs to. A block or plan is named in its URL by id or by name.
 const pages = [
-  { path: /^\/(calendar)?$/, title: "Fleet calendar", render: calendarPage },
-  { path: /^\/find$/, title: "Find capacity", render: findPage },
-  { path: /^\/blocks(?:\/([\w-]+))?$/, title: "Blocks and plans", render: blocksPage },
-  { path: /^\/jobs(?:\/([\w-]+))?$/, title: "Jobs", render: jobsPage },
-  { path: /^\/spend$/, title: "Spend and budget", render: spendPage },
+  { path: /^\/(?:calendar)?$/, title: "Fleet calendar", nav: "/calendar", render: calendarPage },
+  { path: /^\/find$/, title: "Find capacity", nav: "/find", render: findPage },
+  { path: /^\/(?:blocks|plans)$/, title: "Blocks and plans", nav: "/blocks", render: blocksPage },
+  { path: /^\/blocks\/([^/]+)$/, title: "Block", nav: "/blocks", render: blockPage },
+  { path: /^\/plans\/([^/]+)$/, title: "Plan", nav: "/blocks", render: planPage },
+  { path: /^\/jobs(?:\/([\w-]+))?$/, title: "Jobs", nav: "/jobs", render: jobsPage },
+  { path: /^\/spend$/, title: "Spend and budget", nav: "/spend", render: spendPage },
 ];
 
 // session is who is signed in (GET /v1/whoami), once known.
@@ -28,7 +35,16 @@ export function onLeave(fn) { stops.push(fn); }
 
 export function navigate(path) {
   history.pushState(null, "", path);
+  window.scrollTo(0, 0);
   route();
+}
+
+// setTitle names the page shown in its heading and the tab's title (a
+// block's page, once the block is read).
+export function setTitle(text) {
+  const heading = document.querySelector("#main h1");
+  if (heading) heading.textContent = text;
+  document.title = `${text} · capblock`;
 }
 
 async function route() {
@@ -59,17 +75,16 @@ async function route() {
   const m = path.match(page.path);
   document.title = `${page.title} · capblock`;
   for (const a of document.querySelectorAll("#nav a")) {
-    if (a.getAttribute("href") === path || (page !== pages[0] && path.startsWith(a.getAttribute("href")))
-      || (page === pages[0] && a.getAttribute("href") === "/calendar")) a.setAttribute("aria-current", "page");
+    if (a.getAttribute("href") === page.nav) a.setAttribute("aria-current", m && m[1] ? "true" : "page");
     else a.removeAttribute("aria-current");
   }
   const heading = h("h1", { tabindex: "-1" }, page.title);
   const body = h("div", { class: "page" });
   main.replaceChildren(heading, body);
   try {
-    await page.render(body, m ? m[1] : undefined);
+    await page.render(body, m && m[1] !== undefined ? decodeURIComponent(m[1]) : undefined);
   } catch (err) {
-    body.replaceChildren(errorBox(err));
+    body.replaceChildren(err instanceof NotResolved ? err.element : errorBox(err));
   }
 }
 
