@@ -169,7 +169,7 @@ func TestConsole(t *testing.T) {
 	if status := br.text(t, "#block-detail"); !strings.Contains(status, "1 total, 1 available, 0 unavailable") || !strings.Contains(status, "block.active") {
 		t.Errorf("the block's status and events read %q", status)
 	}
-	br.capture(t, "blocks", "")
+	br.capture(t, "block", "")
 	// Extend it by 2 hours: the fee is shown before confirming.
 	var ext struct {
 		Offerings []struct {

@@ -1,0 +1,282 @@
+package console
+
+import (
+	"fmt"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+)
+
+// hostileName is a block name that would run script if it were ever
+// parsed as HTML.
+const hostileName = `<img src=x onerror="document.body.dataset.pwned=1">`
+
+// buy buys count × typ for hours from start (the first offering) under
+// name, with token, and returns the block.
+func (s *server) buy(t *testing.T, token, typ string, start time.Time, hours int, name string) block {
+	t.Helper()
+	var offers struct {
+		Offerings []struct {
+			OfferingID string `json:"offeringId"`
+		} `json:"offerings"`
+	}
+	q := url.Values{"instanceType": {typ}, "instanceCount": {"1"}, "durationHours": {fmt.Sprint(hours)},
+		"startAfter": {start.Format(time.RFC3339)}, "endBefore": {start.Add(time.Duration(hours) * time.Hour).Format(time.RFC3339)}, "zone": {"zone-a"}}
+	s.call(t, token, "GET", "/v1/offerings?"+q.Encode(), nil, &offers, 200)
+	if len(offers.Offerings) == 0 {
+		t.Fatalf("no offering of %s from %s", typ, start)
+	}
+	var b block
+	s.call(t, token, "POST", "/v1/blocks", map[string]any{"offeringId": offers.Offerings[0].OfferingID, "clientToken": fmt.Sprintf("%d-%d", start.Unix(), len(name)), "name": name}, &b, 201)
+	return b
+}
+
+// signInAs opens the console with token in the tab's session storage, at
+// path.
+func (b *browser) signInAs(t *testing.T, srv *server, token, path string) {
+	t.Helper()
+	b.run(t, "opening the console", chromedp.Navigate(srv.url+"/"), chromedp.WaitVisible(chromedp.CSS("body")))
+	eval[bool](t, b, fmt.Sprintf(`sessionStorage.setItem("capblock.token", %q), true`, token))
+	b.run(t, "opening "+path, chromedp.Navigate(srv.url+path))
+}
+
+// setFilter picks value in a list's filter select, as a user does.
+func (b *browser) setFilter(t *testing.T, key, value string) {
+	t.Helper()
+	eval[bool](t, b, fmt.Sprintf(`(() => { const s = document.querySelector("#filter-%s"); s.value = %q; s.dispatchEvent(new Event("change")); return s.value === %q; })()`, key, value, value))
+}
+
+// rowsOf are the block ids of the blocks list's rows, in order.
+func rowsOf(t *testing.T, b *browser) []string {
+	t.Helper()
+	return eval[[]string](t, b, `[...document.querySelectorAll("#blocks-list tbody tr")].map(r => r.dataset.block)`)
+}
+
+// TestThingPages: a block and a plan each have a page of their own, in
+// view when clicked from a long list, named in the URL by id or name
+// (an unknown or ambiguous name says so); the blocks list shows what each
+// block was charged, refunded and credited, so that a fully refunded
+// block nets 0 and a transferred block's hours are not counted twice; its
+// filters and sort live in the URL and survive a reload. No browser error
+// and no serious accessibility violation on any page.
+func TestThingPages(t *testing.T) {
+	br := newBrowser(t)
+	srv := startServer(t, t0, "")
+	team, token := srv.member(t)
+	var ops struct{ ID string }
+	srv.call(t, srv.admin, "POST", "/v1/teams", map[string]any{"name": "ops"}, &ops, 201)
+
+	// 1. 30 blocks of a workshop series, 10 of them cancelled before their
+	//    start (fully refunded); two blocks of one name; one hostile name;
+	//    the block looked for, starting last; one transferred to ops for
+	//    $100.00; and a plan with a job.
+	var workshops []block
+	for i := range 30 {
+		workshops = append(workshops, srv.buy(t, token, "l4.1x", t0.Add(time.Duration(2+5*i)*time.Hour), 4, fmt.Sprintf("workshop-%02d", i)))
+	}
+	var cancelled []string
+	for _, b := range workshops[:10] {
+		srv.call(t, token, "POST", "/v1/blocks/"+b.ID+"/cancel", nil, nil, 200)
+		cancelled = append(cancelled, b.ID)
+	}
+	twin1 := srv.buy(t, token, "l4.1x", t0.Add(200*time.Hour), 2, "twin")
+	twin2 := srv.buy(t, token, "l4.1x", t0.Add(210*time.Hour), 2, "twin")
+	hostile := srv.buy(t, token, "l4.1x", t0.Add(220*time.Hour), 2, hostileName)
+	handed := srv.buy(t, token, "l4.1x", t0.Add(230*time.Hour), 2, "handed-on")
+	var moved struct {
+		Received block `json:"received"`
+	}
+	srv.call(t, srv.admin, "POST", "/v1/blocks/"+handed.ID+"/transfer", map[string]any{"team": ops.ID, "price": "100.00"}, &moved, 200)
+	cancelled = append(cancelled, handed.ID)
+	llama := srv.buy(t, token, "l4.1x", t0.Add(400*time.Hour), 6, "llama-eval")
+
+	var planOffers struct {
+		PlanOfferings []struct {
+			OfferingID string `json:"offeringId"`
+		} `json:"planOfferings"`
+	}
+	q := url.Values{"instanceType": {"a100.8x"}, "instanceCount": {"1"}, "durationHours": {"8"}, "target": {"training-job"}, "maxSegments": {"2"},
+		"startAfter": {t0.Add(3 * time.Hour).Format(time.RFC3339)}, "endBefore": {t0.Add(5 * 24 * time.Hour).Format(time.RFC3339)}}
+	srv.call(t, token, "GET", "/v1/plan-offerings?"+q.Encode(), nil, &planOffers, 200)
+	if len(planOffers.PlanOfferings) == 0 {
+		t.Fatal("no plan offering")
+	}
+	var plan struct {
+		ID       string
+		Segments []struct {
+			BlockID string `json:"blockId"`
+		}
+	}
+	srv.call(t, token, "POST", "/v1/plans", map[string]any{"offeringId": planOffers.PlanOfferings[0].OfferingID, "name": "pretrain", "clientToken": "pretrain"}, &plan, 201)
+	var job struct{ ID string }
+	srv.call(t, token, "POST", "/v1/jobs", map[string]any{"name": "pretrain-run", "planId": plan.ID, "command": []string{"sh", "-c", "echo training"}}, &job, 201)
+
+	var mine struct{ Blocks []block }
+	srv.call(t, token, "GET", "/v1/blocks", nil, &mine, 200)
+
+	// 2. The list, as the member: every block, with its money; no team
+	//    filter (one team is all a member sees).
+	br.signInAs(t, srv, token, "/blocks")
+	br.waitFor(t, "the blocks list", `document.querySelectorAll("#blocks-list tbody tr").length > 0`)
+	if got := len(rowsOf(t, br)); got != len(mine.Blocks) {
+		t.Errorf("the list shows %d blocks, want the team's %d", got, len(mine.Blocks))
+	}
+	if eval[bool](t, br, `document.querySelector("#filter-team") !== null`) {
+		t.Error("a member is offered a team filter")
+	}
+	refunded := workshops[0]
+	fee := "$" + commas(refunded.UpfrontFee.Amount)
+	row := br.text(t, `tr[data-block="`+refunded.ID+`"]`)
+	if !strings.Contains(row, "cancelled") || !strings.Contains(row, fee+fee+"$0.00$0.00") {
+		t.Errorf("the fully refunded block's row reads %q, want charged %s, refunded %s, no credit and net $0.00", row, fee, fee)
+	}
+	br.capture(t, "blocks", "")
+
+	// 3. A click on the last row shows the block's page in view: its top
+	//    inside the viewport, the list gone, the heading naming it.
+	br.run(t, "opening llama-eval from the list", chromedp.Click(chromedp.CSS(`#blocks-list a[href="/blocks/`+llama.ID+`"]`)))
+	br.waitFor(t, "the block's page", `document.querySelector("#block-detail") && document.querySelector("#block-money")`)
+	view := eval[struct {
+		Top, Height float64
+		List        bool
+		Path, Title string
+	}](t, br, `({top: document.querySelector("#block-detail").getBoundingClientRect().top, height: innerHeight,
+		list: document.querySelector("#blocks-list") !== null, path: location.pathname, title: document.querySelector("#main h1").textContent})`)
+	if view.Top < 0 || view.Top >= view.Height || view.List || view.Path != "/blocks/"+llama.ID || view.Title != "Block llama-eval" {
+		t.Errorf("after the click: the detail's top at %.0f px of a %.0f px viewport, list drawn: %v, at %s, titled %q; want it in view, alone, at /blocks/%s titled Block llama-eval",
+			view.Top, view.Height, view.List, view.Path, view.Title, llama.ID)
+	}
+	llamaFee := "$" + commas(llama.UpfrontFee.Amount)
+	if m := br.text(t, "#block-money"); m != "Fee"+llamaFee+"Charged"+llamaFee+"Refunds$0.00Credits$0.00Net"+llamaFee {
+		t.Errorf("llama-eval's money reads %q, want fee and charged %s, net %s", m, llamaFee, llamaFee)
+	}
+	if ev := br.text(t, "#block-detail"); !strings.Contains(ev, "block.scheduled") {
+		t.Errorf("llama-eval's page shows no events: %q", ev)
+	}
+
+	// 4. The fully refunded block's page: refunded in full, net 0.
+	br.run(t, "opening the refunded block", chromedp.Navigate(srv.url+"/blocks/"+refunded.ID))
+	br.waitFor(t, "its money", `document.querySelector("#block-money")`)
+	if m := br.text(t, "#block-money"); m != "Fee"+fee+"Charged"+fee+"Refunds"+fee+"Credits$0.00Net$0.00" {
+		t.Errorf("the refunded block's money reads %q, want charged and refunded %s, net $0.00", m, fee)
+	}
+	if !strings.Contains(br.text(t, "#block-detail"), "block.cancelled") {
+		t.Error("the refunded block's page shows no block.cancelled event")
+	}
+
+	// 5. Names in the URL: one block's name opens it; an unknown name and
+	//    an ambiguous one say so, the latter with a link to each; a
+	//    hostile name is text.
+	br.run(t, "opening a block by name", chromedp.Navigate(srv.url+"/blocks/llama-eval"))
+	br.waitFor(t, "llama-eval by name", `document.querySelector("#block-detail")`)
+	if d := br.text(t, "#block-detail"); !strings.Contains(d, llama.ID) {
+		t.Errorf("/blocks/llama-eval shows %q, want block %s", d, llama.ID)
+	}
+	br.run(t, "opening an unknown name", chromedp.Navigate(srv.url+"/blocks/no-such-block"))
+	br.waitFor(t, "the message", `document.querySelector("main [role=alert]")`)
+	if m := br.text(t, "main [role=alert]"); !strings.Contains(m, `No block is named “no-such-block”`) {
+		t.Errorf("an unknown name reads %q", m)
+	}
+	br.run(t, "opening an ambiguous name", chromedp.Navigate(srv.url+"/blocks/twin"))
+	br.waitFor(t, "the message", `document.querySelector("main [role=alert]")`)
+	links := eval[[]string](t, br, `[...document.querySelectorAll("#ambiguous a")].map(a => a.getAttribute("href"))`)
+	if m := br.text(t, "main [role=alert]"); !strings.Contains(m, `2 blocks are named “twin”`) || strings.Join(links, " ") != "/blocks/"+twin1.ID+" /blocks/"+twin2.ID {
+		t.Errorf("an ambiguous name reads %q with links %v, want both twins", m, links)
+	}
+	br.checkAccessibility(t, "an ambiguous name")
+	br.run(t, "opening the hostile name", chromedp.Navigate(srv.url+"/blocks/"+url.PathEscape(hostileName)))
+	br.waitFor(t, "the hostile block", `document.querySelector("#block-detail")`)
+	if d, title := br.text(t, "#block-detail"), br.text(t, "#main h1"); !strings.Contains(d, hostile.ID) || title != "Block "+hostileName ||
+		eval[bool](t, br, `document.querySelector("main img") !== null || document.body.dataset.pwned === "1"`) {
+		t.Errorf("the hostile name's page is titled %q and reads %q, or made an element", title, d)
+	}
+
+	// 6. The plan's page, from the list and by name: its segments link to
+	//    their blocks, its job and events are there.
+	br.run(t, "opening the list", chromedp.Navigate(srv.url+"/blocks"))
+	br.waitFor(t, "the plans list", `document.querySelector('#plans-list a[href="/plans/`+plan.ID+`"]')`)
+	br.run(t, "opening the plan", chromedp.Click(chromedp.CSS(`#plans-list a[href="/plans/`+plan.ID+`"]`)))
+	br.waitFor(t, "the plan's page", `document.querySelector("#plan-detail")`)
+	segs := eval[[]string](t, br, `[...document.querySelectorAll("#plan-segments tbody a")].map(a => a.getAttribute("href"))`)
+	if len(segs) != len(plan.Segments) || len(segs) == 0 || segs[0] != "/blocks/"+plan.Segments[0].BlockID {
+		t.Errorf("the plan's segments link to %v, want its %d blocks", segs, len(plan.Segments))
+	}
+	if d := br.text(t, "#plan-detail"); !strings.Contains(d, "pretrain-run") || !strings.Contains(d, "plan.scheduled") || br.text(t, "#main h1") != "Plan pretrain" {
+		t.Errorf("the plan's page reads %q, want its job and its events", d)
+	}
+	top := eval[float64](t, br, `document.querySelector("#plan-detail").getBoundingClientRect().top`)
+	if top < 0 || top >= 800 {
+		t.Errorf("the plan's page starts %.0f px down", top)
+	}
+	br.capture(t, "plan", "")
+	br.run(t, "opening the plan by name", chromedp.Navigate(srv.url+"/plans/pretrain"))
+	br.waitFor(t, "the plan by name", `document.querySelector("#plan-detail")`)
+	if d := br.text(t, "#plan-detail"); !strings.Contains(d, plan.ID) {
+		t.Errorf("/plans/pretrain reads %q, want plan %s", d, plan.ID)
+	}
+
+	// 7. Filters and sort live in the URL: cancelled blocks, latest first,
+	//    still so after a reload.
+	br.run(t, "opening the list", chromedp.Navigate(srv.url+"/blocks"))
+	br.waitFor(t, "the blocks list", `document.querySelector("#blocks-list")`)
+	br.setFilter(t, "state", "cancelled")
+	br.setFilter(t, "sort", "-start")
+	wantRows := []string{handed.ID}
+	for i := len(cancelled) - 2; i >= 0; i-- {
+		wantRows = append(wantRows, cancelled[i])
+	}
+	for _, when := range []string{"filtered", "after a reload"} {
+		if q := eval[string](t, br, "location.search"); q != "?state=cancelled&sort=-start" {
+			t.Errorf("%s, the query is %q", when, q)
+		}
+		if got := rowsOf(t, br); strings.Join(got, " ") != strings.Join(wantRows, " ") {
+			t.Errorf("%s, the rows are %v, want the cancelled blocks latest first %v", when, got, wantRows)
+		}
+		if when == "filtered" {
+			br.run(t, "reloading", chromedp.Reload())
+			br.waitFor(t, "the blocks list", `document.querySelector("#blocks-list")`)
+		}
+	}
+	if v := eval[string](t, br, `document.querySelector("#filter-state").value + " " + document.querySelector("#filter-sort").value`); v != "cancelled -start" {
+		t.Errorf("after a reload the filters read %q", v)
+	}
+	br.setFilter(t, "state", "live")
+	if got := len(rowsOf(t, br)); got != len(mine.Blocks)-len(cancelled) {
+		t.Errorf("live blocks: %d rows, want %d", got, len(mine.Blocks)-len(cancelled))
+	}
+	br.checkAccessibility(t, "the filtered list")
+	br.checkNoErrors(t)
+
+	// 8. As an administrator: a team filter, kept in the URL; the hours
+	//    transferred are charged once (the receiver paid the price, the
+	//    holder was credited it).
+	br.signInAs(t, srv, srv.admin, "/blocks?team="+team)
+	br.waitFor(t, "every team's list", `document.querySelector("#blocks-list") && document.querySelector("#filter-team")`)
+	if v := eval[string](t, br, `document.querySelector("#filter-team").value`); v != team {
+		t.Errorf("the team filter reads %q, want %s from the URL", v, team)
+	}
+	if got := len(rowsOf(t, br)); got != len(mine.Blocks) {
+		t.Errorf("research's blocks: %d rows, want %d", got, len(mine.Blocks))
+	}
+	br.setFilter(t, "team", "")
+	if q := eval[string](t, br, "location.search"); q != "" {
+		t.Errorf("with every team, the query is %q, want none", q)
+	}
+	handedFee := "$" + commas(handed.UpfrontFee.Amount)
+	if r := br.text(t, `tr[data-block="`+moved.Received.ID+`"]`); !strings.Contains(r, "ops") || !strings.Contains(r, "$100.00$0.00$0.00$100.00") {
+		t.Errorf("the received block's row reads %q, want charged $100.00 and net $100.00", r)
+	}
+	if r := br.text(t, `tr[data-block="`+handed.ID+`"]`); !strings.Contains(r, handedFee+"$0.00$100.00") {
+		t.Errorf("the transferred block's row reads %q, want charged %s and credited $100.00", r, handedFee)
+	}
+	br.run(t, "opening the received block", chromedp.Click(chromedp.CSS(`#blocks-list a[href="/blocks/`+moved.Received.ID+`"]`)))
+	br.waitFor(t, "its hand-over", `document.querySelector("#block-handovers")`)
+	if d := br.text(t, "#block-handovers"); !strings.Contains(d, "Received from research") {
+		t.Errorf("the received block's hand-over reads %q", d)
+	}
+	br.checkAccessibility(t, "a received block")
+	br.checkNoErrors(t)
+}
