@@ -8,18 +8,20 @@ import { blocksPage } from "./pages/blocks.js";
 import { blockPage } from "./pages/block.js";
 import { planPage } from "./pages/plan.js";
 import { NotResolved } from "./things.js";
-import { jobsPage } from "./pages/jobs.js";
+import { jobsPage, jobPage } from "./pages/jobs.js";
 import { spendPage } from "./pages/spend.js";
 
 // pages are the console's routes; nav is the link of the menu that a
-// page belongs to. A block or plan is named in its URL by id or by name.
+// page belongs to. A block, plan or job is named in its URL by id or by
+// name.
 const pages = [
   { path: /^\/(?:calendar)?$/, title: "Fleet calendar", nav: "/calendar", render: calendarPage },
   { path: /^\/find$/, title: "Find capacity", nav: "/find", render: findPage },
   { path: /^\/(?:blocks|plans)$/, title: "Blocks and plans", nav: "/blocks", render: blocksPage },
   { path: /^\/blocks\/([^/]+)$/, title: "Block", nav: "/blocks", render: blockPage },
   { path: /^\/plans\/([^/]+)$/, title: "Plan", nav: "/blocks", render: planPage },
-  { path: /^\/jobs(?:\/([\w-]+))?$/, title: "Jobs", nav: "/jobs", render: jobsPage },
+  { path: /^\/jobs$/, title: "Jobs", nav: "/jobs", render: jobsPage },
+  { path: /^\/jobs\/([^/]+)$/, title: "Job", nav: "/jobs", render: jobPage },
   { path: /^\/spend$/, title: "Spend and budget", nav: "/spend", render: spendPage },
 ];
 
@@ -39,9 +41,11 @@ export function navigate(path) {
   route();
 }
 
-// setTitle names the page shown in its heading and the tab's title (a
-// block's page, once the block is read).
-export function setTitle(text) {
+// setTitle names the page in its heading and the tab's title once its
+// thing is read (a block's page): root is the page's content, so that a
+// page left while it was loading renames nothing.
+export function setTitle(root, text) {
+  if (!root.isConnected) return;
   const heading = document.querySelector("#main h1");
   if (heading) heading.textContent = text;
   document.title = `${text} · capblock`;

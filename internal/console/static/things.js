@@ -1,13 +1,14 @@
 // What every thing's page reads: the id a name in the URL stands for,
 // the thing's events, and the money the ledger moved for it.
 import { get } from "./api.js";
-import { h } from "./dom.js";
+import { h, when } from "./dom.js";
 import { session } from "./app.js";
 
 // kinds say how a thing is named in URLs and looked up by name.
 export const kinds = {
   block: { noun: "block", prefix: "cb-", list: "/v1/blocks", key: "blocks", page: "/blocks" },
   plan: { noun: "plan", prefix: "tp-", list: "/v1/plans", key: "plans", page: "/plans" },
+  job: { noun: "job", prefix: "job-", list: "/v1/jobs", key: "jobs", page: "/jobs" },
 };
 
 // NotResolved is a name that no thing has, or that several have; its
@@ -31,12 +32,12 @@ export async function resolve(kind, ref) {
   if (found.length === 0) {
     const msg = `No ${kind.noun} is named “${ref}”. An id starts with ${kind.prefix}; the list shows ids and names.`;
     throw new NotResolved(msg, h("div", { role: "alert" }, h("p", { class: "error" }, msg),
-      h("p", {}, h("a", { href: "/blocks" }, "All blocks and plans"))));
+      h("p", {}, h("a", { href: kind.page }, `All ${kind.noun}s`))));
   }
   const msg = `${found.length} ${kind.noun}s are named “${ref}”: open one by its id.`;
   throw new NotResolved(msg, h("div", { role: "alert" }, h("p", { class: "error" }, msg),
     h("ul", { class: "plain", id: "ambiguous" }, found.map((t) => h("li", {},
-      h("a", { href: `${kind.page}/${t.id}` }, t.id), ` (${t.state}, from ${t.startTime || t.segments?.[0]?.startTime || "—"})`)))));
+      h("a", { href: `${kind.page}/${t.id}` }, t.id), ` (${t.state}, ${t.startTime || t.segments?.[0]?.startTime ? `from ${when(t.startTime || t.segments[0].startTime)}` : `made ${when(t.createdAt)}`})`)))));
 }
 
 // eventsOf reads the caller's events and keeps those about the subjects

@@ -13,7 +13,7 @@ export async function blockPage(root, ref) {
   const id = await resolve(kinds.block, ref);
   const path = `/v1/blocks/${encodeURIComponent(id)}`;
   const [b, status, events, cash, { jobs }] = await Promise.all([get(path), get(`${path}/status`), eventsOf([id]), cashBySubject(), get("/v1/jobs")]);
-  setTitle(`Block ${b.name || b.id}`);
+  setTitle(root, `Block ${b.name || b.id}`);
   const c = cashOf(cash, [b.id], b.upfrontFee.currency);
   const live = ["payment-pending", "scheduled", "active"].includes(b.state) && session.user.role !== "viewer";
   const hoursIn = h("input", { id: "extend-hours", type: "number", min: "1", value: "1" });
@@ -55,7 +55,8 @@ function handovers(b) {
     const what = x.kind === "transfer"
       ? (received ? `Received from ${teamName(x.team)}` : [`Transferred to ${teamName(x.toTeam)}`, x.toBlockId ? [" as ", h("a", { href: `/blocks/${x.toBlockId}` }, x.toBlockId)] : ""])
       : `Released for resale (${x.resoldGpuHours} of ${x.gpuHours} GPU-hours resold, credited ${money(x.credited)}, the operator keeps ${x.resaleFeePercent}%)`;
-    return h("li", {}, what, `: ${x.gpuHours} GPU-hours from ${when(x.from)} to ${when(x.until)}`, x.kind === "transfer" ? `, price ${money(x.price)}` : "");
+    const price = x.kind !== "transfer" ? "" : received ? `, for ${money(x.price)} (the fee above is what the holder had paid for these hours)` : `, price ${money(x.price)}`;
+    return h("li", {}, what, `: ${x.gpuHours} GPU-hours from ${when(x.from)} to ${when(x.until)}`, price);
   }))];
 }
 

@@ -13,7 +13,7 @@ export async function planPage(root, ref) {
   const p = await get(`/v1/plans/${encodeURIComponent(id)}`);
   const blockIds = p.segments.map((s) => s.blockId);
   const [events, cash, { jobs }] = await Promise.all([eventsOf([p.id, ...blockIds]), cashBySubject(), get("/v1/jobs")]);
-  setTitle(`Plan ${p.name || p.id}`);
+  setTitle(root, `Plan ${p.name || p.id}`);
   const c = cashOf(cash, blockIds, p.upfrontFee.currency);
   const mine = jobs.filter((j) => j.planId === p.id);
   root.replaceChildren(
