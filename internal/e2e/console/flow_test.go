@@ -196,9 +196,10 @@ func TestConsole(t *testing.T) {
 	srv.call(t, token, "POST", "/v1/jobs", map[string]any{"name": "warm-up", "blockId": picked, "command": []string{"sh", "-c", "echo hello from the block; sleep 60"}}, &job, 201)
 	br.run(t, "opening Jobs", chromedp.Click(chromedp.CSS(`a[href="/jobs"]`)))
 	br.waitFor(t, "the job", `document.querySelector('a[href="/jobs/`+job.ID+`"]')`)
+	br.capture(t, "jobs", "")
 	br.run(t, "opening the job", chromedp.Click(chromedp.CSS(`a[href="/jobs/`+job.ID+`"]`)))
 	br.waitFor(t, "the job's log", `document.querySelector("pre.log") && document.querySelector("pre.log").textContent.includes("hello from the block")`)
-	br.capture(t, "jobs", "")
+	br.capture(t, "job", "")
 
 	// 8. Cancel the other block: the refund is shown before confirming,
 	//    and is what the ledger refunds.

@@ -55,7 +55,7 @@ func rowsOf(t *testing.T, b *browser) []string {
 	return eval[[]string](t, b, `[...document.querySelectorAll("#blocks-list tbody tr")].map(r => r.dataset.block)`)
 }
 
-// TestThingPages: a block and a plan each have a page of their own, in
+// TestThingPages: a block, a plan and a job each have a page of their own, in
 // view when clicked from a long list, named in the URL by id or name
 // (an unknown or ambiguous name says so); the blocks list shows what each
 // block was charged, refunded and credited, so that a fully refunded
@@ -218,7 +218,24 @@ func TestThingPages(t *testing.T) {
 		t.Errorf("/plans/pretrain reads %q, want plan %s", d, plan.ID)
 	}
 
-	// 7. Filters and sort live in the URL: cancelled blocks, latest first,
+	// 7. The plan's job by name: what it runs on, its events; stopping it
+	//    says what it costs first.
+	br.run(t, "opening the job by name", chromedp.Navigate(srv.url+"/jobs/pretrain-run"))
+	br.waitFor(t, "the job's page", `document.querySelector("#job-detail") && document.querySelector("#stop-job")`)
+	if d := br.text(t, "#job-detail"); !strings.Contains(d, job.ID) || !strings.Contains(d, "job.pending") ||
+		!eval[bool](t, br, `document.querySelector('#job-detail a[href="/plans/`+plan.ID+`"]') !== null`) {
+		t.Errorf("the job's page reads %q, want its id, its plan linked and its events", d)
+	}
+	br.run(t, "stopping the job", chromedp.Click(chromedp.CSS("#stop-job")))
+	br.waitFor(t, "the confirmation", `document.querySelector("dialog[open]")`)
+	if terms := br.text(t, "dialog[open]"); !strings.Contains(terms, "nothing is refunded") {
+		t.Errorf("stopping reads %q, want what it costs", terms)
+	}
+	br.checkAccessibility(t, "the stop confirmation")
+	br.run(t, "confirming", chromedp.Click(chromedp.CSS("#dlg-yes")))
+	br.waitFor(t, "the stopped job", `document.querySelector("#job-state") && document.querySelector("#job-state").textContent === "stopped"`)
+
+	// 8. Filters and sort live in the URL: cancelled blocks, latest first,
 	//    still so after a reload.
 	br.run(t, "opening the list", chromedp.Navigate(srv.url+"/blocks"))
 	br.waitFor(t, "the blocks list", `document.querySelector("#blocks-list")`)
@@ -250,7 +267,7 @@ func TestThingPages(t *testing.T) {
 	br.checkAccessibility(t, "the filtered list")
 	br.checkNoErrors(t)
 
-	// 8. As an administrator: a team filter, kept in the URL; the hours
+	// 9. As an administrator: a team filter, kept in the URL; the hours
 	//    transferred are charged once (the receiver paid the price, the
 	//    holder was credited it).
 	br.signInAs(t, srv, srv.admin, "/blocks?team="+team)
