@@ -7,19 +7,23 @@ import { findPage } from "./pages/find.js";
 import { blocksPage } from "./pages/blocks.js";
 import { blockPage } from "./pages/block.js";
 import { planPage } from "./pages/plan.js";
+import { seriesPage } from "./pages/series.js";
+import { orderPage } from "./pages/order.js";
 import { NotResolved } from "./things.js";
 import { jobsPage, jobPage } from "./pages/jobs.js";
 import { spendPage } from "./pages/spend.js";
 
 // pages are the console's routes; nav is the link of the menu that a
-// page belongs to. A block, plan or job is named in its URL by id or by
-// name.
+// page belongs to. A block, plan, series, order or job is named in its
+// URL by id or by name.
 const pages = [
   { path: /^\/(?:calendar)?$/, title: "Fleet calendar", nav: "/calendar", render: calendarPage },
   { path: /^\/find$/, title: "Find capacity", nav: "/find", render: findPage },
-  { path: /^\/(?:blocks|plans)$/, title: "Blocks and plans", nav: "/blocks", render: blocksPage },
+  { path: /^\/(?:blocks|plans|series|orders)$/, title: "Blocks and plans", nav: "/blocks", render: blocksPage },
   { path: /^\/blocks\/([^/]+)$/, title: "Block", nav: "/blocks", render: blockPage },
   { path: /^\/plans\/([^/]+)$/, title: "Plan", nav: "/blocks", render: planPage },
+  { path: /^\/series\/([^/]+)$/, title: "Series", nav: "/blocks", render: seriesPage },
+  { path: /^\/orders\/([^/]+)$/, title: "Order", nav: "/blocks", render: orderPage },
   { path: /^\/jobs$/, title: "Jobs", nav: "/jobs", render: jobsPage },
   { path: /^\/jobs\/([^/]+)$/, title: "Job", nav: "/jobs", render: jobPage },
   { path: /^\/spend$/, title: "Spend and budget", nav: "/spend", render: spendPage },

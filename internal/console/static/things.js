@@ -9,6 +9,8 @@ export const kinds = {
   block: { noun: "block", prefix: "cb-", list: "/v1/blocks", key: "blocks", page: "/blocks" },
   plan: { noun: "plan", prefix: "tp-", list: "/v1/plans", key: "plans", page: "/plans" },
   job: { noun: "job", prefix: "job-", list: "/v1/jobs", key: "jobs", page: "/jobs" },
+  series: { noun: "series", plural: "series", prefix: "cs-", list: "/v1/series", key: "series", page: "/series" },
+  order: { noun: "order", prefix: "ord-", list: "/v1/orders", key: "orders", page: "/orders" },
 };
 
 // NotResolved is a name that no thing has, or that several have; its
@@ -32,13 +34,17 @@ export async function resolve(kind, ref) {
   if (found.length === 0) {
     const msg = `No ${kind.noun} is named “${ref}”. An id starts with ${kind.prefix}; the list shows ids and names.`;
     throw new NotResolved(msg, h("div", { role: "alert" }, h("p", { class: "error" }, msg),
-      h("p", {}, h("a", { href: kind.page }, `All ${kind.noun}s`))));
+      h("p", {}, h("a", { href: kind.page }, `All ${kind.plural || `${kind.noun}s`}`))));
   }
-  const msg = `${found.length} ${kind.noun}s are named “${ref}”: open one by its id.`;
+  const msg = `${found.length} ${kind.plural || `${kind.noun}s`} are named “${ref}”: open one by its id.`;
   throw new NotResolved(msg, h("div", { role: "alert" }, h("p", { class: "error" }, msg),
     h("ul", { class: "plain", id: "ambiguous" }, found.map((t) => h("li", {},
-      h("a", { href: `${kind.page}/${t.id}` }, t.id), ` (${t.state}, ${t.startTime || t.segments?.[0]?.startTime ? `from ${when(t.startTime || t.segments[0].startTime)}` : `made ${when(t.createdAt)}`})`)))));
+      h("a", { href: `${kind.page}/${t.id}` }, t.id), ` (${t.state}, ${startOf(t) ? `from ${when(startOf(t))}` : `made ${when(t.createdAt)}`})`)))));
 }
+
+// startOf is when a thing starts: a block's start, a plan's first
+// segment's, a series' first occurrence's.
+export function startOf(t) { return t.startTime || t.segments?.[0]?.startTime || t.occurrences?.[0]?.startTime || ""; }
 
 // eventsOf reads the caller's events and keeps those about the subjects
 // given, oldest first.

@@ -12,7 +12,10 @@ import { countdown } from "./blocks.js";
 export async function blockPage(root, ref) {
   const id = await resolve(kinds.block, ref);
   const path = `/v1/blocks/${encodeURIComponent(id)}`;
-  const [b, status, events, cash, { jobs }] = await Promise.all([get(path), get(`${path}/status`), eventsOf([id]), cashBySubject(), get("/v1/jobs")]);
+  const [b, status, events, cash, { jobs }, { series }, { orders }] = await Promise.all([get(path), get(`${path}/status`), eventsOf([id]),
+    cashBySubject(), get("/v1/jobs"), get("/v1/series"), get("/v1/orders")]);
+  const inSeries = series.find((s) => s.occurrences.some((o) => o.blockId === id));
+  const byOrder = orders.find((o) => o.blockId === id);
   setTitle(root, `Block ${b.name || b.id}`);
   const c = cashOf(cash, [b.id], b.upfrontFee.currency);
   const live = ["payment-pending", "scheduled", "active"].includes(b.state) && session.user.role !== "viewer";
@@ -26,6 +29,8 @@ export async function blockPage(root, ref) {
         fact("State", h("span", { id: "block-state" }, b.state)), fact("Time left", h("span", { id: "block-left" }, countdown(b))),
         fact("Shape", `${b.instanceCount} × ${b.instanceType} in ${b.zone}`), fact("Start", when(b.startTime)), fact("End", when(b.endTime)),
         b.planId ? fact("Plan", h("a", { href: `/plans/${b.planId}` }, b.planId)) : null,
+        inSeries ? fact("Series", h("a", { href: `/series/${inSeries.id}` }, inSeries.name || inSeries.id)) : null,
+        byOrder ? fact("Bought by order", h("a", { href: `/orders/${byOrder.id}` }, byOrder.name || byOrder.id)) : null,
         fact("Capacity", `${status.totalCapacity} total, ${status.availableCapacity} available, ${status.unavailableCapacity} unavailable${status.degraded ? " (degraded)" : ""}`),
         fact("Placement", status.placementFinal ? "final" : `may still move until ${when(status.lockInTime)}`)),
       h("h2", {}, "Money"),

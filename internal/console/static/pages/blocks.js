@@ -5,28 +5,40 @@
 import { get, serverNow } from "../api.js";
 import { h, money, when, scroller, span } from "../dom.js";
 import { onLeave, session, teamName } from "../app.js";
-import { cashBySubject, cashOf } from "../things.js";
+import { cashBySubject, cashOf, startOf } from "../things.js";
 import { filteredList, byRank } from "../lists.js";
+import { seriesTable } from "./series.js";
+import { orderTable } from "./order.js";
 
-export const blockStates = ["payment-pending", "scheduled", "active", "expired", "payment-failed", "cancelled", "failed"];
+const blockStates = ["payment-pending", "scheduled", "active", "expired", "payment-failed", "cancelled", "failed"];
 const liveStates = ["payment-pending", "scheduled", "active"];
 const planStates = ["pending", "scheduled", "active", "expired", "failed", "cancelled"];
+const seriesStates = ["scheduled", "active", "ended", "cancelled"];
+const orderStates = ["open", "notified", "bought", "expired", "cancelled"];
 // stateRanks orders states for sorting: what is running or coming first.
 const stateRanks = ["active", "scheduled", "payment-pending", "pending", "expired", "cancelled", "payment-failed", "failed"];
 
 export async function blocksPage(root) {
-  const [{ blocks }, { plans }] = await Promise.all([get("/v1/blocks"), get("/v1/plans")]);
+  const [{ blocks }, { plans }, { series }, { orders }] = await Promise.all([get("/v1/blocks"), get("/v1/plans"), get("/v1/series"), get("/v1/orders")]);
   const currency = blocks[0]?.upfrontFee.currency || "USD";
   const cash = await cashBySubject(currency);
   const admin = session.user.role === "admin";
   root.replaceChildren(
-    blocks.length ? filteredList({ label: "Filter blocks", noun: "blocks", rows: blocks, fields: blockFields(admin, ""),
+    blocks.length ? filteredList({ label: "Filter blocks", noun: "blocks", rows: blocks, fields: blockFields(admin),
       draw: (shown) => scroller("Blocks", blockTable(shown, cash, admin)) })
       : h("p", {}, "No blocks yet: ", h("a", { href: "/find" }, "find capacity"), "."),
     h("h2", {}, "Training plans"),
     plans.length ? filteredList({ label: "Filter training plans", noun: "plans", rows: plans, fields: planFields(admin),
       draw: (shown) => scroller("Training plans", planTable(shown, cash, admin)) })
-      : h("p", {}, "No training plans yet."));
+      : h("p", {}, "No training plans yet."),
+    h("h2", {}, "Series"),
+    series.length ? filteredList({ label: "Filter series", noun: "series", rows: series, fields: listFields("series-", seriesStates, ["scheduled", "active"], admin, true),
+      draw: (shown) => scroller("Series", seriesTable(shown, cash, admin, moneyHeads)) })
+      : h("p", {}, "No recurring blocks yet."),
+    h("h2", {}, "Orders"),
+    orders.length ? filteredList({ label: "Filter orders", noun: "orders", rows: orders, fields: listFields("order-", orderStates, ["open", "notified"], admin, false),
+      draw: (shown) => scroller("Orders", orderTable(shown, admin)) })
+      : h("p", {}, "No orders waiting."));
   // Refresh the states as the clock moves blocks along.
   const timer = setInterval(async () => {
     try {
@@ -57,23 +69,22 @@ function teamField(key) {
   return { key, label: "Team", options: [["", "All teams"], ...session.teams.map((t) => [t.id, t.name])], match: (r, v) => r.team === v };
 }
 
-const startOf = (r) => r.startTime || r.segments?.[0]?.startTime || r.createdAt;
-const byStart = (a, b) => Date.parse(startOf(a)) - Date.parse(startOf(b));
+const byStart = (a, b) => Date.parse(startOf(a) || a.createdAt) - Date.parse(startOf(b) || b.createdAt);
 
 function sortField(key) {
   return { key, label: "Sort by", options: [["start", "Start, earliest first"], ["-start", "Start, latest first"], ["state", "State, live first"]],
     order: { start: byStart, "-start": (a, b) => byStart(b, a), state: byRank("state", stateRanks, byStart) } };
 }
 
-// blockFields are the blocks list's filters; prefix keeps the keys of
-// another list on the same page apart.
-export function blockFields(admin, prefix) {
-  return [stateField(`${prefix}state`, blockStates, liveStates), ...(admin ? [teamField(`${prefix}team`)] : []), sortField(`${prefix}sort`)];
+// listFields are a list's filters: by state (or the live ones), by team
+// for an administrator, and a sort order where asked; prefix keeps the
+// keys of the lists on one page apart.
+function listFields(prefix, states, live, admin, sorted) {
+  return [stateField(`${prefix}state`, states, live), ...(admin ? [teamField(`${prefix}team`)] : []), ...(sorted ? [sortField(`${prefix}sort`)] : [])];
 }
 
-function planFields(admin) {
-  return [stateField("plan-state", planStates, ["pending", "scheduled", "active"]), ...(admin ? [teamField("plan-team")] : []), sortField("plan-sort")];
-}
+const blockFields = (admin) => listFields("", blockStates, liveStates, admin, true);
+const planFields = (admin) => listFields("plan-", planStates, ["pending", "scheduled", "active"], admin, true);
 
 // countdown counts to the block's start while scheduled, to its end while
 // active.
