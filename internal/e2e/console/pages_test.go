@@ -3,6 +3,7 @@ package console
 import (
 	"fmt"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -49,13 +50,24 @@ func (b *browser) setFilter(t *testing.T, key, value string) {
 	eval[bool](t, b, fmt.Sprintf(`(() => { const s = document.querySelector("#filter-%s"); s.value = %q; s.dispatchEvent(new Event("change")); return s.value === %q; })()`, key, value, value))
 }
 
+// startOf is the start of the block id among blocks.
+func startOf(blocks []block, id string) time.Time {
+	for _, b := range blocks {
+		if b.ID == id {
+			return b.StartTime
+		}
+	}
+	return time.Time{}
+}
+
 // rowsOf are the block ids of the blocks list's rows, in order.
 func rowsOf(t *testing.T, b *browser) []string {
 	t.Helper()
 	return eval[[]string](t, b, `[...document.querySelectorAll("#blocks-list tbody tr")].map(r => r.dataset.block)`)
 }
 
-// TestThingPages: a block, a plan and a job each have a page of their own, in
+// TestThingPages: a block, a plan, a series, an order and a job each have
+// a page of their own, in
 // view when clicked from a long list, named in the URL by id or name
 // (an unknown or ambiguous name says so); the blocks list shows what each
 // block was charged, refunded and credited, so that a fully refunded
@@ -113,6 +125,27 @@ func TestThingPages(t *testing.T) {
 	srv.call(t, token, "POST", "/v1/plans", map[string]any{"offeringId": planOffers.PlanOfferings[0].OfferingID, "name": "pretrain", "clientToken": "pretrain"}, &plan, 201)
 	var job struct{ ID string }
 	srv.call(t, token, "POST", "/v1/jobs", map[string]any{"name": "pretrain-run", "planId": plan.ID, "command": []string{"sh", "-c", "echo training"}}, &job, 201)
+
+	var seriesOffers struct {
+		SeriesOfferings []struct {
+			OfferingID string `json:"offeringId"`
+		} `json:"seriesOfferings"`
+	}
+	srv.call(t, token, "POST", "/v1/series-offerings", map[string]any{"instanceType": "l4.1x", "instanceCount": 1, "zone": "zone-a",
+		"daysOfWeek": []string{"weekdays"}, "startTime": "09:00", "endTime": "11:00", "timeZone": "UTC", "fromDate": "2026-12-02", "weeks": 1}, &seriesOffers, 200)
+	if len(seriesOffers.SeriesOfferings) == 0 || seriesOffers.SeriesOfferings[0].OfferingID == "" {
+		t.Fatalf("no series offering: %+v", seriesOffers)
+	}
+	var series struct {
+		ID          string
+		Occurrences []struct {
+			BlockID string `json:"blockId"`
+		}
+	}
+	srv.call(t, token, "POST", "/v1/series", map[string]any{"offeringId": seriesOffers.SeriesOfferings[0].OfferingID, "name": "team-workshop", "clientToken": "team-workshop"}, &series, 201)
+	var order struct{ ID string }
+	srv.call(t, token, "POST", "/v1/orders", map[string]any{"name": "big-run", "instanceType": "h100.8x", "instanceCount": 40, "zone": "zone-a", "durationHours": 8,
+		"startAfter": t0.Add(10 * 24 * time.Hour).Format(time.RFC3339), "endBefore": t0.Add(12 * 24 * time.Hour).Format(time.RFC3339)}, &order, 201)
 
 	var mine struct{ Blocks []block }
 	srv.call(t, token, "GET", "/v1/blocks", nil, &mine, 200)
@@ -218,7 +251,52 @@ func TestThingPages(t *testing.T) {
 		t.Errorf("/plans/pretrain reads %q, want plan %s", d, plan.ID)
 	}
 
-	// 7. The plan's job by name: what it runs on, its events; stopping it
+	// 7. The series' page, by name: its occurrences link to their blocks
+	//    (whose pages link back); cancelling says what all of them refund.
+	br.run(t, "opening the series by name", chromedp.Navigate(srv.url+"/series/team-workshop"))
+	br.waitFor(t, "the series' page", `document.querySelector("#series-detail") && document.querySelector("#cancel-series")`)
+	occ := eval[[]string](t, br, `[...document.querySelectorAll("#series-occurrences tbody a")].map(a => a.getAttribute("href"))`)
+	if len(occ) != len(series.Occurrences) || len(occ) != 5 || occ[0] != "/blocks/"+series.Occurrences[0].BlockID {
+		t.Errorf("the series' occurrences link to %v, want its 5 blocks", occ)
+	}
+	br.capture(t, "series", "")
+	refund := 0.0
+	for _, o := range series.Occurrences {
+		var q struct {
+			Refund struct{ Amount string } `json:"refund"`
+		}
+		srv.call(t, token, "GET", "/v1/blocks/"+o.BlockID+"/cancel-quote", nil, &q, 200)
+		var f float64
+		fmt.Sscan(q.Refund.Amount, &f)
+		refund += f
+	}
+	wantRefund := "$" + commas(fmt.Sprintf("%.2f", refund))
+	br.run(t, "cancelling the series", chromedp.Click(chromedp.CSS("#cancel-series")))
+	br.waitFor(t, "the confirmation", `document.querySelector("dialog[open]")`)
+	if terms := br.text(t, "dialog[open]"); !strings.Contains(terms, "Refund"+wantRefund) || !strings.Contains(terms, "Net after$0.00") {
+		t.Errorf("cancelling the series reads %q, want the refund %s of its 5 occurrences and nothing left paid", terms, wantRefund)
+	}
+	br.run(t, "confirming", chromedp.Click(chromedp.CSS("#dlg-yes")))
+	br.waitFor(t, "the cancelled series", `document.querySelector("#series-state") && document.querySelector("#series-state").textContent === "cancelled"`)
+	if m := br.text(t, "#series-money"); !strings.Contains(m, "Refunds"+wantRefund) || !strings.HasSuffix(m, "Net$0.00") {
+		t.Errorf("the cancelled series' money reads %q, want %s refunded, net $0.00", m, wantRefund)
+	}
+	br.run(t, "opening an occurrence", chromedp.Click(chromedp.CSS(`#series-occurrences a[href="/blocks/`+series.Occurrences[0].BlockID+`"]`)))
+	br.waitFor(t, "the occurrence's page", `document.querySelector('#block-detail a[href="/series/`+series.ID+`"]')`)
+
+	// 8. The order's page, by name (40 instances where 32 are: it waits);
+	//    cancelling it says it costs nothing.
+	br.run(t, "opening the order by name", chromedp.Navigate(srv.url+"/orders/big-run"))
+	br.waitFor(t, "the order's page", `document.querySelector("#order-detail") && document.querySelector("#cancel-order")`)
+	if d := br.text(t, "#order-detail"); !strings.Contains(d, order.ID) || !strings.Contains(d, "order.created") {
+		t.Errorf("the order's page reads %q, want its id and events", d)
+	}
+	br.run(t, "cancelling the order", chromedp.Click(chromedp.CSS("#cancel-order")))
+	br.waitFor(t, "the confirmation", `document.querySelector("dialog[open]")`)
+	br.run(t, "confirming", chromedp.Click(chromedp.CSS("#dlg-yes")))
+	br.waitFor(t, "the cancelled order", `document.querySelector("#order-state") && document.querySelector("#order-state").textContent === "cancelled"`)
+
+	// 9. The plan's job by name: what it runs on, its events; stopping it
 	//    says what it costs first.
 	br.run(t, "opening the job by name", chromedp.Navigate(srv.url+"/jobs/pretrain-run"))
 	br.waitFor(t, "the job's page", `document.querySelector("#job-detail") && document.querySelector("#stop-job")`)
@@ -235,15 +313,26 @@ func TestThingPages(t *testing.T) {
 	br.run(t, "confirming", chromedp.Click(chromedp.CSS("#dlg-yes")))
 	br.waitFor(t, "the stopped job", `document.querySelector("#job-state") && document.querySelector("#job-state").textContent === "stopped"`)
 
-	// 8. Filters and sort live in the URL: cancelled blocks, latest first,
+	// 10. Filters and sort live in the URL: cancelled blocks, latest first,
 	//    still so after a reload.
 	br.run(t, "opening the list", chromedp.Navigate(srv.url+"/blocks"))
 	br.waitFor(t, "the blocks list", `document.querySelector("#blocks-list")`)
 	br.setFilter(t, "state", "cancelled")
 	br.setFilter(t, "sort", "-start")
-	wantRows := []string{handed.ID}
-	for i := len(cancelled) - 2; i >= 0; i-- {
-		wantRows = append(wantRows, cancelled[i])
+	srv.call(t, token, "GET", "/v1/blocks", nil, &mine, 200)
+	var wantRows []string
+	live := 0
+	for _, b := range mine.Blocks {
+		switch b.State {
+		case "cancelled":
+			wantRows = append(wantRows, b.ID)
+		case "payment-pending", "scheduled", "active":
+			live++
+		}
+	}
+	slices.SortStableFunc(wantRows, func(a, b string) int { return startOf(mine.Blocks, b).Compare(startOf(mine.Blocks, a)) })
+	if len(wantRows) != len(cancelled)+5 {
+		t.Fatalf("%d cancelled blocks, want the %d cancelled and the series' 5", len(wantRows), len(cancelled))
 	}
 	for _, when := range []string{"filtered", "after a reload"} {
 		if q := eval[string](t, br, "location.search"); q != "?state=cancelled&sort=-start" {
@@ -261,13 +350,13 @@ func TestThingPages(t *testing.T) {
 		t.Errorf("after a reload the filters read %q", v)
 	}
 	br.setFilter(t, "state", "live")
-	if got := len(rowsOf(t, br)); got != len(mine.Blocks)-len(cancelled) {
-		t.Errorf("live blocks: %d rows, want %d", got, len(mine.Blocks)-len(cancelled))
+	if got := len(rowsOf(t, br)); got != live || live == 0 {
+		t.Errorf("live blocks: %d rows, want %d", got, live)
 	}
 	br.checkAccessibility(t, "the filtered list")
 	br.checkNoErrors(t)
 
-	// 9. As an administrator: a team filter, kept in the URL; the hours
+	// 11. As an administrator: a team filter, kept in the URL; the hours
 	//    transferred are charged once (the receiver paid the price, the
 	//    holder was credited it).
 	br.signInAs(t, srv, srv.admin, "/blocks?team="+team)
