@@ -1,13 +1,15 @@
 // A block's own page: its state and countdown, what it cost (fee,
 // charged, refunds, credits, net, from the ledger), its hand-overs,
 // capacity and placements, jobs and events; cancel and extend, with the
-// refund or the fee shown before confirming. The URL names the block by
+// refund or the fee shown before confirming, and the hand-ons (release
+// for resale, transfer, lend: handon.js). The URL names the block by
 // id or by name.
 import { get, post } from "../api.js";
 import { h, money, when, scroller, confirmDialog, toast } from "../dom.js";
 import { navigate, session, setTitle, teamName } from "../app.js";
 import { kinds, resolve, eventsOf, cashBySubject, cashOf } from "../things.js";
 import { countdown } from "./blocks.js";
+import { handOnActions, handedOn } from "./handon.js";
 
 export async function blockPage(root, ref) {
   const id = await resolve(kinds.block, ref);
@@ -18,7 +20,7 @@ export async function blockPage(root, ref) {
   const byOrder = orders.find((o) => o.blockId === id);
   setTitle(root, `Block ${b.name || b.id}`);
   const c = cashOf(cash, [b.id], b.upfrontFee.currency);
-  const live = ["payment-pending", "scheduled", "active"].includes(b.state) && session.user.role !== "viewer";
+  const live = ["payment-pending", "scheduled", "active"].includes(b.state) && session.user.role !== "viewer" && !handedOn(b);
   const hoursIn = h("input", { id: "extend-hours", type: "number", min: "1", value: "1" });
   const mine = jobs.filter((j) => j.blockId === b.id);
   root.replaceChildren(
@@ -42,7 +44,8 @@ export async function blockPage(root, ref) {
       live ? h("div", { class: "actions" },
         h("button", { type: "button", id: "cancel-block", class: "danger", onclick: () => cancel(b, c) }, b.state === "active" ? "Release early…" : "Cancel…"),
         h("label", { for: "extend-hours" }, "Extend by (hours)"), hoursIn,
-        h("button", { type: "button", id: "extend-block", onclick: () => extend(b, hoursIn.value) }, "Extend…")) : null,
+        h("button", { type: "button", id: "extend-block", onclick: () => extend(b, hoursIn.value) }, "Extend…"),
+        handOnActions(b)) : null,
       h("h2", {}, "Placements"),
       status.placements.length ? h("ul", { class: "plain" }, status.placements.map((p) => h("li", {}, `${p.node}: GPUs ${p.gpus.join(", ")}`))) : h("p", {}, "None yet."),
       h("h2", {}, "Jobs"),
