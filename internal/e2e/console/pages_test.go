@@ -313,7 +313,51 @@ func TestThingPages(t *testing.T) {
 	br.run(t, "confirming", chromedp.Click(chromedp.CSS("#dlg-yes")))
 	br.waitFor(t, "the stopped job", `document.querySelector("#job-state") && document.querySelector("#job-state").textContent === "stopped"`)
 
-	// 10. Filters and sort live in the URL: cancelled blocks, latest first,
+	// 10. Hand-ons from a block's page, each saying first what moves: lend
+	//     the idle GPUs, release another block for resale (worth its whole
+	//     fee before its start, refunded nothing). A member cannot
+	//     transfer (the fleet's default policy: administrators only).
+	lent, released := workshops[20], workshops[21]
+	br.run(t, "opening a block to lend", chromedp.Navigate(srv.url+"/blocks/"+lent.ID))
+	br.waitFor(t, "its lend button", `document.querySelector("#lend-block")`)
+	if eval[bool](t, br, `document.querySelector("#transfer-block") !== null`) {
+		t.Error("a member is offered a transfer")
+	}
+	br.run(t, "lending", chromedp.Click(chromedp.CSS("#lend-block")))
+	br.waitFor(t, "the confirmation", `document.querySelector("dialog[open]")`)
+	if terms := br.text(t, "dialog[open]"); !strings.Contains(terms, "share of the spot price") {
+		t.Errorf("lending reads %q, want what it is credited", terms)
+	}
+	br.run(t, "confirming", chromedp.Click(chromedp.CSS("#dlg-yes")))
+	br.waitFor(t, "the lending block", `document.querySelector("#lend-block") && document.querySelector("#lend-block").textContent === "Stop lending…"`)
+	var lentNow struct{ Lending bool }
+	srv.call(t, token, "GET", "/v1/blocks/"+lent.ID, nil, &lentNow, 200)
+	if !lentNow.Lending {
+		t.Error("after lending from the console, the block does not lend")
+	}
+	releasedFee := "$" + commas(released.UpfrontFee.Amount)
+	br.run(t, "opening a block to release", chromedp.Navigate(srv.url+"/blocks/"+released.ID))
+	br.waitFor(t, "its release button", `document.querySelector("#release-block")`)
+	br.run(t, "releasing", chromedp.Click(chromedp.CSS("#release-block")))
+	br.waitFor(t, "the confirmation", `document.querySelector("dialog[open]")`)
+	if terms := br.text(t, "dialog[open]"); !strings.Contains(terms, "Worth"+releasedFee+" of the "+releasedFee+" paid") || !strings.Contains(terms, "Refundnone") ||
+		!strings.Contains(terms, "is cancelled: it keeps no hour") {
+		t.Errorf("releasing reads %q, want the whole fee %s handed on and no refund", terms, releasedFee)
+	}
+	br.checkAccessibility(t, "the release confirmation")
+	br.run(t, "confirming", chromedp.Click(chromedp.CSS("#dlg-yes")))
+	br.waitFor(t, "the released block", `document.querySelector("#block-handovers") && document.querySelector("#block-state").textContent === "cancelled"`)
+	if d := br.text(t, "#block-handovers"); !strings.Contains(d, "Released for resale") {
+		t.Errorf("the released block's hand-over reads %q", d)
+	}
+	if m := br.text(t, "#block-money"); !strings.HasSuffix(m, "Refunds$0.00Credits$0.00Net"+releasedFee) {
+		t.Errorf("the released block's money reads %q, want nothing refunded yet", m)
+	}
+	if eval[bool](t, br, `document.querySelector("#cancel-block") !== null`) {
+		t.Error("a released block can still be cancelled")
+	}
+
+	// 11. Filters and sort live in the URL: cancelled blocks, latest first,
 	//    still so after a reload.
 	br.run(t, "opening the list", chromedp.Navigate(srv.url+"/blocks"))
 	br.waitFor(t, "the blocks list", `document.querySelector("#blocks-list")`)
@@ -331,8 +375,8 @@ func TestThingPages(t *testing.T) {
 		}
 	}
 	slices.SortStableFunc(wantRows, func(a, b string) int { return startOf(mine.Blocks, b).Compare(startOf(mine.Blocks, a)) })
-	if len(wantRows) != len(cancelled)+5 {
-		t.Fatalf("%d cancelled blocks, want the %d cancelled and the series' 5", len(wantRows), len(cancelled))
+	if len(wantRows) != len(cancelled)+5+1 {
+		t.Fatalf("%d cancelled blocks, want the %d cancelled, the series' 5 and the one released", len(wantRows), len(cancelled))
 	}
 	for _, when := range []string{"filtered", "after a reload"} {
 		if q := eval[string](t, br, "location.search"); q != "?state=cancelled&sort=-start" {
@@ -356,7 +400,7 @@ func TestThingPages(t *testing.T) {
 	br.checkAccessibility(t, "the filtered list")
 	br.checkNoErrors(t)
 
-	// 11. As an administrator: a team filter, kept in the URL; the hours
+	// 12. As an administrator: a team filter, kept in the URL; the hours
 	//    transferred are charged once (the receiver paid the price, the
 	//    holder was credited it).
 	br.signInAs(t, srv, srv.admin, "/blocks?team="+team)
@@ -384,5 +428,22 @@ func TestThingPages(t *testing.T) {
 		t.Errorf("the received block's hand-over reads %q", d)
 	}
 	br.checkAccessibility(t, "a received block")
+
+	// 13. An administrator transfers a block from its page, for a price
+	//     said first.
+	given := workshops[22]
+	br.run(t, "opening a block to transfer", chromedp.Navigate(srv.url+"/blocks/"+given.ID))
+	br.waitFor(t, "its transfer controls", `document.querySelector("#transfer-block")`)
+	br.run(t, "transferring", chromedp.SetValue(chromedp.CSS("#transfer-team"), ops.ID), chromedp.SetValue(chromedp.CSS("#transfer-price"), "50.00"),
+		chromedp.Click(chromedp.CSS("#transfer-block")))
+	br.waitFor(t, "the confirmation", `document.querySelector("dialog[open]")`)
+	if terms := br.text(t, "dialog[open]"); !strings.Contains(terms, "Transfer for $50.00") || !strings.Contains(terms, "charged to ops and credited to research") {
+		t.Errorf("the transfer reads %q, want its price and who pays it", terms)
+	}
+	br.run(t, "confirming", chromedp.Click(chromedp.CSS("#dlg-yes")))
+	br.waitFor(t, "the transferred block", `document.querySelector("#block-handovers")`)
+	if d := br.text(t, "#block-handovers"); !strings.Contains(d, "Transferred to ops") {
+		t.Errorf("the transferred block's hand-over reads %q", d)
+	}
 	br.checkNoErrors(t)
 }
