@@ -138,6 +138,11 @@ func TestConsole(t *testing.T) {
 			t.Errorf("the calendar does not show %s:\n%s", want, summary)
 		}
 	}
+	for _, id := range []string{picked, other} {
+		if !eval[bool](t, br, `document.querySelector('main table a[href="/blocks/`+id+`"]') !== null`) {
+			t.Errorf("the calendar's summary does not link to block %s's page", id)
+		}
+	}
 	cal := eval[string](t, br, `fetch("/v1/fleet-calendar", {headers: {Authorization: "Bearer " + sessionStorage.getItem("capblock.token")}}).then(r => r.text())`)
 	if strings.Contains(cal, theirs.ID) || strings.Contains(cal, theirs.Team) || !strings.Contains(cal, `"taken":[0,0,32,`) {
 		t.Errorf("the member's calendar names the other team's block, or misses its 32 GPUs taken from hour 2: %.400s", cal)

@@ -153,6 +153,16 @@ func TestThingPages(t *testing.T) {
 	// 2. The list, as the member: every block, with its money; no team
 	//    filter (one team is all a member sees).
 	br.signInAs(t, srv, token, "/blocks")
+	sums := eval[[]string](t, br, `import("/things.js").then(({ Cash }) => {
+		const c = new Cash("USD"), d = new Cash("USD");
+		for (const [kind, amount] of [["charge", "0.10"], ["charge", "0.20"], ["refund", "0.30"], ["credit", "1234567890123.45"], ["charge", "7"], ["spend", "5.00"]])
+			c.add({ kind, amount: { amount, currency: "USD" } });
+		d.add({ kind: "charge", amount: { amount: "-0.05", currency: "USD" } });
+		return [c.charged.amount, c.refunds.amount, c.credits.amount, c.net.amount, c.less({ amount: "0.01" }).amount, d.plus(c).charged.amount];
+	})`)
+	if want := []string{"7.300000", "0.300000", "1234567890123.450000", "-1234567890116.450000", "-1234567890116.460000", "7.250000"}; !slices.Equal(sums, want) {
+		t.Errorf("the console sums amounts as %v, want exactly %v", sums, want)
+	}
 	br.waitFor(t, "the blocks list", `document.querySelectorAll("#blocks-list tbody tr").length > 0`)
 	if got := len(rowsOf(t, br)); got != len(mine.Blocks) {
 		t.Errorf("the list shows %d blocks, want the team's %d", got, len(mine.Blocks))

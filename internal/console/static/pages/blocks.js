@@ -36,7 +36,7 @@ export async function blocksPage(root) {
       draw: (shown) => scroller("Series", seriesTable(shown, cash, admin, moneyHeads)) })
       : h("p", {}, "No recurring blocks yet."),
     h("h2", {}, "Orders"),
-    orders.length ? filteredList({ label: "Filter orders", noun: "orders", rows: orders, fields: listFields("order-", orderStates, ["open", "notified"], admin, false),
+    orders.length ? filteredList({ label: "Filter orders", noun: "orders", rows: orders, fields: listFields("order-", orderStates, ["open", "notified"], admin, false, "Waiting (open or notified)"),
       draw: (shown) => scroller("Orders", orderTable(shown, admin)) })
       : h("p", {}, "No orders waiting."));
   // Refresh the states as the clock moves blocks along.
@@ -59,8 +59,8 @@ export async function blocksPage(root) {
 }
 
 // stateField filters by one state, or by the live ones.
-function stateField(key, states, live) {
-  return { key, label: "State", options: [["", "All states"], ...(live ? [["live", "Live (to come or running)"]] : []), ...states.map((s) => [s, s])],
+function stateField(key, states, live, liveLabel) {
+  return { key, label: "State", options: [["", "All states"], ["live", liveLabel], ...states.map((s) => [s, s])],
     match: (r, v) => (v === "live" ? live.includes(r.state) : r.state === v) };
 }
 
@@ -79,8 +79,8 @@ function sortField(key) {
 // listFields are a list's filters: by state (or the live ones), by team
 // for an administrator, and a sort order where asked; prefix keeps the
 // keys of the lists on one page apart.
-function listFields(prefix, states, live, admin, sorted) {
-  return [stateField(`${prefix}state`, states, live), ...(admin ? [teamField(`${prefix}team`)] : []), ...(sorted ? [sortField(`${prefix}sort`)] : [])];
+function listFields(prefix, states, live, admin, sorted, liveLabel = "Live (to come or running)") {
+  return [stateField(`${prefix}state`, states, live, liveLabel), ...(admin ? [teamField(`${prefix}team`)] : []), ...(sorted ? [sortField(`${prefix}sort`)] : [])];
 }
 
 const blockFields = (admin) => listFields("", blockStates, liveStates, admin, true);
