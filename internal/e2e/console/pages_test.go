@@ -455,5 +455,18 @@ func TestThingPages(t *testing.T) {
 	if d := br.text(t, "#block-handovers"); !strings.Contains(d, "Transferred to ops") {
 		t.Errorf("the transferred block's hand-over reads %q", d)
 	}
+
+	// 14. A viewer reads a block's page and its money, and is offered no
+	//     action.
+	var viewer struct{ ID string }
+	srv.call(t, srv.admin, "POST", "/v1/users", map[string]any{"name": "vic", "team": team, "role": "viewer"}, &viewer, 201)
+	var vtok struct{ Token string }
+	srv.call(t, srv.admin, "POST", "/v1/users/"+viewer.ID+"/tokens", map[string]any{}, &vtok, 201)
+	br.signInAs(t, srv, vtok.Token, "/blocks/llama-eval")
+	br.waitFor(t, "the block for a viewer", `document.querySelector("#block-money")`)
+	if m := br.text(t, "#block-money"); !strings.HasSuffix(m, "Net"+llamaFee) ||
+		eval[bool](t, br, `document.querySelector("#block-detail .actions button") !== null`) {
+		t.Errorf("a viewer reads money %q, or is offered an action", m)
+	}
 	br.checkNoErrors(t)
 }
