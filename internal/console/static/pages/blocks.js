@@ -1,7 +1,8 @@
-// Blocks and plans: the lists, each with its filters and sort kept in the
-// URL; a block's state, a live countdown, and what it cost: charged,
-// refunded, credited and net, from the ledger. Each block and plan has a
-// page of its own (block.js, plan.js).
+// Blocks and plans: the lists of blocks, training plans, series and
+// orders, each with its filters (and sort) kept in the URL; a block's
+// state, a live countdown, and what it cost: charged, refunded, credited
+// and net, from the ledger. Each thing listed has a page of its own
+// (block.js, plan.js, series.js, order.js).
 import { get, serverNow } from "../api.js";
 import { h, money, when, scroller, span } from "../dom.js";
 import { onLeave, session, teamName } from "../app.js";
@@ -39,12 +40,14 @@ export async function blocksPage(root) {
     orders.length ? filteredList({ label: "Filter orders", noun: "orders", rows: orders, fields: listFields("order-", orderStates, ["open", "notified"], admin, false, "Waiting (open or notified)"),
       draw: (shown) => scroller("Orders", orderTable(shown, admin)) })
       : h("p", {}, "No orders waiting."));
-  // Refresh the states as the clock moves blocks along.
+  // Refresh the states as the clock moves blocks along; the filters see
+  // the new states when next applied.
+  const byId = new Map(blocks.map((b) => [b.id, b]));
   const timer = setInterval(async () => {
     try {
       const fresh = (await get("/v1/blocks")).blocks;
       for (const b of fresh) {
-        const was = blocks.find((x) => x.id === b.id);
+        const was = byId.get(b.id);
         if (was) was.state = b.state;
         const cell = root.querySelector(`[data-state-of="${b.id}"]`);
         if (cell && cell.textContent !== b.state) {
