@@ -29,6 +29,9 @@ func TestHandler(t *testing.T) {
 	}{
 		"the page":                {http.MethodGet, "/", page, 200, "text/html", true},
 		"a client-side route":     {http.MethodGet, "/blocks/cb-1", page, 200, "text/html", true},
+		"a block by name":         {http.MethodGet, "/blocks/llama%20eval", page, 200, "text/html", true},
+		"a plan's page":           {http.MethodGet, "/plans/pretrain", page, 200, "text/html", true},
+		"a filtered list":         {http.MethodGet, "/blocks?state=cancelled&sort=-start", page, 200, "text/html", true},
 		"a module":                {http.MethodGet, "/pages/find.js", nil, 200, "text/javascript", false},
 		"the stylesheet":          {http.MethodGet, "/style.css", nil, 200, "text/css", false},
 		"HEAD of a module":        {http.MethodHead, "/app.js", nil, 200, "text/javascript", false},
@@ -75,5 +78,24 @@ func TestNoInlineScriptOrStyle(t *testing.T) {
 	}
 	if strings.Contains(ContentSecurityPolicy, "unsafe-") {
 		t.Errorf("the policy allows %q", ContentSecurityPolicy)
+	}
+}
+
+// TestNoHTMLParsing: the modules never parse a string as HTML, so a
+// stored name or a job's output can only ever be text.
+func TestNoHTMLParsing(t *testing.T) {
+	h := Handler().(*handler)
+	for name, a := range h.assets {
+		if !strings.HasSuffix(name, ".js") {
+			continue
+		}
+		for _, bad := range []string{"innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "createContextualFragment", "DOMParser"} {
+			if strings.Contains(string(a.body), bad) {
+				t.Errorf("%s uses %s", name, bad)
+			}
+		}
+	}
+	if len(h.assets) < 10 {
+		t.Fatalf("%d assets embedded, want the console's modules", len(h.assets))
 	}
 }

@@ -5,15 +5,28 @@ import { h, errorBox, span } from "./dom.js";
 import { calendarPage } from "./pages/calendar.js";
 import { findPage } from "./pages/find.js";
 import { blocksPage } from "./pages/blocks.js";
-import { jobsPage } from "./pages/jobs.js";
+import { blockPage } from "./pages/block.js";
+import { planPage } from "./pages/plan.js";
+import { seriesPage } from "./pages/series.js";
+import { orderPage } from "./pages/order.js";
+import { NotResolved } from "./things.js";
+import { jobsPage, jobPage } from "./pages/jobs.js";
 import { spendPage } from "./pages/spend.js";
 
+// pages are the console's routes; nav is the link of the menu that a
+// page belongs to. A block, plan, series, order or job is named in its
+// URL by id or by name.
 const pages = [
-  { path: /^\/(calendar)?$/, title: "Fleet calendar", render: calendarPage },
-  { path: /^\/find$/, title: "Find capacity", render: findPage },
-  { path: /^\/blocks(?:\/([\w-]+))?$/, title: "Blocks and plans", render: blocksPage },
-  { path: /^\/jobs(?:\/([\w-]+))?$/, title: "Jobs", render: jobsPage },
-  { path: /^\/spend$/, title: "Spend and budget", render: spendPage },
+  { path: /^\/(?:calendar)?$/, title: "Fleet calendar", nav: "/calendar", render: calendarPage },
+  { path: /^\/find$/, title: "Find capacity", nav: "/find", render: findPage },
+  { path: /^\/(?:blocks|plans|series|orders)$/, title: "Blocks and plans", nav: "/blocks", render: blocksPage },
+  { path: /^\/blocks\/([^/]+)$/, title: "Block", nav: "/blocks", render: blockPage },
+  { path: /^\/plans\/([^/]+)$/, title: "Plan", nav: "/blocks", render: planPage },
+  { path: /^\/series\/([^/]+)$/, title: "Series", nav: "/blocks", render: seriesPage },
+  { path: /^\/orders\/([^/]+)$/, title: "Order", nav: "/blocks", render: orderPage },
+  { path: /^\/jobs$/, title: "Jobs", nav: "/jobs", render: jobsPage },
+  { path: /^\/jobs\/([^/]+)$/, title: "Job", nav: "/jobs", render: jobPage },
+  { path: /^\/spend$/, title: "Spend and budget", nav: "/spend", render: spendPage },
 ];
 
 // session is who is signed in (GET /v1/whoami), once known.
@@ -28,7 +41,18 @@ export function onLeave(fn) { stops.push(fn); }
 
 export function navigate(path) {
   history.pushState(null, "", path);
+  window.scrollTo(0, 0);
   route();
+}
+
+// setTitle names the page in its heading and the tab's title once its
+// thing is read (a block's page): root is the page's content, so that a
+// page left while it was loading renames nothing.
+export function setTitle(root, text) {
+  if (!root.isConnected) return;
+  const heading = document.querySelector("#main h1");
+  if (heading) heading.textContent = text;
+  document.title = `${text} · capblock`;
 }
 
 async function route() {
@@ -59,17 +83,16 @@ async function route() {
   const m = path.match(page.path);
   document.title = `${page.title} · capblock`;
   for (const a of document.querySelectorAll("#nav a")) {
-    if (a.getAttribute("href") === path || (page !== pages[0] && path.startsWith(a.getAttribute("href")))
-      || (page === pages[0] && a.getAttribute("href") === "/calendar")) a.setAttribute("aria-current", "page");
+    if (a.getAttribute("href") === page.nav) a.setAttribute("aria-current", m && m[1] ? "true" : "page");
     else a.removeAttribute("aria-current");
   }
   const heading = h("h1", { tabindex: "-1" }, page.title);
   const body = h("div", { class: "page" });
   main.replaceChildren(heading, body);
   try {
-    await page.render(body, m ? m[1] : undefined);
+    await page.render(body, m && m[1] !== undefined ? decodeURIComponent(m[1]) : undefined);
   } catch (err) {
-    body.replaceChildren(errorBox(err));
+    body.replaceChildren(err instanceof NotResolved ? err.element : errorBox(err));
   }
 }
 

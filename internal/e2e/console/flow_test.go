@@ -138,6 +138,11 @@ func TestConsole(t *testing.T) {
 			t.Errorf("the calendar does not show %s:\n%s", want, summary)
 		}
 	}
+	for _, id := range []string{picked, other} {
+		if !eval[bool](t, br, `document.querySelector('main table a[href="/blocks/`+id+`"]') !== null`) {
+			t.Errorf("the calendar's summary does not link to block %s's page", id)
+		}
+	}
 	cal := eval[string](t, br, `fetch("/v1/fleet-calendar", {headers: {Authorization: "Bearer " + sessionStorage.getItem("capblock.token")}}).then(r => r.text())`)
 	if strings.Contains(cal, theirs.ID) || strings.Contains(cal, theirs.Team) || !strings.Contains(cal, `"taken":[0,0,32,`) {
 		t.Errorf("the member's calendar names the other team's block, or misses its 32 GPUs taken from hour 2: %.400s", cal)
@@ -169,7 +174,7 @@ func TestConsole(t *testing.T) {
 	if status := br.text(t, "#block-detail"); !strings.Contains(status, "1 total, 1 available, 0 unavailable") || !strings.Contains(status, "block.active") {
 		t.Errorf("the block's status and events read %q", status)
 	}
-	br.capture(t, "blocks", "")
+	br.capture(t, "block", "")
 	// Extend it by 2 hours: the fee is shown before confirming.
 	var ext struct {
 		Offerings []struct {
@@ -196,9 +201,10 @@ func TestConsole(t *testing.T) {
 	srv.call(t, token, "POST", "/v1/jobs", map[string]any{"name": "warm-up", "blockId": picked, "command": []string{"sh", "-c", "echo hello from the block; sleep 60"}}, &job, 201)
 	br.run(t, "opening Jobs", chromedp.Click(chromedp.CSS(`a[href="/jobs"]`)))
 	br.waitFor(t, "the job", `document.querySelector('a[href="/jobs/`+job.ID+`"]')`)
+	br.capture(t, "jobs", "")
 	br.run(t, "opening the job", chromedp.Click(chromedp.CSS(`a[href="/jobs/`+job.ID+`"]`)))
 	br.waitFor(t, "the job's log", `document.querySelector("pre.log") && document.querySelector("pre.log").textContent.includes("hello from the block")`)
-	br.capture(t, "jobs", "")
+	br.capture(t, "job", "")
 
 	// 8. Cancel the other block: the refund is shown before confirming,
 	//    and is what the ledger refunds.

@@ -1,25 +1,54 @@
-// Blocks and plans: each block's state, a live countdown, capacity,
-// placements and events; cancel and extend, with the refund or the fee
-// shown before confirming.
-import { get, post, serverNow } from "../api.js";
-import { h, money, when, scroller, confirmDialog, toast, span } from "../dom.js";
-import { navigate, onLeave, session, teamName } from "../app.js";
+// Blocks and plans: the lists of blocks, training plans, series and
+// orders, each with its filters (and sort) kept in the URL; a block's
+// state, a live countdown, and what it cost: charged, refunded, credited
+// and net, from the ledger. Each thing listed has a page of its own
+// (block.js, plan.js, series.js, order.js).
+import { get, serverNow } from "../api.js";
+import { h, money, when, scroller, span } from "../dom.js";
+import { onLeave, session, teamName } from "../app.js";
+import { cashBySubject, cashOf, startOf } from "../things.js";
+import { filteredList, byRank } from "../lists.js";
+import { seriesTable } from "./series.js";
+import { orderTable } from "./order.js";
 
-export async function blocksPage(root, id) {
-  const [{ blocks }, { plans }] = await Promise.all([get("/v1/blocks"), get("/v1/plans")]);
-  blocks.sort((a, b) => Date.parse(a.startTime) - Date.parse(b.startTime));
-  const detail = h("section", { id: "block-detail", "aria-label": "Block" });
+const blockStates = ["payment-pending", "scheduled", "active", "expired", "payment-failed", "cancelled", "failed"];
+const liveStates = ["payment-pending", "scheduled", "active"];
+const planStates = ["pending", "scheduled", "active", "expired", "failed", "cancelled"];
+const seriesStates = ["scheduled", "active", "ended", "cancelled"];
+const orderStates = ["open", "notified", "bought", "expired", "cancelled"];
+// stateRanks orders states for sorting: what is running or coming first.
+const stateRanks = ["active", "scheduled", "payment-pending", "pending", "expired", "cancelled", "payment-failed", "failed"];
+
+export async function blocksPage(root) {
+  const [{ blocks }, { plans }, { series }, { orders }] = await Promise.all([get("/v1/blocks"), get("/v1/plans"), get("/v1/series"), get("/v1/orders")]);
+  const currency = blocks[0]?.upfrontFee.currency || "USD";
+  const cash = await cashBySubject(currency);
+  const admin = session.user.role === "admin";
   root.replaceChildren(
-    scroller("Blocks", blockTable(blocks)),
-    detail,
+    blocks.length ? filteredList({ label: "Filter blocks", noun: "blocks", rows: blocks, fields: blockFields(admin),
+      draw: (shown) => scroller("Blocks", blockTable(shown, cash, admin)) })
+      : h("p", {}, "No blocks yet: ", h("a", { href: "/find" }, "find capacity"), "."),
     h("h2", {}, "Training plans"),
-    plans.length ? scroller("Training plans", planTable(plans)) : h("p", {}, "No training plans yet."));
-  if (id) await showBlock(detail, id);
-  // Refresh the list as the clock moves blocks along.
+    plans.length ? filteredList({ label: "Filter training plans", noun: "plans", rows: plans, fields: planFields(admin),
+      draw: (shown) => scroller("Training plans", planTable(shown, cash, admin)) })
+      : h("p", {}, "No training plans yet."),
+    h("h2", {}, "Series"),
+    series.length ? filteredList({ label: "Filter series", noun: "series", rows: series, fields: listFields("series-", seriesStates, ["scheduled", "active"], admin, true),
+      draw: (shown) => scroller("Series", seriesTable(shown, cash, admin, moneyHeads)) })
+      : h("p", {}, "No recurring blocks yet."),
+    h("h2", {}, "Orders"),
+    orders.length ? filteredList({ label: "Filter orders", noun: "orders", rows: orders, fields: listFields("order-", orderStates, ["open", "notified"], admin, false, "Waiting (open or notified)"),
+      draw: (shown) => scroller("Orders", orderTable(shown, admin)) })
+      : h("p", {}, "No orders waiting."));
+  // Refresh the states as the clock moves blocks along; the filters see
+  // the new states when next applied.
+  const byId = new Map(blocks.map((b) => [b.id, b]));
   const timer = setInterval(async () => {
     try {
       const fresh = (await get("/v1/blocks")).blocks;
       for (const b of fresh) {
+        const was = byId.get(b.id);
+        if (was) was.state = b.state;
         const cell = root.querySelector(`[data-state-of="${b.id}"]`);
         if (cell && cell.textContent !== b.state) {
           cell.textContent = b.state;
@@ -31,6 +60,34 @@ export async function blocksPage(root, id) {
   }, 5000);
   onLeave(() => clearInterval(timer));
 }
+
+// stateField filters by one state, or by the live ones.
+function stateField(key, states, live, liveLabel) {
+  return { key, label: "State", options: [["", "All states"], ["live", liveLabel], ...states.map((s) => [s, s])],
+    match: (r, v) => (v === "live" ? live.includes(r.state) : r.state === v) };
+}
+
+// teamField filters by team; only an administrator sees several teams.
+function teamField(key) {
+  return { key, label: "Team", options: [["", "All teams"], ...session.teams.map((t) => [t.id, t.name])], match: (r, v) => r.team === v };
+}
+
+const byStart = (a, b) => Date.parse(startOf(a) || a.createdAt) - Date.parse(startOf(b) || b.createdAt);
+
+function sortField(key) {
+  return { key, label: "Sort by", options: [["start", "Start, earliest first"], ["-start", "Start, latest first"], ["state", "State, live first"]],
+    order: { start: byStart, "-start": (a, b) => byStart(b, a), state: byRank("state", stateRanks, byStart) } };
+}
+
+// listFields are a list's filters: by state (or the live ones), by team
+// for an administrator, and a sort order where asked; prefix keeps the
+// keys of the lists on one page apart.
+function listFields(prefix, states, live, admin, sorted, liveLabel = "Live (to come or running)") {
+  return [stateField(`${prefix}state`, states, live, liveLabel), ...(admin ? [teamField(`${prefix}team`)] : []), ...(sorted ? [sortField(`${prefix}sort`)] : [])];
+}
+
+const blockFields = (admin) => listFields("", blockStates, liveStates, admin, true);
+const planFields = (admin) => listFields("plan-", planStates, ["pending", "scheduled", "active"], admin, true);
 
 // countdown counts to the block's start while scheduled, to its end while
 // active.
@@ -45,102 +102,35 @@ export function countdown(b) {
   return h("span", {}, "—");
 }
 
-function blockTable(blocks) {
-  if (blocks.length === 0) return h("p", {}, "No blocks yet: ", h("a", { href: "/find" }, "find capacity"), ".");
-  const admin = session.user.role === "admin";
-  return h("table", { class: "compact" },
-    h("caption", {}, admin ? "Every team's blocks" : "Your team's blocks"),
-    h("thead", {}, h("tr", {}, ["Block", ...(admin ? ["Team"] : []), "Shape", "Zone", "State", "Time left", "Start", "End", "Fee"].map((x) => h("th", { scope: "col" }, x)))),
-    h("tbody", {}, blocks.map((b) => h("tr", {},
+// moneyCells are a thing's charged, refunds, credits and net.
+function moneyCells(c) {
+  return [c.charged, c.refunds, c.credits, c.net].map((m) => h("td", { class: "num" }, money(m)));
+}
+
+const moneyHeads = ["Charged", "Refunds", "Credits", "Net"];
+
+function blockTable(blocks, cash, admin) {
+  if (blocks.length === 0) return h("p", {}, "No block matches these filters.");
+  const currency = blocks[0].upfrontFee.currency;
+  return h("table", { class: "compact", id: "blocks-list" },
+    h("caption", {}, `${admin ? "Every team's blocks" : "Your team's blocks"}: what each was charged, refunded and credited, from the ledger`),
+    h("thead", {}, h("tr", {}, ["Block", ...(admin ? ["Team"] : []), "Shape", "Zone", "State", "Time left", "Start", "End", ...moneyHeads].map((x) => h("th", { scope: "col" }, x)))),
+    h("tbody", {}, blocks.map((b) => h("tr", { dataset: { block: b.id } },
       h("th", { scope: "row" }, h("a", { href: `/blocks/${b.id}` }, b.name || b.id)), admin ? h("td", {}, teamName(b.team)) : null,
       h("td", {}, `${b.instanceCount} × ${b.instanceType}`), h("td", {}, b.zone),
       h("td", { dataset: { stateOf: b.id } }, b.state),
       h("td", { dataset: { leftOf: b.id } }, countdown(b)),
-      h("td", {}, when(b.startTime)), h("td", {}, when(b.endTime)), h("td", { class: "num" }, money(b.upfrontFee))))));
+      h("td", { class: "time" }, when(b.startTime)), h("td", { class: "time" }, when(b.endTime)), moneyCells(cashOf(cash, [b.id], currency))))));
 }
 
-function planTable(plans) {
-  return h("table", {},
+function planTable(plans, cash, admin) {
+  if (plans.length === 0) return h("p", {}, "No plan matches these filters.");
+  return h("table", { id: "plans-list" },
     h("caption", {}, "Training plans and their segments"),
-    h("thead", {}, h("tr", {}, ["Plan", "State", "Segments", "Total", "Available", "In use", "Unhealthy", "Fee"].map((x) => h("th", { scope: "col" }, x)))),
+    h("thead", {}, h("tr", {}, ["Plan", ...(admin ? ["Team"] : []), "State", "Segments", "Total", "Available", "In use", "Unhealthy", ...moneyHeads].map((x) => h("th", { scope: "col" }, x)))),
     h("tbody", {}, plans.map((p) => h("tr", {},
-      h("th", { scope: "row" }, p.name || p.id), h("td", {}, p.state),
+      h("th", { scope: "row" }, h("a", { href: `/plans/${p.id}` }, p.name || p.id)), admin ? h("td", {}, teamName(p.team)) : null, h("td", {}, p.state),
       h("td", {}, h("ul", { class: "plain" }, p.segments.map((s) => h("li", {}, h("a", { href: `/blocks/${s.blockId}` }, `${s.instanceCount} × ${s.instanceType}`), ` ${when(s.startTime)} – ${when(s.endTime)} (${s.state})`)))),
       h("td", {}, String(p.total)), h("td", {}, String(p.available)), h("td", {}, String(p.inUse)), h("td", {}, String(p.unhealthy)),
-      h("td", { class: "num" }, money(p.upfrontFee))))));
+      moneyCells(cashOf(cash, p.segments.map((s) => s.blockId), p.upfrontFee.currency))))));
 }
-
-async function showBlock(root, id) {
-  const [b, status, events] = await Promise.all([get(`/v1/blocks/${id}`), get(`/v1/blocks/${id}/status`), blockEvents(id)]);
-  const live = ["payment-pending", "scheduled", "active"].includes(b.state) && session.user.role !== "viewer";
-  const hoursIn = h("input", { id: "extend-hours", type: "number", min: "1", value: "1" });
-  root.replaceChildren(
-    h("h2", { id: "block-title", tabindex: "-1" }, `${b.name || b.id}`),
-    h("dl", { class: "facts" },
-      fact("Id", b.id), fact("State", h("span", { id: "block-state" }, b.state)), fact("Time left", h("span", { id: "block-left" }, countdown(b))),
-      fact("Shape", `${b.instanceCount} × ${b.instanceType} in ${b.zone}`), fact("Start", when(b.startTime)), fact("End", when(b.endTime)),
-      fact("Fee", money(b.upfrontFee)),
-      fact("Capacity", `${status.totalCapacity} total, ${status.availableCapacity} available, ${status.unavailableCapacity} unavailable${status.degraded ? " (degraded)" : ""}`),
-      fact("Placement", status.placementFinal ? "final" : `may still move until ${when(status.lockInTime)}`)),
-    h("h3", {}, "Placements"),
-    status.placements.length ? h("ul", { class: "plain" }, status.placements.map((p) => h("li", {}, `${p.node}: GPUs ${p.gpus.join(", ")}`))) : h("p", {}, "None yet."),
-    live ? h("div", { class: "actions" },
-      h("button", { type: "button", id: "cancel-block", class: "danger", onclick: () => cancel(b) }, b.state === "active" ? "Release early…" : "Cancel…"),
-      h("label", { for: "extend-hours" }, "Extend by (hours)"), hoursIn,
-      h("button", { type: "button", id: "extend-block", onclick: () => extend(b, hoursIn.value) }, "Extend…")) : null,
-    h("h3", {}, "Events"),
-    events.length ? scroller("Events", h("table", {}, h("caption", {}, "What happened to this block"),
-      h("thead", {}, h("tr", {}, ["Time", "Event", "Details"].map((x) => h("th", { scope: "col" }, x)))),
-      h("tbody", {}, events.map((e) => h("tr", {}, h("th", { scope: "row" }, when(e.time)), h("td", {}, e.type),
-        h("td", {}, Object.entries(e.data).map(([k, v]) => `${k}: ${short(typeof v === "object" ? JSON.stringify(v) : String(v))}`).join(", "))))))) : h("p", {}, "No events."));
-}
-
-// short cuts a long value (an offering id) to what a reader needs.
-function short(v) { return v.length > 32 ? `${v.slice(0, 16)}…` : v; }
-
-function fact(k, v) { return [h("dt", {}, k), h("dd", {}, v)]; }
-
-// blockEvents reads the team's events and keeps the block's.
-async function blockEvents(id) {
-  const out = [];
-  let after = "";
-  for (let page = 0; page < 20; page++) {
-    const r = await get("/v1/events", { after });
-    out.push(...r.events.filter((e) => e.subject === id));
-    if (r.events.length === 0 || r.next === after) break;
-    after = r.next;
-  }
-  return out;
-}
-
-async function cancel(b) {
-  try {
-    const { refund } = await get(`/v1/blocks/${b.id}/cancel-quote`);
-    const ok = await confirmDialog(`${b.state === "active" ? "Release" : "Cancel"} ${b.name || b.id}?`, [
-      ["Block", `${b.instanceCount} × ${b.instanceType} in ${b.zone}`], ["From", when(b.startTime)], ["To", when(b.endTime)],
-      ["Paid", money(b.upfrontFee)], ["Refund", money(refund)]], `Cancel and refund ${money(refund)}`);
-    if (!ok) return;
-    const done = await post(`/v1/blocks/${b.id}/cancel`);
-    toast(`Block ${done.id} is ${done.state}; refunded ${money(refund)}.`, "ok");
-    navigate(`/blocks/${b.id}`);
-  } catch (err) {
-    toast(err.message, "error");
-  }
-}
-
-async function extend(b, hours) {
-  try {
-    const { offerings } = await get(`/v1/blocks/${b.id}/extension-offerings`, { durationHours: hours });
-    if (offerings.length === 0) { toast(`No room to extend ${b.id} by ${hours} hours.`, "error"); return; }
-    const o = offerings[0];
-    const ok = await confirmDialog(`Extend ${b.name || b.id} by ${o.durationHours} hours?`, [
-      ["New end", when(o.endTime)], ["Fee", money(o.upfrontFee)], ["On demand", money(o.onDemandFee)]], `Extend for ${money(o.upfrontFee)}`);
-    if (!ok) return;
-    await post(`/v1/blocks/${b.id}/extensions`, { offeringId: o.offeringId });
-    toast(`Block ${b.id} now ends ${when(o.endTime)}.`, "ok");
-    navigate(`/blocks/${b.id}`);
-  } catch (err) {
-    toast(err.message, "error");
-  }
-}
-

@@ -112,7 +112,7 @@ function summary(cal) {
     const t = Date.parse(cal.from) + minAt * 3600e3;
     return [`${p.gpuModel} · ${p.zone}`, `${p.nodes} nodes, ${p.gpus} GPUs`, String(p.free[0] ?? 0),
       p.free.length > 1 ? `${min} (${when(t)})` : "",
-      p.blocks.length ? p.blocks.map((b) => `${b.name || b.id} (${b.gpus} GPUs, ${b.state})`).join("; ") : "none",
+      p.blocks.length ? p.blocks.map((b, i) => [i ? "; " : "", h("a", { href: `/blocks/${b.id}` }, b.name || b.id), ` (${b.gpus} GPUs, ${b.state})`]) : "none",
       p.unhealthy.length ? p.unhealthy.map((n) => n.name).join(", ") : "none"];
   });
   return table("Free GPUs per GPU model and zone over the next 8 weeks", ["Pool", "Size", "Free now", "Fewest free", "Your blocks", "Failed nodes"], rows);
