@@ -112,6 +112,7 @@ func New(svc contract.Front, opts Options) http.Handler {
 	s.registerJobs(hapi)
 	s.registerCalendars(hapi)
 	mustHaveAccessRules(hapi)
+	completeEmbedded(hapi)
 	declareProblems(hapi)
 	if opts.AWS != nil {
 		mux.Handle("/aws", opts.AWS)
