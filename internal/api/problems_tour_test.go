@@ -246,6 +246,55 @@ func TestProblemTour(t *testing.T) {
 		s.json(t, member, http.MethodGet, "/v1/blocks/"+block.ID+"/cancel-quote", nil)
 	})
 
+	// The fleet has 4 L4 GPUs: a quote for one bought under 4 more
+	// tokens runs out; a quota, a budget and the clock refuse more.
+	t.Run("limits", func(t *testing.T) {
+		search := func() string {
+			t.Helper()
+			var offers struct {
+				Offerings []struct{ OfferingID string }
+			}
+			a := s.json(t, member, http.MethodGet, "/v1/offerings?instanceType=l4.1x&instanceCount=1&durationHours=3&startAfter=2027-03-05T00:00:00Z&endBefore=2027-03-06T00:00:00Z", nil)
+			if err := json.Unmarshal(a.body, &offers); err != nil || len(offers.Offerings) == 0 {
+				t.Fatalf("no offering: %d %s", a.status, a.body)
+			}
+			return offers.Offerings[0].OfferingID
+		}
+		buy := func(offering, clientToken string) tourAnswer {
+			return s.json(t, member, http.MethodPost, "/v1/blocks", map[string]any{"offeringId": offering, "clientToken": clientToken})
+		}
+		id := search()
+		last := tourAnswer{}
+		for i := range 6 {
+			if last = buy(id, "cap-"+string(rune('a'+i))); last.status >= 400 {
+				break
+			}
+		}
+		if last.status != http.StatusConflict {
+			t.Errorf("buying a quote until the fleet is full: %d %s, want 409", last.status, last.code())
+		}
+		s.json(t, member, http.MethodGet, "/v1/blocks/nope-0/extension-offerings?durationHours=1", nil)
+
+		// A tight quota, then a tight budget, for the member's team.
+		s.json(t, s.admin, http.MethodPut, "/v1/teams/"+team.ID+"/quotas", map[string]any{"maxInstancesPerBlock": 1, "maxInstancesHeld": 1, "maxDurationHours": 1, "maxLeadDays": 1})
+		s.json(t, member, http.MethodPost, "/v1/plans", map[string]any{"offeringId": "tpo-forged.sig", "clientToken": "p-1"})
+		s.json(t, member, http.MethodPost, "/v1/series", map[string]any{"offeringId": "tso-forged.sig", "clientToken": "s-1"})
+		s.json(t, member, http.MethodPost, "/v1/orders", map[string]any{"instanceType": "l4.1x", "instanceCount": 1, "durationHours": 2,
+			"startAfter": "2027-03-05T00:00:00Z", "endBefore": "2027-03-06T00:00:00Z", "clientToken": "o-1", "maxFee": map[string]any{"amount": "1.00", "currency": "USD"}})
+		s.json(t, s.admin, http.MethodPut, "/v1/teams/"+team.ID+"/budget", map[string]any{"amount": map[string]any{"amount": "0.01", "currency": "USD"}, "period": "total"})
+		s.json(t, s.admin, http.MethodPut, "/v1/teams/"+team.ID+"/quotas", map[string]any{"maxInstancesPerBlock": 0, "maxInstancesHeld": 0, "maxDurationHours": 0, "maxLeadDays": 0})
+		id = search()
+		s.json(t, member, http.MethodPost, "/v1/blocks", map[string]any{"offeringId": id, "clientToken": "budget-1"})
+
+		// Past its expiry, a quote is refused.
+		s.json(t, s.admin, http.MethodPost, "/v1/admin/clock", map[string]any{"advance": "2h"})
+		if a := buy(id, "late-1"); a.status < 400 {
+			t.Errorf("buying an expired quote: %d", a.status)
+		}
+		s.json(t, member, http.MethodPost, "/v1/jobs", map[string]any{"blockId": "cb-nope", "command": []string{"true"}})
+		s.json(t, member, http.MethodPost, "/v1/webhooks", map[string]any{"url": "http://127.0.0.1:1/hook"})
+	})
+
 	t.Run("naming", func(t *testing.T) {
 		if a := s.json(t, s.admin, http.MethodPost, "/v1/teams", map[string]any{"name": "tour"}); a.status != http.StatusConflict || a.code() != CodeConflict {
 			t.Errorf("a team's name twice: %d %s, want 409 conflict", a.status, a.code())
