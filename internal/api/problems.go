@@ -42,7 +42,7 @@ var (
 
 // codeMeanings say, in the document, when each code is answered.
 var codeMeanings = map[string]string{
-	CodeInvalidArgument:     "the request is malformed: a parameter or body field is missing, unknown or out of range (the detail names it); 413 for a body over the limit, 415 for a body that is not JSON",
+	CodeInvalidArgument:     "the request is malformed: a parameter or body field is missing, unknown or out of range (the detail names it)",
 	CodeUnauthenticated:     "no valid API token (missing, unknown, expired or revoked, or its user or team is disabled)",
 	CodeForbidden:           "the caller's role or scope does not allow this operation",
 	CodeNotFound:            "the subject does not exist, or belongs to another team",
@@ -56,7 +56,7 @@ var codeMeanings = map[string]string{
 	CodeInvalidState:        "the subject's state does not allow this operation",
 	CodeOfferingUsed:        "the quote already bought a block, plan or series (the same client token replays that purchase)",
 	CodeRateLimited:         "too many requests: wait for Retry-After seconds",
-	CodeInternal:            "an unexpected failure, logged on the server (503 from readyz: not ready)",
+	CodeInternal:            "an unexpected failure, logged on the server",
 }
 
 // mutation is what an operation that commits a change of an existing
@@ -248,7 +248,16 @@ func declareProblems(api huma.API) {
 func problemResponse(status int, codes []string) *huma.Response {
 	var lines []string
 	for _, c := range codes {
-		lines = append(lines, "`"+c+"`: "+codeMeanings[c]+".")
+		meaning := codeMeanings[c]
+		switch {
+		case c == CodeInvalidArgument && status == http.StatusRequestEntityTooLarge:
+			meaning = "the request body is over the server's limit"
+		case c == CodeInvalidArgument && status == http.StatusUnsupportedMediaType:
+			meaning = "the request body is not application/json"
+		case c == CodeInternal && status == http.StatusServiceUnavailable:
+			meaning = "the server is not ready (its database or engine is not reachable); the cause is logged"
+		}
+		lines = append(lines, "`"+c+"`: "+meaning+".")
 	}
 	enum := make([]any, len(codes))
 	for i, c := range codes {

@@ -335,3 +335,19 @@ func TestUndeclaredAnswersAreCaught(t *testing.T) {
 		t.Errorf("operation(DELETE /v1/blocks) = %q, want none", got)
 	}
 }
+
+// TestProblemTableNamesOperations checks that every operation in the
+// table of problems is one the API serves (with a simulated clock, all
+// of them): a renamed or removed operation leaves no stale row.
+func TestProblemTableNamesOperations(t *testing.T) {
+	d := servedDocument(true)
+	for id := range operationProblems {
+		found := false
+		for _, op := range d.ops {
+			found = found || op.id == id
+		}
+		if !found {
+			t.Errorf("operationProblems lists %s, which the API does not serve", id)
+		}
+	}
+}
