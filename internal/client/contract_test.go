@@ -159,6 +159,7 @@ func TestClientMatchesDocument(t *testing.T) {
 		t.Fatal(err)
 	}
 	covered := map[string]bool{}
+	problems := 0
 	v := reflect.ValueOf(c)
 	for i := range v.NumMethod() {
 		m := v.Type().Method(i)
@@ -186,6 +187,14 @@ func TestClientMatchesDocument(t *testing.T) {
 				last = op
 				for _, problem := range doc.checkRequest(op, x) {
 					t.Errorf("%s %s (%s): %s", x.method, x.path, op.id, problem)
+				}
+				if x.status >= 400 {
+					problems++
+					var p struct{ Code string }
+					_ = json.Unmarshal(x.answer, &p)
+					if !slices.Contains(op.problems[x.status], p.Code) {
+						t.Errorf("%s %s (%s) answered %d %q, which the document does not declare for it: %s", x.method, x.path, op.id, x.status, p.Code, x.answer)
+					}
 				}
 			}
 			if last == nil {
@@ -219,7 +228,7 @@ func TestClientMatchesDocument(t *testing.T) {
 			}
 		})
 	}
-	t.Logf("the client calls %d of the document's %d operations", len(covered), len(doc.ops))
+	t.Logf("the client calls %d of the document's %d operations; %d answers were problems, each declared", len(covered), len(doc.ops), problems)
 }
 
 // hasNonEmptyList reports whether a JSON object holds a non-empty array.
@@ -301,6 +310,7 @@ type docOperation struct {
 	params   map[string]*schema // query parameters
 	body     *schema
 	answers  map[string]*schema // by 2xx status
+	problems map[int][]string   // the codes declared, by 4xx or 5xx status
 }
 
 type document struct {
@@ -340,7 +350,7 @@ func parseDocument(b []byte) (*document, error) {
 				Content map[string]struct{ Schema *schema }
 			} `json:"requestBody"`
 			Responses map[string]struct {
-				Content map[string]struct{ Schema *schema }
+				Content map[string]struct{ Schema json.RawMessage }
 			}
 		}
 		Components struct {
@@ -355,7 +365,7 @@ func parseDocument(b []byte) (*document, error) {
 		for method, op := range item {
 			o := &docOperation{id: op.OperationID, method: strings.ToUpper(method),
 				segments: strings.Split(strings.Trim(path, "/"), "/"),
-				params:   map[string]*schema{}, answers: map[string]*schema{}}
+				params:   map[string]*schema{}, answers: map[string]*schema{}, problems: map[int][]string{}}
 			for _, p := range op.Parameters {
 				if p.In == "query" {
 					o.params[p.Name] = p.Schema
@@ -367,7 +377,24 @@ func parseDocument(b []byte) (*document, error) {
 			for status, r := range op.Responses {
 				if strings.HasPrefix(status, "2") {
 					if c, ok := r.Content["application/json"]; ok {
-						o.answers[status] = c.Schema
+						var sch schema
+						if err := json.Unmarshal(c.Schema, &sch); err != nil {
+							return nil, err
+						}
+						o.answers[status] = &sch
+					}
+				}
+				if n, err := strconv.Atoi(status); err == nil && n >= 400 {
+					var problem struct {
+						Properties struct {
+							Code struct{ Enum []string }
+						}
+					}
+					if c, ok := r.Content["application/problem+json"]; ok {
+						if err := json.Unmarshal(c.Schema, &problem); err != nil {
+							return nil, err
+						}
+						o.problems[n] = problem.Properties.Code.Enum
 					}
 				}
 			}
