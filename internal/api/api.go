@@ -112,6 +112,8 @@ func New(svc contract.Front, opts Options) http.Handler {
 	s.registerJobs(hapi)
 	s.registerCalendars(hapi)
 	mustHaveAccessRules(hapi)
+	completeEmbedded(hapi)
+	declareProblems(hapi)
 	if opts.AWS != nil {
 		mux.Handle("/aws", opts.AWS)
 		mux.Handle("/aws/", opts.AWS)
@@ -143,6 +145,8 @@ func humaConfig() huma.Config {
 					"Every response carries the service's clock in the header " + NowHeader + " (RFC 3339, UTC): the simulated time on a server run with --sim-clock. " +
 					"Clients compute relative times (now, +5d, tomorrow) from it, not from their own clock.",
 			},
+			// Paths are relative to the server the document is read from.
+			Servers: []*huma.Server{{URL: "/", Description: "the server that serves this document"}},
 			Components: &huma.Components{
 				Schemas: registry,
 				SecuritySchemes: map[string]*huma.SecurityScheme{
@@ -171,7 +175,9 @@ func schemaName(t reflect.Type, hint string) string {
 
 // operation fills what every operation shares: the body limit and the tag.
 func (s *server) operation(id, method, path, tag, summary string) huma.Operation {
-	var security []map[string][]string
+	// An empty list, not none: the document says that a public
+	// operation needs no token, rather than leaving it unsaid.
+	security := []map[string][]string{}
 	description := "Public: no token needed."
 	if uc := useCases[id]; uc != public {
 		security = []map[string][]string{{"bearer": {}}}

@@ -382,7 +382,7 @@ func newTestAPI(t testing.TB, fake *fakeService, opts Options) *testAPI {
 	if opts.Registry == nil {
 		opts.Registry = prometheus.NewRegistry()
 	}
-	return &testAPI{handler: New(fake, opts), fake: fake, logs: logs, registry: opts.Registry}
+	return &testAPI{handler: recordProblems(fake, New(fake, opts)), fake: fake, logs: logs, registry: opts.Registry}
 }
 
 // response is what a request got back.

@@ -74,6 +74,7 @@ func TestServiceErrorMapping(t *testing.T) {
 				fake := newFake()
 				fake.err = tc.err
 				a := newTestAPI(t, fake, Options{})
+				a.handler = unrecorded(a.handler) // one error on every route
 				r := a.do(t, route.method, route.target, route.body)
 				checkProblem(t, r, tc.want)
 				if tc.want.code == CodeInternal {

@@ -57,7 +57,7 @@ func newPlanAPI(t *testing.T, f *planFake) *testAPI {
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	logs := &bytes.Buffer{}
-	return &testAPI{handler: New(f, Options{Logger: slog.New(slog.NewJSONHandler(logs, nil)), Registry: reg}),
+	return &testAPI{handler: recordProblems(f, New(f, Options{Logger: slog.New(slog.NewJSONHandler(logs, nil)), Registry: reg})),
 		fake: f.fakeService, logs: logs, registry: reg}
 }
 

@@ -85,7 +85,7 @@ func newWebhookAPI(t *testing.T, f *webhookFake) *testAPI {
 	t.Helper()
 	logs := &bytes.Buffer{}
 	opts := Options{Logger: slog.New(slog.NewJSONHandler(logs, nil)), Registry: prometheus.NewRegistry()}
-	return &testAPI{handler: New(f, opts), fake: f.fakeService, logs: logs, registry: opts.Registry}
+	return &testAPI{handler: recordProblems(f, New(f, opts)), fake: f.fakeService, logs: logs, registry: opts.Registry}
 }
 
 func TestCreateWebhook(t *testing.T) {
