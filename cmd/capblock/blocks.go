@@ -54,7 +54,7 @@ func (a *app) blocksListCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			blocks, err := c.BlocksMatching(cmd.Context(), f)
+			blocks, err := c.BlocksMatching(cmd.Context(), client.BlockFilter{ListFilter: f, Tags: filters.tags})
 			if err != nil {
 				return err
 			}

@@ -63,7 +63,7 @@ func (l *listFlags) filter(ctx context.Context, c *client.Client) (client.ListFi
 	if err != nil {
 		return client.ListFilter{}, err
 	}
-	return client.ListFilter{States: l.states, Team: team, Tags: l.tags}, nil
+	return client.ListFilter{States: l.states, Team: team}, nil
 }
 
 // set reports whether any filter is given.

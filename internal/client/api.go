@@ -107,7 +107,7 @@ func (c *Client) Purchase(ctx context.Context, req BuyRequest) (b Block, created
 // Blocks lists the caller's blocks, of one state when state is not empty:
 // GET /v1/blocks.
 func (c *Client) Blocks(ctx context.Context, state string) ([]Block, error) {
-	return c.BlocksMatching(ctx, ListFilter{States: []string{state}})
+	return c.BlocksMatching(ctx, BlockFilter{ListFilter: ListFilter{States: []string{state}}})
 }
 
 // Block fetches one block: GET /v1/blocks/{id}.

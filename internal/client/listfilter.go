@@ -7,17 +7,22 @@ import (
 )
 
 // ListFilter narrows a list of blocks, plans, jobs, series or orders to
-// those in any of States, of Team (its id) and, for blocks, with every
-// one of Tags ("key=value"). The server applies it to what the caller
-// may see; a zero filter lists all of that.
+// those in any of States and of Team (its id). The server applies it to
+// what the caller may see; a zero filter lists all of that.
 type ListFilter struct {
 	States []string
 	Team   string
-	Tags   []string
 }
 
-// query is f as the list operations' query parameters, each state and
-// tag a parameter of its own.
+// BlockFilter is a ListFilter of blocks, which also keeps only those
+// with every one of Tags ("key=value"): only blocks have tags.
+type BlockFilter struct {
+	ListFilter
+	Tags []string
+}
+
+// query is f as the list operations' query parameters, each state a
+// parameter of its own.
 func (f ListFilter) query() url.Values {
 	v := url.Values{}
 	for _, s := range f.States {
@@ -28,6 +33,13 @@ func (f ListFilter) query() url.Values {
 	if f.Team != "" {
 		v.Set("team", f.Team)
 	}
+	return v
+}
+
+// query is f as GET /v1/blocks's query parameters, each state and tag a
+// parameter of its own.
+func (f BlockFilter) query() url.Values {
+	v := f.ListFilter.query()
 	for _, t := range f.Tags {
 		v.Add("tag", t)
 	}
@@ -35,7 +47,7 @@ func (f ListFilter) query() url.Values {
 }
 
 // BlocksMatching lists the blocks that f keeps: GET /v1/blocks.
-func (c *Client) BlocksMatching(ctx context.Context, f ListFilter) ([]Block, error) {
+func (c *Client) BlocksMatching(ctx context.Context, f BlockFilter) ([]Block, error) {
 	var out struct {
 		Blocks []Block `json:"blocks"`
 	}
