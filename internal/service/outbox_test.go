@@ -333,6 +333,24 @@ func (e *outboxEnv) gauges() (pending, failed float64) {
 	return pending, failed
 }
 
+// gauge returns the value of the unlabelled gauge name that the
+// service's collectors report, or -1 when they report none.
+func (e *outboxEnv) gauge(name string) float64 {
+	e.t.Helper()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(e.svc.Collectors()...)
+	mfs, err := reg.Gather()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			return mf.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	return -1
+}
+
 // TestOutboxMetrics: the gauges count the actions pending (due, retried,
 // or waiting behind another) and those given up on.
 func TestOutboxMetrics(t *testing.T) {
@@ -341,21 +359,31 @@ func TestOutboxMetrics(t *testing.T) {
 		name                    string
 		do                      func()
 		wantPending, wantFailed float64
+		wantOverdue             float64 // seconds
 	}{
-		{"none yet", func() {}, 0, 0},
-		{"two activations stored", func() { e.reconcileAt(2) }, 2, 0},
+		{"none yet", func() {}, 0, 0, 0},
+		{"two activations stored", func() { e.reconcileAt(2) }, 2, 0, 0},
+		{"left untaken for 90 s", func() {
+			if _, err := e.wall.Advance(90 * time.Second); err != nil {
+				t.Fatal(err)
+			}
+		}, 2, 0, 90},
+		// The retried one is due later: not overdue yet.
 		{"one given up on, the other retried", func() {
 			e.be.FailNext(core.ActionActivate, 1, backend.ErrPermanent)
 			e.be.FailNext(core.ActionActivate, 1, errEngineDown)
 			e.pass(0)
-		}, 1, 1},
-		{"the blocks end: cb-b's steps wait behind its activation", func() { e.reconcileAt(10) }, 5, 1},
-		{"all applied", func() { e.pass(time.Second) }, 0, 1},
+		}, 1, 1, 0},
+		{"the blocks end: cb-b's steps wait behind its activation", func() { e.reconcileAt(10) }, 5, 1, 0},
+		{"all applied", func() { e.pass(time.Second) }, 0, 1, 0},
 	}
 	for _, st := range steps {
 		st.do()
 		if pending, failed := e.gauges(); pending != st.wantPending || failed != st.wantFailed {
 			t.Errorf("%s: %v pending, %v failed; want %v and %v", st.name, pending, failed, st.wantPending, st.wantFailed)
+		}
+		if got := e.gauge("capblock_engine_actions_overdue_seconds"); got != st.wantOverdue {
+			t.Errorf("%s: overdue %v s, want %v", st.name, got, st.wantOverdue)
 		}
 	}
 }
