@@ -521,10 +521,10 @@ func unknownSeries(qs []query, page served) []string {
 
 // TestQueriesNameServedSeries starts `capblock serve` (the demo fleet, a
 // fresh SQLite file, the sim backend), makes it do what puts every
-// series on /metrics (a search, a purchase, a refused purchase, a failed
-// node), scrapes /metrics and checks that every series the alerting
-// rules and the dashboard's queries name is served, with the labels they
-// match on.
+// series on /metrics (a search, a purchase, a refused purchase, an hour
+// of the block, a failed node), scrapes /metrics and checks that every
+// series the alerting rules and the dashboard's queries name is served,
+// with the labels they match on.
 func TestQueriesNameServedSeries(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds capblock and runs it")
@@ -544,7 +544,7 @@ func TestQueriesNameServedSeries(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// 2. A purchase, a refused one, a failed node.
+	// 2. A purchase, a refused one, the block's first hour, a failed node.
 	ctx := t.Context()
 	now, err := api.Now(ctx)
 	if err != nil {
@@ -561,6 +561,10 @@ func TestQueriesNameServedSeries(t *testing.T) {
 	}
 	if _, err := api.Buy(ctx, client.BuyRequest{OfferingID: "cbo-not-a-quote", ClientToken: "deploy-test-2"}); err == nil {
 		t.Fatal("a purchase of no offering succeeded")
+	}
+	// An hour into the block: its team's GPU-hours are reported.
+	if _, err := api.AdvanceClock(ctx, b.StartTime.Sub(now)+time.Hour); err != nil {
+		t.Fatalf("moving the simulated clock: %v", err)
 	}
 	nodes, err := api.Nodes(ctx)
 	if err != nil || len(nodes) == 0 {
