@@ -421,8 +421,8 @@ func newActionsCollector(s *Service) actionsCollector {
 		failed: prometheus.NewDesc("capblock_engine_actions_failed",
 			"Engine actions given up on after failing too long, or for an error no retry mends; an operator must look at each.", nil, nil),
 		overdue: prometheus.NewDesc("capblock_engine_actions_overdue_seconds",
-			"Seconds the most overdue pending engine action has been due without being taken (0 when none is due): a worker that keeps up holds it near 0; "+
-				"it grows while no replica leads, the worker is stuck, or the backend does not answer.", nil, nil),
+			"Seconds the most overdue pending engine action has been due and not done (0 when none is due; one waiting for a retry is due at its retry): "+
+				"a worker that keeps up holds it near 0; it grows while no replica leads, the worker is stuck, or the backend does not answer.", nil, nil),
 	}
 }
 
