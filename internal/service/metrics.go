@@ -9,24 +9,30 @@ import (
 	"capblock/internal/core"
 )
 
-// serviceMetrics count the purchases and how each ended, and what
+// serviceMetrics count the purchases and how each ended, the engine
+// actions' failed tries on this replica's outbox worker, and what
 // replicas do to stay consistent with each other: conflicts between their
 // decisions and how each was settled.
 // The engine actions' gauges are read from the store (actionsCollector),
 // the fleet's from the index and the store (fleetCollector).
 type serviceMetrics struct {
-	purchases *prometheus.CounterVec
-	conflicts prometheus.Counter
-	catchUps  *prometheus.CounterVec
-	watchLost prometheus.Counter
+	purchases      *prometheus.CounterVec
+	actionFailures *prometheus.CounterVec
+	conflicts      prometheus.Counter
+	catchUps       *prometheus.CounterVec
+	watchLost      prometheus.Counter
 }
 
 func newServiceMetrics() serviceMetrics {
-	return serviceMetrics{
+	m := serviceMetrics{
 		purchases: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "capblock_purchases_total",
 			Help: "Purchases asked of this replica, from every front end, by kind (block, plan, series) and outcome: bought, replayed (a retry of a client token that had bought), or the reason it was refused, the API's problem code (no_capacity, budget_exceeded, quota_exceeded, offering_expired, …; internal: the store or the server failed).",
 		}, []string{"kind", "outcome"}),
+		actionFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "capblock_engine_action_failures_total",
+			Help: "Tries of engine actions that failed on this replica's outbox worker (it runs while the replica leads), by kind: each is retried after a backoff, or given up on.",
+		}, []string{"kind"}),
 		conflicts: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "capblock_purchase_conflicts_total",
 			Help: "Purchases (blocks and plans) whose commit conflicted with another commit and that were decided again.",
@@ -40,11 +46,18 @@ func newServiceMetrics() serviceMetrics {
 			Help: "Times the watch of other replicas' commits started listening, when the replica started or after its connection broke, and the index was rebuilt from the database.",
 		}),
 	}
+	// Every kind's series is there from the start, at 0, so that a
+	// rate over it is 0 (not absent) until a try fails.
+	for _, k := range []core.ActionKind{core.ActionReserve, core.ActionActivate, core.ActionTerminate, core.ActionRelease,
+		core.ActionStartInstance, core.ActionStopInstance} {
+		m.actionFailures.WithLabelValues(string(k))
+	}
+	return m
 }
 
 // Collectors returns the service's metrics, for /metrics.
 func (s *Service) Collectors() []prometheus.Collector {
-	return []prometheus.Collector{s.metrics.purchases, s.metrics.conflicts, s.metrics.catchUps, s.metrics.watchLost, newActionsCollector(s), newFleetCollector(s)}
+	return []prometheus.Collector{s.metrics.purchases, s.metrics.actionFailures, s.metrics.conflicts, s.metrics.catchUps, s.metrics.watchLost, newActionsCollector(s), newFleetCollector(s)}
 }
 
 // purchaseKind is the kind label of a purchase that buyOnce names what.

@@ -369,6 +369,7 @@ func (w *outboxWorker) apply(ctx context.Context, a core.Action) error {
 		return nil
 	}
 	attempts := a.Attempts + 1
+	w.svc.metrics.actionFailures.WithLabelValues(string(a.Kind)).Inc()
 	if errors.Is(err, backend.ErrPermanent) || w.opts.giveUp(a, attempts, now) {
 		log.Error("giving up on an engine action; an operator must see to it", "attempts", attempts, "err", err)
 		if ferr := w.svc.store.FailAction(ctx, w.epoch, a.ID, now, err.Error()); ferr != nil && !store.IsConflict(ferr) {

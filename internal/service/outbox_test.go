@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"testing"
 	"time"
 
@@ -386,6 +387,31 @@ func TestOutboxMetrics(t *testing.T) {
 			t.Errorf("%s: overdue %v s, want %v", st.name, got, st.wantOverdue)
 		}
 	}
+	// The two failed tries, one given up on and one retried, are counted;
+	// every kind is reported from the start.
+	mfs, err := collectorsOf(e).Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tries := map[string]float64{}
+	for _, mf := range mfs {
+		if mf.GetName() == "capblock_engine_action_failures_total" {
+			for _, m := range mf.GetMetric() {
+				tries[m.GetLabel()[0].GetValue()] = m.GetCounter().GetValue()
+			}
+		}
+	}
+	want := map[string]float64{"reserve": 0, "activate": 2, "terminate": 0, "release": 0, "start-instance": 0, "stop-instance": 0}
+	if !maps.Equal(tries, want) {
+		t.Errorf("failed tries by kind: %v, want %v", tries, want)
+	}
+}
+
+// collectorsOf is a registry of the service's collectors.
+func collectorsOf(e *outboxEnv) *prometheus.Registry {
+	r := prometheus.NewRegistry()
+	r.MustRegister(e.svc.Collectors()...)
+	return r
 }
 
 // stuck is a backend whose calls hang until their context ends; entered
