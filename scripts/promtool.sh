@@ -4,7 +4,7 @@
 # Go module proxy (no release download is reachable in CI) and cached in
 #   ${CAPBLOCK_CACHE:-$HOME/.cache/capblock}/promtool/<version>/promtool
 # Only a missing binary is built: a second run returns at once. Cold it
-# takes several minutes and about 2 GB of memory on two cores (Prometheus
+# took about 15 minutes on two busy cores at nice 19 (Prometheus
 # has many dependencies); on a shared machine run it with `nice -n 19`.
 # Progress goes to stderr, the path to stdout.
 set -euo pipefail
@@ -28,7 +28,7 @@ if [[ ! -x "$root/promtool" ]]; then
   rm -rf "$root"/.build-*
   work="$(mktemp -d "$root/.build-XXXXXX")" # beside the binary: mv is a rename
   trap 'rm -rf "$work"' EXIT
-  echo "building promtool $PROMTOOL_VERSION from the Go module proxy (several minutes cold)" >&2
+  echo "building promtool $PROMTOOL_VERSION from the Go module proxy (about 15 minutes cold on two cores)" >&2
   # go install builds outside any module, so this repository's go.mod
   # changes nothing; GOBIN is the scratch space, renamed into place.
   (cd "$work" && GOBIN="$work" go install -trimpath -ldflags='-s -w' \
