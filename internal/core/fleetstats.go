@@ -10,14 +10,17 @@ import (
 // is doing in the hour that holds a time: its GPUs, those booked by live
 // blocks, those free to book (on healthy nodes, not booked) and those of
 // unhealthy nodes. Booked GPUs of an unhealthy node count as booked and
-// unhealthy both, so Free = GPUs − Unhealthy − (Booked on healthy nodes).
+// unhealthy both, so Free = GPUs − Unhealthy − (Booked − UnhealthyBooked);
+// UnhealthyBooked are those a live block holds on an unhealthy node (no
+// replacement was free for them).
 type PoolStats struct {
-	GPUModel  string
-	Zone      string
-	GPUs      int
-	Booked    int
-	Free      int
-	Unhealthy int
+	GPUModel        string
+	Zone            string
+	GPUs            int
+	Booked          int
+	Free            int
+	Unhealthy       int
+	UnhealthyBooked int
 }
 
 // FleetStats returns the pools' stats in the hour that holds now, by GPU
@@ -65,6 +68,7 @@ func (ix *Index) FleetStats(now time.Time) ([]PoolStats, map[BlockState]int) {
 		st.GPUs += gpus
 		st.Booked += booked
 		st.Unhealthy += unhealthy
+		st.UnhealthyBooked += bookedUnhealthy
 		st.Free += gpus - unhealthy - (booked - bookedUnhealthy)
 	}
 	sort.Slice(out, func(i, j int) bool {

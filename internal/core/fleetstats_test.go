@@ -39,7 +39,7 @@ func TestFleetStats(t *testing.T) {
 	}
 	pools, blocks := h.ix.FleetStats(h.start.Add(3*time.Hour + 30*time.Minute))
 	want := []PoolStats{
-		{GPUModel: "H100", Zone: "a", GPUs: 24, Booked: 24, Free: 0, Unhealthy: 8},
+		{GPUModel: "H100", Zone: "a", GPUs: 24, Booked: 24, Free: 0, Unhealthy: 8, UnhealthyBooked: 8},
 		{GPUModel: "H100", Zone: "b", GPUs: 16, Booked: 0, Free: 16},
 		{GPUModel: "L4", Zone: "a", GPUs: 8, Booked: 3, Free: 5},
 	}
@@ -52,7 +52,7 @@ func TestFleetStats(t *testing.T) {
 	}
 	// In the first hour only x1 holds GPUs, on a healthy node.
 	pools, _ = h.ix.FleetStats(h.start.Add(-time.Hour))
-	if pools[0].Booked != 8 || pools[0].Free != 8 || pools[0].Unhealthy != 8 {
+	if pools[0].Booked != 8 || pools[0].Free != 8 || pools[0].Unhealthy != 8 || pools[0].UnhealthyBooked != 0 {
 		t.Errorf("H100/a before the blocks: %+v", pools[0])
 	}
 }

@@ -22,6 +22,7 @@ type fleetCollector struct {
 
 	blocks                                    *prometheus.Desc
 	gpus, gpusBooked, gpusFree, gpusUnhealthy *prometheus.Desc
+	gpusUnhealthyBooked                       *prometheus.Desc
 	jobsRunning                               *prometheus.Desc
 	deliveriesFailing, deliveriesFailed       *prometheus.Desc
 	gpuHours                                  *prometheus.Desc
@@ -40,6 +41,8 @@ func newFleetCollector(s *Service) fleetCollector {
 			"GPUs of healthy nodes that no block holds in the current hour, per GPU model and zone.", pool, nil),
 		gpusUnhealthy: prometheus.NewDesc("capblock_pool_gpus_unhealthy",
 			"GPUs of unhealthy nodes, booked or not, per GPU model and zone.", pool, nil),
+		gpusUnhealthyBooked: prometheus.NewDesc("capblock_pool_gpus_unhealthy_booked",
+			"GPUs of unhealthy nodes that live blocks hold in the current hour (no free node replaced them), per GPU model and zone.", pool, nil),
 		jobsRunning: prometheus.NewDesc("capblock_jobs_running",
 			"Jobs whose instances run now.", nil, nil),
 		deliveriesFailing: prometheus.NewDesc("capblock_webhook_deliveries_failing",
@@ -54,7 +57,7 @@ func newFleetCollector(s *Service) fleetCollector {
 
 func (c fleetCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.blocks, c.gpus, c.gpusBooked, c.gpusFree, c.gpusUnhealthy,
-		c.jobsRunning, c.deliveriesFailing, c.deliveriesFailed, c.gpuHours} {
+		c.gpusUnhealthyBooked, c.jobsRunning, c.deliveriesFailing, c.deliveriesFailed, c.gpuHours} {
 		ch <- d
 	}
 }
@@ -78,6 +81,7 @@ func (c fleetCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(c.gpusBooked, p.Booked, p.GPUModel, p.Zone)
 		gauge(c.gpusFree, p.Free, p.GPUModel, p.Zone)
 		gauge(c.gpusUnhealthy, p.Unhealthy, p.GPUModel, p.Zone)
+		gauge(c.gpusUnhealthyBooked, p.UnhealthyBooked, p.GPUModel, p.Zone)
 	}
 	// 2. The store.
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

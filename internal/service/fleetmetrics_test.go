@@ -85,6 +85,8 @@ func TestFleetMetrics(t *testing.T) {
 		`capblock_pool_gpus_booked{gpu_model="H100",zone="zone-a"} 16`,
 		`capblock_pool_gpus_unhealthy{gpu_model="H100",zone="zone-a"} 8`,
 		`capblock_pool_gpus_free{gpu_model="H100",zone="zone-a"} 232`,
+		// The block moved off the failed node: nothing booked stays on it.
+		`capblock_pool_gpus_unhealthy_booked{gpu_model="H100",zone="zone-a"} 0`,
 		`capblock_pool_gpus_booked{gpu_model="H100",zone="zone-b"} 0`,
 		`capblock_pool_gpus_free{gpu_model="H100",zone="zone-b"} 256`,
 		`capblock_jobs_running 1`,
@@ -102,7 +104,7 @@ func TestFleetMetrics(t *testing.T) {
 		}
 	}
 	for _, name := range []string{"capblock_blocks", "capblock_pool_gpus", "capblock_pool_gpus_booked", "capblock_pool_gpus_free",
-		"capblock_pool_gpus_unhealthy", "capblock_jobs_running", "capblock_webhook_deliveries_failing", "capblock_webhook_deliveries_failed",
+		"capblock_pool_gpus_unhealthy", "capblock_pool_gpus_unhealthy_booked", "capblock_jobs_running", "capblock_webhook_deliveries_failing", "capblock_webhook_deliveries_failed",
 		"capblock_gpu_hours"} {
 		if !strings.Contains("\n"+got, "\n# HELP "+name+" ") {
 			t.Errorf("/metrics has no HELP for %s", name)

@@ -25,8 +25,12 @@ import (
 // that ended before (catchUp): another replica may have freed the
 // capacity a moment ago, and a refusal must hold against every commit
 // acknowledged before it was asked.
+//
+// Each call counts once in capblock_purchases_total, by what it bought
+// and how it ended (purchaseOutcome).
 func buyOnce[T any](ctx context.Context, s *Service, team, token, hash, what string,
-	buy func() (T, error), load func(subject string) (T, error)) (T, bool, error) {
+	buy func() (T, error), load func(subject string) (T, error)) (_ T, created bool, err error) {
+	defer func() { s.metrics.purchases.WithLabelValues(purchaseKind(what), purchaseOutcome(created, err)).Inc() }()
 	var zero T
 	if token == "" {
 		return zero, false, core.Invalidf("clientToken is required: pass a unique string per purchase so a retry cannot buy twice")

@@ -369,6 +369,7 @@ func (w *outboxWorker) apply(ctx context.Context, a core.Action) error {
 		return nil
 	}
 	attempts := a.Attempts + 1
+	w.svc.metrics.actionFailures.WithLabelValues(string(a.Kind)).Inc()
 	if errors.Is(err, backend.ErrPermanent) || w.opts.giveUp(a, attempts, now) {
 		log.Error("giving up on an engine action; an operator must see to it", "attempts", attempts, "err", err)
 		if ferr := w.svc.store.FailAction(ctx, w.epoch, a.ID, now, err.Error()); ferr != nil && !store.IsConflict(ferr) {
@@ -406,11 +407,12 @@ func (w *outboxWorker) prune(ctx context.Context, last time.Time) time.Time {
 }
 
 // actionsCollector reports the stored actions that are pending and
-// failed, read from the store at each scrape: every replica reports the
-// same numbers, those of the shared outbox.
+// failed, and how long the most overdue one has waited, read from the
+// store at each scrape: every replica reports the same numbers, those of
+// the shared outbox.
 type actionsCollector struct {
-	svc             *Service
-	pending, failed *prometheus.Desc
+	svc                      *Service
+	pending, failed, overdue *prometheus.Desc
 }
 
 func newActionsCollector(s *Service) actionsCollector {
@@ -419,16 +421,22 @@ func newActionsCollector(s *Service) actionsCollector {
 			"Engine actions stored and not yet taken by the backend (due, or waiting for a retry or for an earlier action of their block).", nil, nil),
 		failed: prometheus.NewDesc("capblock_engine_actions_failed",
 			"Engine actions given up on after failing too long, or for an error no retry mends; an operator must look at each.", nil, nil),
+		overdue: prometheus.NewDesc("capblock_engine_actions_overdue_seconds",
+			"Seconds the most overdue pending engine action has been due and not done (0 when none is due; one waiting for a retry is due at its retry): "+
+				"a worker that keeps up holds it near 0; it grows while no replica leads, the worker is stuck, or the backend does not answer.", nil, nil),
 	}
 }
 
 func (c actionsCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.pending
 	ch <- c.failed
+	ch <- c.overdue
 }
 
-// Collect reads the counts; when the store does not answer it reports
-// neither gauge (an absent series, not a false zero) and logs why.
+// Collect reads the counts, then the most overdue action (the first that
+// DueActions orders: the earliest NextAt); when the store does not answer
+// it reports none of the gauges it could not read (an absent series, not a
+// false zero) and logs why.
 func (c actionsCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -439,4 +447,15 @@ func (c actionsCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(c.pending, prometheus.GaugeValue, float64(pending))
 	ch <- prometheus.MustNewConstMetric(c.failed, prometheus.GaugeValue, float64(failed))
+	now := c.svc.outbox.opts.Clock.Now()
+	due, err := c.svc.store.DueActions(ctx, now, 1)
+	if err != nil {
+		c.svc.log.Warn("reading the most overdue engine action for the metrics", "err", err)
+		return
+	}
+	overdue := 0.0
+	if len(due) > 0 {
+		overdue = max(now.Sub(due[0].NextAt).Seconds(), 0)
+	}
+	ch <- prometheus.MustNewConstMetric(c.overdue, prometheus.GaugeValue, overdue)
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"testing"
 	"time"
 
@@ -333,6 +334,24 @@ func (e *outboxEnv) gauges() (pending, failed float64) {
 	return pending, failed
 }
 
+// gauge returns the value of the unlabelled gauge name that the
+// service's collectors report, or -1 when they report none.
+func (e *outboxEnv) gauge(name string) float64 {
+	e.t.Helper()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(e.svc.Collectors()...)
+	mfs, err := reg.Gather()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			return mf.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	return -1
+}
+
 // TestOutboxMetrics: the gauges count the actions pending (due, retried,
 // or waiting behind another) and those given up on.
 func TestOutboxMetrics(t *testing.T) {
@@ -341,23 +360,58 @@ func TestOutboxMetrics(t *testing.T) {
 		name                    string
 		do                      func()
 		wantPending, wantFailed float64
+		wantOverdue             float64 // seconds
 	}{
-		{"none yet", func() {}, 0, 0},
-		{"two activations stored", func() { e.reconcileAt(2) }, 2, 0},
+		{"none yet", func() {}, 0, 0, 0},
+		{"two activations stored", func() { e.reconcileAt(2) }, 2, 0, 0},
+		{"left untaken for 90 s", func() {
+			if _, err := e.wall.Advance(90 * time.Second); err != nil {
+				t.Fatal(err)
+			}
+		}, 2, 0, 90},
+		// The retried one is due later: not overdue yet.
 		{"one given up on, the other retried", func() {
 			e.be.FailNext(core.ActionActivate, 1, backend.ErrPermanent)
 			e.be.FailNext(core.ActionActivate, 1, errEngineDown)
 			e.pass(0)
-		}, 1, 1},
-		{"the blocks end: cb-b's steps wait behind its activation", func() { e.reconcileAt(10) }, 5, 1},
-		{"all applied", func() { e.pass(time.Second) }, 0, 1},
+		}, 1, 1, 0},
+		{"the blocks end: cb-b's steps wait behind its activation", func() { e.reconcileAt(10) }, 5, 1, 0},
+		{"all applied", func() { e.pass(time.Second) }, 0, 1, 0},
 	}
 	for _, st := range steps {
 		st.do()
 		if pending, failed := e.gauges(); pending != st.wantPending || failed != st.wantFailed {
 			t.Errorf("%s: %v pending, %v failed; want %v and %v", st.name, pending, failed, st.wantPending, st.wantFailed)
 		}
+		if got := e.gauge("capblock_engine_actions_overdue_seconds"); got != st.wantOverdue {
+			t.Errorf("%s: overdue %v s, want %v", st.name, got, st.wantOverdue)
+		}
 	}
+	// The two failed tries, one given up on and one retried, are counted;
+	// every kind is reported from the start.
+	mfs, err := collectorsOf(e).Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tries := map[string]float64{}
+	for _, mf := range mfs {
+		if mf.GetName() == "capblock_engine_action_failures_total" {
+			for _, m := range mf.GetMetric() {
+				tries[m.GetLabel()[0].GetValue()] = m.GetCounter().GetValue()
+			}
+		}
+	}
+	want := map[string]float64{"reserve": 0, "activate": 2, "terminate": 0, "release": 0, "start-instance": 0, "stop-instance": 0}
+	if !maps.Equal(tries, want) {
+		t.Errorf("failed tries by kind: %v, want %v", tries, want)
+	}
+}
+
+// collectorsOf is a registry of the service's collectors.
+func collectorsOf(e *outboxEnv) *prometheus.Registry {
+	r := prometheus.NewRegistry()
+	r.MustRegister(e.svc.Collectors()...)
+	return r
 }
 
 // stuck is a backend whose calls hang until their context ends; entered
