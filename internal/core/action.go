@@ -42,6 +42,10 @@ type Action struct {
 	// DoneAt is when the action left pending (done, or failed for good);
 	// zero while it is pending.
 	DoneAt time.Time
+	// Trace is the W3C trace context of the decision that stored the
+	// action ("" when it was not traced), so that its application, later
+	// and maybe on another replica, continues the decision's trace.
+	Trace string
 }
 
 // ActionKind says what an action does.

@@ -3,6 +3,13 @@ package store
 import (
 	"context"
 	"fmt"
+	"slices"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"capblock/internal/telemetry"
 )
 
 // CommitRequest is one Commit waiting for its group (see CommitGroup):
@@ -20,12 +27,43 @@ type CommitRequest struct {
 	// of its journals, or why it failed.
 	Seqs, JournalSeqs []int64
 	Err               error
+	// Group is how many changes the transaction that took it held.
+	Group int
+
+	span trace.Span
 }
 
-// NewCommitRequest checks c and encodes what the drivers store of it.
+// NewCommitRequest checks c and encodes what the drivers store of it. It
+// starts the commit's span, which End ends, and gives each of c's
+// actions the trace context of the decision (ctx's), so that the
+// action's application continues its trace.
 func NewCommitRequest(ctx context.Context, c Change) (*CommitRequest, error) {
+	ctx, span := telemetry.Tracer().Start(ctx, "store.commit", trace.WithAttributes(
+		attribute.Int("capblock.change.blocks", len(c.Insert)+len(c.Update)),
+		attribute.Int("capblock.change.actions", len(c.Actions)),
+		attribute.Int("capblock.change.events", len(c.Events))))
+	r, err := newCommitRequest(ctx, c)
+	if err != nil {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, "invalid change")
+		span.End()
+		return nil, err
+	}
+	r.span = span
+	return r, nil
+}
+
+func newCommitRequest(ctx context.Context, c Change) (*CommitRequest, error) {
 	if err := ValidateChange(c); err != nil {
 		return nil, fmt.Errorf("checking change: %w", err)
+	}
+	if tc := telemetry.Inject(ctx); tc != "" && len(c.Actions) > 0 {
+		c.Actions = slices.Clone(c.Actions) // the caller's are its own
+		for i := range c.Actions {
+			if c.Actions[i].Trace == "" {
+				c.Actions[i].Trace = tc
+			}
+		}
 	}
 	data, err := EncodeEvents(c.Events)
 	if err != nil {
@@ -36,6 +74,20 @@ func NewCommitRequest(ctx context.Context, c Change) (*CommitRequest, error) {
 		return nil, fmt.Errorf("checking change: %w", err)
 	}
 	return &CommitRequest{Ctx: ctx, Change: c, EventData: data, Used: used}, nil
+}
+
+// End ends the commit's span with the group the change joined and its
+// answer.
+func (r *CommitRequest) End() {
+	if r.span == nil {
+		return
+	}
+	r.span.SetAttributes(attribute.Int("capblock.commit.group", r.Group))
+	if r.Err != nil {
+		r.span.RecordError(r.Err)
+		r.span.SetStatus(codes.Error, "not committed")
+	}
+	r.span.End()
 }
 
 // Committed writes what the commit gave into the change's slices, which

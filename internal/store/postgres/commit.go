@@ -54,6 +54,7 @@ func (s *Store) Commit(ctx context.Context, c store.Change) error {
 	if err != nil {
 		return err
 	}
+	defer req.End()
 	s.group.Do(req, s.commitGroup)
 	// A change that the database aborted, in its group or alone, runs
 	// again alone.
@@ -66,7 +67,7 @@ func (s *Store) Commit(ctx context.Context, c store.Change) error {
 			return fmt.Errorf("committing change: the database aborted it %d times (last: SQLSTATE %s): %w",
 				attempt, sqlState(req.Err), store.ErrConflict)
 		}
-		req.Seqs, req.JournalSeqs, req.Err = s.commitOnce(ctx, c, req.EventData, req.Used)
+		req.Seqs, req.JournalSeqs, req.Err = s.commitOnce(ctx, req.Change, req.EventData, req.Used)
 	}
 	req.Committed()
 	return nil

@@ -53,6 +53,9 @@ const exclusionConstraint = "allocations_no_overlap"
 
 // commitGroup commits batch and sets each request's answer.
 func (s *Store) commitGroup(batch []*store.CommitRequest) {
+	for _, r := range batch {
+		r.Group = len(batch)
+	}
 	if len(batch) == 1 {
 		r := batch[0]
 		r.Seqs, r.JournalSeqs, r.Err = s.commitOnce(r.Ctx, r.Change, r.EventData, r.Used)

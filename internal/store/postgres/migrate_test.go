@@ -220,7 +220,7 @@ func TestLeasesMigration(t *testing.T) {
 
 	// 2. Actions as version 17 stored them, in their order.
 	for _, a := range storetest.ActionsV17() {
-		if _, err := conn.Exec(ctx, `INSERT INTO actions (`+actionColumns+`)
+		if _, err := conn.Exec(ctx, `INSERT INTO actions (id, kind, subject, team, payload, state, attempts, next_at, last_error, created_at, done_at)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, NULL)`,
 			a.ID, string(a.Kind), a.Subject, a.Team, a.Payload, string(a.State), a.Attempts,
 			a.NextAt, a.LastError, a.CreatedAt); err != nil {

@@ -22,7 +22,7 @@ import (
 // action, the second waits for the first's row lock, then finds the row
 // as the first left it.
 
-const actionColumns = `id, kind, subject, team, payload, state, attempts, next_at, last_error, created_at, done_at`
+const actionColumns = `id, kind, subject, team, payload, state, attempts, next_at, last_error, created_at, done_at, trace`
 
 // dueActionsSQL reads the due actions: pending, due at $1, and the oldest
 // pending one of their subject. actions_due and actions_by_subject let it
@@ -46,7 +46,7 @@ func scanAction(r rowScanner) (core.Action, error) {
 		doneAt      *time.Time
 	)
 	if err := r.Scan(&a.ID, &kind, &a.Subject, &a.Team, &a.Payload, &state, &a.Attempts,
-		&a.NextAt, &a.LastError, &a.CreatedAt, &doneAt); err != nil {
+		&a.NextAt, &a.LastError, &a.CreatedAt, &doneAt, &a.Trace); err != nil {
 		return core.Action{}, err
 	}
 	a.Kind, a.State = core.ActionKind(kind), core.ActionState(state)
@@ -82,7 +82,7 @@ const claimActionsSQL = `WITH due AS (SELECT a.seq` + dueActionsFrom + `
 // claimedColumns are actionColumns of the actions table in an UPDATE
 // that joins another.
 const claimedColumns = `actions.id, actions.kind, actions.subject, actions.team, actions.payload, actions.state,
-	actions.attempts, actions.next_at, actions.last_error, actions.created_at, actions.done_at`
+	actions.attempts, actions.next_at, actions.last_error, actions.created_at, actions.done_at, actions.trace`
 
 // leaseHeldSQL finds the lease of epoch $1 if it is current, and holds
 // it (FOR SHARE) until the transaction ends: a new term, or a release,
@@ -250,8 +250,8 @@ func (w *commitWriter) queueActions(as []core.Action) {
 			payload = []byte{} // the column is NOT NULL
 		}
 		w.exec("inserting action "+a.ID, nil, `INSERT INTO actions (`+actionColumns+`)
-			VALUES ($1, $2, $3, $4, $5, 'pending', 0, $6, '', $7, NULL)`,
-			a.ID, string(a.Kind), a.Subject, a.Team, payload, a.NextAt, a.CreatedAt)
+			VALUES ($1, $2, $3, $4, $5, 'pending', 0, $6, '', $7, NULL, $8)`,
+			a.ID, string(a.Kind), a.Subject, a.Team, payload, a.NextAt, a.CreatedAt, a.Trace)
 	}
 }
 

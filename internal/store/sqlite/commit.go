@@ -31,6 +31,7 @@ func (s *Store) Commit(ctx context.Context, c store.Change) error {
 	if err != nil {
 		return err
 	}
+	defer req.End()
 	s.group.Do(req, s.commitGroup)
 	if req.Err != nil {
 		return req.Err

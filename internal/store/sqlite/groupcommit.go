@@ -20,6 +20,9 @@ const maxGroup = 128
 // commitGroup applies batch in one transaction and sets each request's
 // answer.
 func (s *Store) commitGroup(batch []*store.CommitRequest) {
+	for _, r := range batch {
+		r.Group = len(batch)
+	}
 	fail := func(rs []*store.CommitRequest, err error) {
 		for _, r := range rs {
 			r.Err = err

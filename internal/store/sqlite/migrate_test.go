@@ -86,7 +86,7 @@ func TestLeasesMigration(t *testing.T) {
 
 	// 2. Actions as version 17 stored them, in their order.
 	for _, a := range storetest.ActionsV17() {
-		if _, err := db.ExecContext(ctx, `INSERT INTO actions (`+actionColumns+`)
+		if _, err := db.ExecContext(ctx, `INSERT INTO actions (id, kind, subject, team, payload, state, attempts, next_at, last_error, created_at, done_at)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL)`,
 			a.ID, string(a.Kind), a.Subject, a.Team, a.Payload, string(a.State), a.Attempts,
 			unixMicros(a.NextAt), a.LastError, unixMicros(a.CreatedAt)); err != nil {

@@ -22,7 +22,7 @@ func unixMicros(t time.Time) int64 { return t.UnixMicro() }
 
 func fromMicros(us int64) time.Time { return time.UnixMicro(us).UTC() }
 
-const actionColumns = `id, kind, subject, team, payload, state, attempts, next_at, last_error, created_at, done_at`
+const actionColumns = `id, kind, subject, team, payload, state, attempts, next_at, last_error, created_at, done_at, trace`
 
 // dueActionsSQL reads the due actions: pending, due at ?1, and the oldest
 // pending one of their subject. It walks actions_due from its start up to
@@ -48,7 +48,7 @@ func scanAction(r rowScanner) (core.Action, error) {
 		doneAt          sql.NullInt64
 	)
 	if err := r.Scan(&a.ID, &kind, &a.Subject, &a.Team, &a.Payload, &state, &a.Attempts,
-		&nextAt, &a.LastError, &created, &doneAt); err != nil {
+		&nextAt, &a.LastError, &created, &doneAt, &a.Trace); err != nil {
 		return core.Action{}, err
 	}
 	a.Kind, a.State = core.ActionKind(kind), core.ActionState(state)
@@ -238,7 +238,7 @@ func (w *commitTx) insertAction(a core.Action) error {
 		payload = []byte{} // the column is NOT NULL
 	}
 	_, err := w.stmt(w.ws.insertAction).ExecContext(w.ctx,
-		a.ID, string(a.Kind), a.Subject, a.Team, payload, unixMicros(a.NextAt), unixMicros(a.CreatedAt))
+		a.ID, string(a.Kind), a.Subject, a.Team, payload, unixMicros(a.NextAt), unixMicros(a.CreatedAt), a.Trace)
 	if isConstraint(err) {
 		return fmt.Errorf("inserting action %s: it already exists: %w", a.ID, store.ErrConflict)
 	}

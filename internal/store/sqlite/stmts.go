@@ -43,7 +43,7 @@ func prepareWriteStmts(ctx context.Context, db *sql.DB) (*writeStmts, error) {
 	ws.insertEvent = p.prepare(`INSERT INTO events (id, time, type, subject, team, data)
 		VALUES (?, ?, ?, ?, ?, ?)`)
 	ws.insertAction = p.prepare(`INSERT INTO actions (` + actionColumns + `)
-		VALUES (?, ?, ?, ?, ?, 'pending', 0, ?, '', ?, NULL)`)
+		VALUES (?, ?, ?, ?, ?, 'pending', 0, ?, '', ?, NULL, ?)`)
 	if p.err != nil {
 		ws.close()
 		return nil, p.err

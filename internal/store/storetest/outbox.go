@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
+	"go.opentelemetry.io/otel/trace"
 
 	"capblock/internal/core"
 	"capblock/internal/store"
@@ -22,6 +23,7 @@ var outboxTests = []struct {
 	run  func(*testing.T, Harness)
 }{
 	{"ActionsCommitted", testActionsCommitted},
+	{"ActionsTraced", testActionsTraced},
 	{"ActionsRolledBack", testActionsRolledBack},
 	{"ActionsInvalid", testActionsInvalid},
 	{"DueActionsOnePerSubject", testDueActionsOnePerSubject},
@@ -102,6 +104,37 @@ func testActionsCommitted(t *testing.T, h Harness) {
 	wantActions(t, s, "job-1/run-1",
 		stored(makeAction("z", core.ActionStartInstance, "job-1/run-1", hour(0))),
 		stored(makeAction("a", core.ActionStopInstance, "job-1/run-1", hour(0))))
+}
+
+// testActionsTraced: an action keeps the trace context of the decision
+// that stored it, the commit's context's unless it names its own, so
+// that its application continues that trace.
+func testActionsTraced(t *testing.T, h Harness) {
+	s := h.Open(t)
+	tid, _ := trace.TraceIDFromHex("4bf92f3577b34da6a3ce929d0e0e4736")
+	sid, _ := trace.SpanIDFromHex("00f067aa0ba902b7")
+	ctx := trace.ContextWithSpanContext(t.Context(), trace.NewSpanContext(trace.SpanContextConfig{
+		TraceID: tid, SpanID: sid, TraceFlags: trace.FlagsSampled, Remote: true}))
+	own := makeAction("act-own", core.ActionActivate, "b2", hour(0))
+	own.Trace = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+	decided := makeAction("act-decided", core.ActionActivate, "b1", hour(0))
+	if err := s.Commit(ctx, actions(decided, own)); err != nil {
+		t.Fatalf("Commit: %v", err)
+	}
+	if decided.Trace != "" {
+		t.Errorf("Commit wrote the trace into the caller's action")
+	}
+	decided.Trace = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	wantActions(t, s, "b1", stored(decided))
+	wantActions(t, s, "b2", stored(own))
+	// Without a span, nothing is traced.
+	plain := makeAction("act-plain", core.ActionActivate, "b3", hour(0))
+	mustCommit(t, s, actions(plain))
+	wantActions(t, s, "b3", stored(plain))
+	due := wantDue(t, s, hour(1), 0, "act-decided", "act-own", "act-plain")
+	if due[0].Trace != decided.Trace || due[1].Trace != own.Trace || due[2].Trace != "" {
+		t.Errorf("DueActions traces: %q %q %q", due[0].Trace, due[1].Trace, due[2].Trace)
+	}
 }
 
 // testActionsRolledBack: a change that fails stores none of its
