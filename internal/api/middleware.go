@@ -12,6 +12,9 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
+
+	"capblock/internal/telemetry"
 )
 
 // NowHeader is the response header that carries the service's clock
@@ -37,27 +40,28 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	w.Header().Set(NowHeader, m.now().UTC().Format(time.RFC3339Nano))
 	slot := &errorSlot{}
+	r, span := telemetry.StartRequest(r)
 	r = r.WithContext(context.WithValue(r.Context(), errorSlotKey{}, slot))
 	rw := &responseWriter{ResponseWriter: w, req: r, ownErrors: m.aws && isAWSPath(r.URL.Path)}
 	defer func() {
 		if p := recover(); p != nil {
 			recordError(r.Context(), fmt.Errorf("panic: %v", p))
 			if p == http.ErrAbortHandler {
-				m.finish(r, rw, start, slot)
+				m.finish(r, rw, start, slot, span)
 				panic(p)
 			}
 			if !rw.wroteHeader {
 				rw.writeProblem(NewProblem(http.StatusInternalServerError, CodeInternal, internalDetail))
 			}
 		}
-		m.finish(r, rw, start, slot)
+		m.finish(r, rw, start, slot, span)
 	}()
 	// The mux records the matched pattern in r.Pattern, which finish reads.
 	m.next.ServeHTTP(rw, r)
 }
 
 // finish logs and counts a served request.
-func (m *middleware) finish(r *http.Request, rw *responseWriter, start time.Time, slot *errorSlot) {
+func (m *middleware) finish(r *http.Request, rw *responseWriter, start time.Time, slot *errorSlot, span trace.Span) {
 	elapsed := time.Since(start)
 	status := rw.status
 	if status == 0 {
@@ -66,6 +70,7 @@ func (m *middleware) finish(r *http.Request, rw *responseWriter, start time.Time
 	route := routeOf(r)
 	method := methodLabel(r.Method)
 	m.metrics.observe(method, route, status, elapsed)
+	telemetry.EndRequest(span, r.Method, route, status)
 
 	attrs := []slog.Attr{
 		slog.String("method", r.Method),
@@ -73,6 +78,9 @@ func (m *middleware) finish(r *http.Request, rw *responseWriter, start time.Time
 		slog.String("path", r.URL.Path),
 		slog.Int("status", status),
 		slog.Duration("duration", elapsed),
+	}
+	if id := telemetry.TraceID(r.Context()); id != "" {
+		attrs = append(attrs, slog.String("trace_id", id))
 	}
 	level := slog.LevelInfo
 	if status >= 500 {

@@ -30,6 +30,7 @@ type blockDoc struct {
 	Terminating  bool              `json:"terminating,omitempty"`
 	PlanID       string            `json:"planId,omitempty"`
 	Version      int64             `json:"version"`
+	Trace        string            `json:"trace,omitempty"`
 }
 
 type placementDoc struct {
@@ -41,7 +42,7 @@ type placementDoc struct {
 func EncodeBlockDoc(b Block) ([]byte, error) {
 	d := blockDoc{ID: b.ID, Name: b.Name, Team: b.Team, InstanceType: b.InstanceType, GPUModel: b.GPUModel, Count: b.Count,
 		Zone: b.Zone, Start: b.Start.UTC(), End: b.End.UTC(), State: b.State, FeeMinor: b.Fee.Minor, Currency: b.Fee.Currency,
-		CreatedAt: b.CreatedAt.UTC(), Tags: b.Tags, Warned: b.Warned, Terminating: b.Terminating, PlanID: b.PlanID, Version: b.Version}
+		CreatedAt: b.CreatedAt.UTC(), Tags: b.Tags, Warned: b.Warned, Terminating: b.Terminating, PlanID: b.PlanID, Version: b.Version, Trace: b.Trace}
 	for _, p := range b.Placements {
 		d.Placements = append(d.Placements, placementDoc{Node: p.Node, GPUs: p.GPUs})
 	}
@@ -60,7 +61,7 @@ func DecodeBlockDoc(data []byte) (Block, error) {
 	}
 	b := Block{ID: d.ID, Name: d.Name, Team: d.Team, InstanceType: d.InstanceType, GPUModel: d.GPUModel, Count: d.Count,
 		Zone: d.Zone, Start: d.Start, End: d.End, State: d.State, Fee: Money{Minor: d.FeeMinor, Currency: d.Currency},
-		CreatedAt: d.CreatedAt, Tags: d.Tags, Warned: d.Warned, Terminating: d.Terminating, PlanID: d.PlanID, Version: d.Version}
+		CreatedAt: d.CreatedAt, Tags: d.Tags, Warned: d.Warned, Terminating: d.Terminating, PlanID: d.PlanID, Version: d.Version, Trace: d.Trace}
 	for _, p := range d.Placements {
 		b.Placements = append(b.Placements, Placement{Node: p.Node, GPUs: p.GPUs})
 	}

@@ -244,6 +244,10 @@ type Block struct {
 	PlanID string
 	// Version increases with every stored change; commits check it.
 	Version int64
+	// Trace is the W3C trace context of the decision that bought the
+	// block ("" when it was not traced): its activation, decided at its
+	// start, continues that trace.
+	Trace string
 }
 
 // DurationHours is the block's length in whole hours.

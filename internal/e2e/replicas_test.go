@@ -29,8 +29,9 @@ type replica struct {
 }
 
 // startReplicas starts n replicas on one new database, on simulated
-// clocks at t0, and waits until each listens and one leads.
-func startReplicas(t testing.TB, n int) (dsn string, rs []*replica) {
+// clocks at t0, and waits until each listens and one leads. Each env
+// function, if any, adds variables to the environment of replica i.
+func startReplicas(t testing.TB, n int, env ...func(i int) []string) (dsn string, rs []*replica) {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("builds and runs the server binary on PostgreSQL")
@@ -46,6 +47,9 @@ func startReplicas(t testing.TB, n int) (dsn string, rs []*replica) {
 		// that a new leader adopts the jobs of the one before it.
 		r.cmd = exec.Command(bin, "serve", "--db", dsn, "--listen", "127.0.0.1:0", "--sim-clock", "--sim-start", ts(t0),
 			"--rate-limit", "0", "--admin-token-file", tokenFile, "--secrets-key-file", filepath.Join(dir, "secrets.key"), "--jobs-dir", filepath.Join(dir, "jobs"), "--allow-unisolated-jobs")
+		for _, e := range env {
+			r.cmd.Env = append(r.cmd.Environ(), e(i)...)
+		}
 		stderr, err := r.cmd.StderrPipe()
 		if err != nil {
 			t.Fatal(err)

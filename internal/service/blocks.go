@@ -1,6 +1,8 @@
 package service
 
 import (
+	"go.opentelemetry.io/otel/attribute"
+
 	"context"
 	"errors"
 	"fmt"
@@ -163,7 +165,9 @@ func (s *Service) ExtensionOfferings(ctx context.Context, team, id string, d tim
 // charges nothing more; used otherwise it is refused
 // (core.ErrOfferingUsed). The record of what an offering bought is looked
 // up only when buying fails, off a first extension's path.
-func (s *Service) Extend(ctx context.Context, team, id, offeringID string) (contract.Extension, error) {
+func (s *Service) Extend(ctx context.Context, team, id, offeringID string) (_ contract.Extension, err error) {
+	ctx, end := traced(ctx, "service.extend", attribute.String("capblock.team", team), attribute.String("capblock.block", id))
+	defer end(&err)
 	now := s.clock.Now()
 	off, err := core.VerifyOffering(s.secret, offeringID, core.KindExtension, now)
 	if err != nil {

@@ -8,9 +8,14 @@ import (
 	"slices"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
 	"capblock/internal/backend"
 	"capblock/internal/core"
 	"capblock/internal/store"
+	"capblock/internal/telemetry"
 )
 
 // Jobs' instances start and stop through the outbox, as blocks activate
@@ -94,7 +99,16 @@ func waiting(format string, args ...any) error { return errWaiting{why: fmt.Spri
 
 // applyAction applies one action of the outbox: a block's through the
 // backend, an instance's through the job runner.
-func (s *Service) applyAction(ctx context.Context, a core.Action) error {
+func (s *Service) applyAction(ctx context.Context, a core.Action) (err error) {
+	ctx, span := telemetry.Tracer().Start(ctx, "engine."+string(a.Kind), trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithAttributes(attribute.String("capblock.action", a.ID), attribute.String("capblock.action.subject", a.Subject)))
+	defer func() {
+		if err != nil {
+			span.RecordError(err)
+			span.SetStatus(codes.Error, "engine call failed")
+		}
+		span.End()
+	}()
 	switch a.Kind {
 	case core.ActionStartInstance, core.ActionStopInstance:
 		return s.applyInstanceAction(ctx, a)

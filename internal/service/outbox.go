@@ -9,11 +9,13 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/attribute"
 
 	"capblock/internal/backend"
 	"capblock/internal/clock"
 	"capblock/internal/core"
 	"capblock/internal/store"
+	"capblock/internal/telemetry"
 )
 
 // The outbox worker makes decisions real on the engine. A decision that
@@ -163,8 +165,14 @@ func newOutboxRuntime(opts OutboxOptions) outboxRuntime {
 func (s *Service) blockAction(kind core.ActionKind, b core.Block, version int64) core.Action {
 	now := s.outbox.opts.Clock.Now()
 	b.Version = version // the engine records it, and refuses an older one (backend/converge.go)
-	return core.Action{ID: fmt.Sprintf("ac-%s-%d-%s", b.ID, version, kind), Kind: kind, Subject: b.ID, Team: b.Team,
+	a := core.Action{ID: fmt.Sprintf("ac-%s-%d-%s", b.ID, version, kind), Kind: kind, Subject: b.ID, Team: b.Team,
 		Payload: backend.EncodeBlock(b), NextAt: now, CreatedAt: now}
+	if kind == core.ActionActivate {
+		// The purchase's trace goes on to its activation; other actions
+		// continue the trace of the decision that stores them.
+		a.Trace = b.Trace
+	}
+	return a
 }
 
 // activation is the engine's actions for block b, active, as stored at
@@ -334,10 +342,16 @@ func (w *outboxWorker) loop(ctx context.Context, kick <-chan struct{}) error {
 // left as it was, for the next worker. An action the engine took is
 // recorded done even then, so that a worker stopping does not make the
 // next one repeat it.
-func (w *outboxWorker) apply(ctx context.Context, a core.Action) error {
+func (w *outboxWorker) apply(ctx context.Context, a core.Action) (err error) {
+	// The action continues the trace of the decision that stored it,
+	// whichever replica decided it.
+	ctx, end := traced(telemetry.Extract(ctx, a.Trace), "outbox.apply "+string(a.Kind),
+		attribute.String("capblock.action", a.ID), attribute.String("capblock.action.kind", string(a.Kind)),
+		attribute.String("capblock.action.subject", a.Subject), attribute.Int("capblock.action.attempts", a.Attempts))
+	defer end(&err)
 	log := w.svc.log.With("action", a.ID, "kind", a.Kind, "subject", a.Subject)
 	callCtx, cancel := context.WithTimeout(ctx, w.opts.CallTimeout)
-	err := w.svc.applyAction(callCtx, a)
+	err = w.svc.applyAction(callCtx, a)
 	cancel()
 	if err != nil && ctx.Err() != nil {
 		return ctx.Err()

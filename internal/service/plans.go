@@ -1,6 +1,8 @@
 package service
 
 import (
+	"go.opentelemetry.io/otel/attribute"
+
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -45,7 +47,9 @@ func (s *Service) PlanOfferings(ctx context.Context, req core.PlanSearchRequest)
 // another request it is refused. An offering buys one plan: under another
 // client token it is refused (core.ErrOfferingUsed). Each segment is
 // charged its quoted fee.
-func (s *Service) PurchasePlan(ctx context.Context, req contract.PlanPurchaseRequest) (contract.PlanView, bool, error) {
+func (s *Service) PurchasePlan(ctx context.Context, req contract.PlanPurchaseRequest) (_ contract.PlanView, _ bool, err error) {
+	ctx, end := traced(ctx, "service.purchase_plan", attribute.String("capblock.team", req.Team))
+	defer end(&err)
 	if err := core.CheckPrintable("name", req.Name); err != nil {
 		return contract.PlanView{}, false, err
 	}

@@ -9,10 +9,13 @@ import (
 	"sort"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+
 	"capblock/internal/backend"
 	"capblock/internal/contract"
 	"capblock/internal/core"
 	"capblock/internal/store"
+	"capblock/internal/telemetry"
 )
 
 // Purchase buys an offering for a team. The same client token with the
@@ -20,7 +23,9 @@ import (
 // with another request it is refused. An offering buys one block: under
 // another client token it is refused (core.ErrOfferingUsed). The fee
 // charged is the fee quoted.
-func (s *Service) Purchase(ctx context.Context, req contract.PurchaseRequest) (core.Block, bool, error) {
+func (s *Service) Purchase(ctx context.Context, req contract.PurchaseRequest) (_ core.Block, _ bool, err error) {
+	ctx, end := traced(ctx, "service.purchase", attribute.String("capblock.team", req.Team))
+	defer end(&err)
 	if err := checkNameAndTags(req.Name, req.Tags); err != nil {
 		return core.Block{}, false, err
 	}
@@ -260,6 +265,11 @@ func (s *Service) buyerTerms(ctx context.Context, team, instanceType string, now
 // never durable without its record, and the request costs one transaction
 // instead of two.
 func (s *Service) commitAudited(ctx context.Context, c store.Change, now time.Time, subject string) error {
+	if tc := telemetry.Inject(ctx); tc != "" {
+		for i := range c.Insert { // the blocks this decision buys
+			c.Insert[i].Trace = tc
+		}
+	}
 	a := contract.PendingAudit(ctx)
 	if a != nil {
 		c.Audit = append(c.Audit, a.Succeeded(now, subject))

@@ -12,8 +12,11 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+
 	"capblock/internal/core"
 	"capblock/internal/store"
+	"capblock/internal/telemetry"
 )
 
 // The delivery worker tails the events from its stored cursor and, for
@@ -435,7 +438,11 @@ func (w *webhookWorker) attempt(ctx context.Context, hook core.Webhook, d delive
 // post sends one signed delivery and returns the answer's status; an
 // error when none came back or it was not 2xx. The error never holds the
 // URL (which may hold a credential) nor the secret.
-func (w *webhookWorker) post(ctx context.Context, hook core.Webhook, eventType string, body []byte, at time.Time) (int, error) {
+func (w *webhookWorker) post(ctx context.Context, hook core.Webhook, eventType string, body []byte, at time.Time) (_ int, err error) {
+	// The delivery's span, whose W3C trace context the receiver gets.
+	ctx, end := traced(ctx, "webhook.deliver", attribute.String("capblock.webhook", hook.ID),
+		attribute.String("capblock.event.type", eventType))
+	defer end(&err)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, hook.URL, bytes.NewReader(body))
 	if err != nil {
 		return 0, errors.New("the webhook's URL cannot be requested")
@@ -448,6 +455,7 @@ func (w *webhookWorker) post(ctx context.Context, hook core.Webhook, eventType s
 		return 0, err
 	}
 	req.Header.Set(core.SignatureHeader, core.SignPayload(secret, at, body))
+	telemetry.Headers(ctx, req.Header.Set)
 	resp, err := w.opts.Client.Do(req)
 	if err != nil {
 		var uerr *url.Error

@@ -14,10 +14,12 @@ package telemetry
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"strings"
 
 	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/sdk/resource"
@@ -145,4 +147,34 @@ func Headers(ctx context.Context, set func(key, value string)) {
 	for k, v := range c {
 		set(k, v)
 	}
+}
+
+// StartRequest starts the span of an HTTP request served, continuing the
+// trace of the W3C context the client sent, if any; its name is the
+// method until the route is known (EndRequest).
+func StartRequest(r *http.Request) (*http.Request, trace.Span) {
+	ctx := propagator.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
+	ctx, span := Tracer().Start(ctx, r.Method, trace.WithSpanKind(trace.SpanKindServer),
+		trace.WithAttributes(semconv.HTTPRequestMethodKey.String(r.Method), semconv.URLPath(r.URL.Path)))
+	return r.WithContext(ctx), span
+}
+
+// EndRequest names the span of a served request by its route and ends
+// it with the status answered.
+func EndRequest(span trace.Span, method, route string, status int) {
+	span.SetName(method + " " + route)
+	span.SetAttributes(semconv.HTTPRoute(route), semconv.HTTPResponseStatusCode(status))
+	if status >= 500 {
+		span.SetStatus(codes.Error, http.StatusText(status))
+	}
+	span.End()
+}
+
+// TraceID is the id of ctx's sampled trace, for the logs; "" when none.
+func TraceID(ctx context.Context) string {
+	sc := trace.SpanContextFromContext(ctx)
+	if !sc.IsSampled() {
+		return ""
+	}
+	return sc.TraceID().String()
 }

@@ -87,7 +87,7 @@ const blockColumns = `id, name, team, instance_type, gpu_model, count, zone,
 
 // blockSelect are all the columns that scanBlock reads: blockColumns and
 // the plan the block is a segment of (0005_plans; empty for none).
-const blockSelect = blockColumns + `, plan_id, lending`
+const blockSelect = blockColumns + `, plan_id, lending, trace`
 
 // rowScanner is pgx.Row or pgx.Rows.
 type rowScanner interface{ Scan(dest ...any) error }
@@ -99,7 +99,7 @@ func scanBlock(r rowScanner) (core.Block, error) {
 	)
 	err := r.Scan(&b.ID, &b.Name, &b.Team, &b.InstanceType, &b.GPUModel, &b.Count, &b.Zone,
 		&b.Start, &b.End, &state, &b.Fee.Minor, &b.Fee.Currency, &b.CreatedAt, &tags,
-		&placements, &b.Warned, &b.Terminating, &b.Version, &b.PlanID, &b.Lending)
+		&placements, &b.Warned, &b.Terminating, &b.Version, &b.PlanID, &b.Lending, &b.Trace)
 	if err != nil {
 		return core.Block{}, err
 	}

@@ -311,10 +311,10 @@ func (w *commitWriter) queueUsedOffering(id string, u store.UsedOffering) {
 func (w *commitWriter) queueInsert(b core.Block) {
 	w.exec(fmt.Sprintf("inserting block %s", b.ID), nil,
 		`INSERT INTO blocks (`+blockSelect+`)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, 1, $18, $19)`,
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, 1, $18, $19, $20)`,
 		b.ID, b.Name, b.Team, b.InstanceType, b.GPUModel, b.Count, b.Zone,
 		seconds(b.Start), seconds(b.End), string(b.State), b.Fee.Minor, b.Fee.Currency,
-		seconds(b.CreatedAt), store.EncodeTags(b.Tags), store.EncodePlacements(b.Placements), b.Warned, b.Terminating, b.PlanID, b.Lending)
+		seconds(b.CreatedAt), store.EncodeTags(b.Tags), store.EncodePlacements(b.Placements), b.Warned, b.Terminating, b.PlanID, b.Lending, b.Trace)
 	w.queueAllocations(b.ID, seconds(b.Start), seconds(b.End), b.State.Live(), b.Placements)
 }
 

@@ -42,7 +42,7 @@ func isConstraint(err error) bool {
 // blockColumns are the columns that scanBlock reads, in order.
 const blockColumns = `id, name, team, instance_type, gpu_model, count, zone,
 	start_time, end_time, state, fee_minor, fee_currency, created_at, tags,
-	placements, warned, terminating, version, plan_id, lending`
+	placements, warned, terminating, version, plan_id, lending, trace`
 
 // rowScanner is *sql.Row or *sql.Rows.
 type rowScanner interface{ Scan(dest ...any) error }
@@ -57,7 +57,7 @@ func scanBlock(r rowScanner) (core.Block, error) {
 	)
 	err := r.Scan(&b.ID, &b.Name, &b.Team, &b.InstanceType, &b.GPUModel, &b.Count, &b.Zone,
 		&start, &end, &state, &b.Fee.Minor, &b.Fee.Currency, &created, &tags,
-		&placements, &warned, &terminating, &b.Version, &b.PlanID, &lending)
+		&placements, &warned, &terminating, &b.Version, &b.PlanID, &lending, &b.Trace)
 	if err != nil {
 		return core.Block{}, err
 	}

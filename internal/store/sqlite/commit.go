@@ -220,7 +220,7 @@ func (w *commitTx) insertBlock(b core.Block) error {
 		b.ID, b.Name, b.Team, b.InstanceType, b.GPUModel, b.Count, b.Zone,
 		unixSeconds(b.Start), unixSeconds(b.End), string(b.State),
 		b.Fee.Minor, b.Fee.Currency, unixSeconds(b.CreatedAt), store.EncodeTags(b.Tags),
-		store.EncodePlacements(b.Placements), boolInt(b.Warned), boolInt(b.Terminating), b.PlanID, boolInt(b.Lending))
+		store.EncodePlacements(b.Placements), boolInt(b.Warned), boolInt(b.Terminating), b.PlanID, boolInt(b.Lending), b.Trace)
 	if isConstraint(err) {
 		return fmt.Errorf("inserting block %s: it already exists: %w", b.ID, store.ErrConflict)
 	}

@@ -30,7 +30,7 @@ func prepareWriteStmts(ctx context.Context, db *sql.DB) (*writeStmts, error) {
 	ws.insertUsed = p.prepare(`INSERT INTO used_offerings (hash, expires_at) VALUES (?, ?)
 		ON CONFLICT (hash) DO NOTHING`)
 	ws.insertBlock = p.prepare(`INSERT INTO blocks (` + blockColumns + `)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?)`)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?)`)
 	ws.selectForUpdate = p.prepare(`SELECT start_time, end_time, state, version, placements FROM blocks WHERE id = ?`)
 	ws.updateBlock = p.prepare(`UPDATE blocks SET name = ?, state = ?, end_time = ?, tags = ?,
 		warned = ?, terminating = ?, fee_minor = ?, fee_currency = ?, lending = ?,
