@@ -18,6 +18,7 @@ sections=(
   "confirm|./internal/core|^BenchmarkConfirm\$|"
   "index|./internal/core|^BenchmarkNewIndex\$|-benchtime 3x"
   "purchase-sqlite|./internal/service|^BenchmarkPurchase\$|-benchtime 3000x"
+  "tracing|./internal/service|^BenchmarkPurchaseTracing\$|-benchtime 3000x"
   "commit-sqlite|./internal/store/sqlite|^BenchmarkCommit(Purchase|AmongBooked)\$|-benchtime 2000x"
   "commit-postgres|./internal/store/postgres|^BenchmarkCommit(Purchase|AmongBooked)\$|-benchtime 2000x"
   "restart|./internal/service|^Benchmark(Reconcile|Restart)\$|-benchtime 3x"
