@@ -118,24 +118,24 @@ func (s *Store) commitGroup(batch []*store.CommitRequest) {
 		}
 	}
 
-	// 3. Each change in its savepoint. undo opens the next round trip:
-	//    it releases the savepoint of the change before, which holds.
+	// 3. Each change in its savepoint. The next round trip begins by
+	//    releasing the savepoint of the change before, when it holds.
 	var applied []*store.CommitRequest
-	var undo []string
-	for _, r := range batch {
+	release := false
+	for i, r := range batch {
 		if err := r.Ctx.Err(); err != nil {
 			r.Err = fmt.Errorf("committing change: %w", err)
 			continue
 		}
 		w := &commitWriter{batch: &pgx.Batch{}, stored: ownStored(stored, r.Change.Update)}
-		for _, q := range undo {
-			w.exec("ending the savepoint of the change before", nil, q)
+		if release {
+			w.exec("ending the savepoint of the change before", nil, `RELEASE SAVEPOINT change`)
 		}
 		w.exec("beginning a change of the group", nil, `SAVEPOINT change`)
 		w.exec("beginning a change of the group", nil, `SET CONSTRAINTS `+exclusionConstraint+` DEFERRED`)
 		if err := w.queue(r.Change, r.EventData, r.Used); err != nil {
 			// Found before anything of it was sent: nothing is sent, and
-			// the undo waits for the next round trip.
+			// the release waits for the next round trip.
 			r.Err = err
 			continue
 		}
@@ -148,15 +148,15 @@ func (s *Store) commitGroup(batch []*store.CommitRequest) {
 			if _, err := tx.Exec(ctx, `ROLLBACK TO SAVEPOINT change; RELEASE SAVEPOINT change`); err != nil {
 				err = dbError("committing change: rolling back a change of its group", err)
 				fail(applied, err)
-				for _, o := range batch[slices.Index(batch, r)+1:] {
+				for _, o := range batch[i+1:] {
 					o.Err = err
 				}
 				return
 			}
-			undo = nil
+			release = false
 			continue
 		}
-		undo = []string{`RELEASE SAVEPOINT change`}
+		release = true
 		maps.Copy(stored, w.stored)
 		r.Seqs, r.JournalSeqs = w.seqs, w.journalSeqs
 		applied = append(applied, r)
