@@ -72,7 +72,13 @@ func isPrintableUTF8(s string) bool {
 // but writes DEL, the C1 controls and invisible characters such as U+202E
 // as they are. Each of those becomes a \u escape, which decodes to the
 // same string; the newlines of indentation stay.
-func printableJSON(b []byte) []byte {
+func printableJSON(b []byte) []byte { return escapeUnprintable(b, false) }
+
+// escapeUnprintable writes as escapes the characters of b, JSON or YAML
+// in double quotes, that a terminal would act on; the two differ only in
+// how they spell a character beyond U+FFFF (a UTF-16 pair in JSON, \U
+// in YAML).
+func escapeUnprintable(b []byte, yaml bool) []byte {
 	if isPrintableJSON(b) {
 		return b
 	}
@@ -82,11 +88,13 @@ func printableJSON(b []byte) []byte {
 		switch {
 		case r == '\n' || (shownAsIs(r) && !(r == utf8.RuneError && size == 1)):
 			out = append(out, b[i:i+size]...)
+		case r > 0xffff && yaml:
+			out = fmt.Appendf(out, `\U%08x`, r)
 		case r > 0xffff:
 			r1, r2 := utf16.EncodeRune(r)
 			out = fmt.Appendf(out, `\u%04x\u%04x`, r1, r2)
 		default:
-			// An invalid byte, which encoding/json never writes, is
+			// An invalid byte, which the encoders never write, is
 			// written as U+FFFD, as encoding/json would have.
 			out = fmt.Appendf(out, `\u%04x`, r)
 		}

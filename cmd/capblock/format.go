@@ -8,7 +8,6 @@ import (
 	"io"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
 	"k8s.io/client-go/util/jsonpath"
@@ -243,25 +242,7 @@ func yamlString(s string) *yaml.Node {
 // left as they are but a terminal would act on (U+202E, zero-width
 // spaces, C1 controls): yamlString double-quotes every string that holds
 // one, where such an escape means the character.
-func escapeYAML(b []byte) []byte {
-	if isPrintableJSON(b) {
-		return b
-	}
-	out := make([]byte, 0, len(b)+16)
-	for i := 0; i < len(b); {
-		r, size := utf8.DecodeRune(b[i:])
-		switch {
-		case r == '\n' || shownAsIs(r):
-			out = append(out, b[i:i+size]...)
-		case r > 0xffff:
-			out = fmt.Appendf(out, `\U%08x`, r)
-		default:
-			out = fmt.Appendf(out, `\u%04x`, r)
-		}
-		i += size
-	}
-	return out
-}
+func escapeYAML(b []byte) []byte { return escapeUnprintable(b, true) }
 
 // printEventData writes one event of a followed stream in the data
 // format -o asks for: JSON on one line, a YAML document, or the jsonpath
