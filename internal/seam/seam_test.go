@@ -24,7 +24,7 @@ type rule struct {
 const (
 	leaf       = "a leaf: it imports nothing of capblock's"
 	testHelper = "a helper of tests, which imports nothing of capblock's"
-	frontEnd   = "a front end: it adapts a protocol onto the contract, and imports the contract, core, auth and the shared HTTP helpers (httpx) only, never another front end, the service, the store or a backend"
+	frontEnd   = "a front end: it adapts a protocol onto the contract, and imports the contract, core, auth, the shared HTTP helpers (httpx) and tracing (telemetry) only, never another front end, the service, the store or a backend"
 )
 
 // rules lists every package of capblock's, with the packages of
@@ -39,15 +39,16 @@ var rules = map[string]rule{
 	"privatefile": {why: leaf},
 	"httpx":       {why: "what the HTTP front ends share (the client address, one rate limiter): " + leaf},
 	"executor":    {why: leaf + " (the local engine's processes)"},
+	"telemetry":   {why: "tracing (OpenTelemetry over OTLP), which the front ends, the service and the store record into: " + leaf},
 	"kubenames":   {why: "the names capblock and a Kubernetes cluster share, which the Kubernetes backend and admission both import: " + leaf},
 	"fleet":       {may: []string{"core", "humantime"}, why: "the fleet file, parsed into core's types"},
 	"seal":        {may: []string{"core", "privatefile"}, why: "sealing secrets under a key file, which privatefile writes"},
 
 	// The use cases, their contract and their persistence.
 	"contract": {may: []string{"core"}, why: "the contract imports core only: every front end imports it"},
-	"service": {may: []string{"auth", "backend", "backend/local", "clock", "contract", "core", "privatefile", "seal", "store"},
+	"service": {may: []string{"auth", "backend", "backend/local", "clock", "contract", "core", "privatefile", "seal", "store", "telemetry"},
 		why: "the use cases: no front end, no store driver, engines through backend (backend/local is the default engine), never the executor itself"},
-	"store":           {may: []string{"core"}, why: "the store's interface"},
+	"store":           {may: []string{"core", "telemetry"}, why: "the store's interface, and the commit's span every driver records"},
 	"store/sqlite":    {may: []string{"core", "store"}, why: "a driver of the store"},
 	"store/postgres":  {may: []string{"core", "store"}, why: "a driver of the store"},
 	"store/storetest": {may: []string{"core", "store"}, why: "the conformance suite of the store's drivers"},
@@ -61,7 +62,7 @@ var rules = map[string]rule{
 	"backend/backendtest": {may: []string{"backend", "core"}, why: "the suite every engine passes"},
 
 	// The front ends.
-	"api":              {may: []string{"auth", "contract", "core", "httpx"}, why: frontEnd},
+	"api":              {may: []string{"auth", "contract", "core", "httpx", "telemetry"}, why: frontEnd},
 	"awsapi":           {may: []string{"auth", "awsapi/sagemaker", "contract", "core", "httpx"}, why: frontEnd + "; sagemaker is its own"},
 	"awsapi/sagemaker": {may: []string{"auth", "contract", "core", "httpx"}, why: frontEnd},
 	"console":          {may: []string{"auth", "contract", "core"}, why: frontEnd},
@@ -77,6 +78,7 @@ var rules = map[string]rule{
 	"e2e":         {why: "end-to-end tests: their code is tests"},
 	"e2e/console": {why: "end-to-end tests: their code is tests"},
 	"e2e/kube":    {why: "end-to-end tests: their code is tests"},
+	"deploy":      {why: "the tests of deploy/'s alerting rules and dashboard against a running binary: their code is tests"},
 	"simulate": {may: []string{"backend", "backend/local", "clock", "contract", "core", "service", "store", "store/sqlite"},
 		why: "the deterministic simulation: the real service on a real store and the simulated engine, through the service's contract"},
 	"seam": {why: "this test"},
@@ -84,7 +86,7 @@ var rules = map[string]rule{
 	// The binaries, which wire everything.
 	"cmd/capblock": {may: []string{"admission", "api", "auth", "awsapi", "awsapi/sagemaker", "backend", "backend/kubernetes",
 		"backend/local", "backend/slurm", "client", "clock", "console", "contract", "core", "executor", "fleet", "httpx", "humantime", "privatefile", "seal",
-		"service", "store", "store/postgres", "store/sqlite"}, why: "the binary: it wires the store, the engines, the service and the front ends"},
+		"service", "store", "store/postgres", "store/sqlite", "telemetry"}, why: "the binary: it wires the store, the engines, the service and the front ends"},
 	"cmd/terraform-provider-capblock": {may: []string{"tfprovider"}, why: "Terraform's provider binary"},
 }
 
@@ -119,8 +121,8 @@ var layering = []constraint{
 	{pkgs: []string{"contract"}, only: []string{"core"}, why: "the contract imports core only"},
 	{pkgs: []string{"service"}, never: append([]string{"tfprovider", "client", "executor"}, frontEnds...),
 		why: "the service imports no front end, and reaches engines through backend"},
-	{pkgs: append([]string{"awsapi/sagemaker"}, frontEnds...), only: []string{"contract", "core", "auth", "httpx", "kubenames"},
-		why: "front ends import the contract, core, auth and httpx (and their own sub-packages), never each other, the service, the store or a backend"},
+	{pkgs: append([]string{"awsapi/sagemaker"}, frontEnds...), only: []string{"contract", "core", "auth", "httpx", "kubenames", "telemetry"},
+		why: "front ends import the contract, core, auth, httpx and telemetry (and their own sub-packages), never each other, the service, the store or a backend"},
 	{pkgs: []string{"admission"}, never: []string{"backend", "executor"},
 		why: "admission takes the Kubernetes names from kubenames, not from the backend (which brings the executor)"},
 }
@@ -247,9 +249,10 @@ func TestSeamRulesKeepTheLayering(t *testing.T) {
 // others it depends on) to its direct imports.
 type graph map[string][]string
 
-// full is a package's import path.
+// full is a package's import path: the binaries and deploy's tests sit
+// beside internal/.
 func full(name string) string {
-	if strings.HasPrefix(name, "cmd/") {
+	if strings.HasPrefix(name, "cmd/") || name == "deploy" {
 		return "capblock/" + name
 	}
 	return "capblock/internal/" + name
