@@ -2,6 +2,7 @@ package service
 
 import (
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"context"
 	"errors"
@@ -166,7 +167,7 @@ func (s *Service) ExtensionOfferings(ctx context.Context, team, id string, d tim
 // (core.ErrOfferingUsed). The record of what an offering bought is looked
 // up only when buying fails, off a first extension's path.
 func (s *Service) Extend(ctx context.Context, team, id, offeringID string) (_ contract.Extension, err error) {
-	ctx, end := traced(ctx, "service.extend", attribute.String("capblock.team", team), attribute.String("capblock.block", id))
+	ctx, end := traced(ctx, "service.extend", trace.SpanKindInternal, attribute.String("capblock.team", team), attribute.String("capblock.block", id))
 	defer end(&err)
 	now := s.clock.Now()
 	off, err := core.VerifyOffering(s.secret, offeringID, core.KindExtension, now)

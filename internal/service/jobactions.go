@@ -9,13 +9,11 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
 	"capblock/internal/backend"
 	"capblock/internal/core"
 	"capblock/internal/store"
-	"capblock/internal/telemetry"
 )
 
 // Jobs' instances start and stop through the outbox, as blocks activate
@@ -100,15 +98,9 @@ func waiting(format string, args ...any) error { return errWaiting{why: fmt.Spri
 // applyAction applies one action of the outbox: a block's through the
 // backend, an instance's through the job runner.
 func (s *Service) applyAction(ctx context.Context, a core.Action) (err error) {
-	ctx, span := telemetry.Tracer().Start(ctx, "engine."+string(a.Kind), trace.WithSpanKind(trace.SpanKindClient),
-		trace.WithAttributes(attribute.String("capblock.action", a.ID), attribute.String("capblock.action.subject", a.Subject)))
-	defer func() {
-		if err != nil {
-			span.RecordError(err)
-			span.SetStatus(codes.Error, "engine call failed")
-		}
-		span.End()
-	}()
+	ctx, end := traced(ctx, "engine."+string(a.Kind), trace.SpanKindClient,
+		attribute.String("capblock.action", a.ID), attribute.String("capblock.action.subject", a.Subject))
+	defer end(&err)
 	switch a.Kind {
 	case core.ActionStartInstance, core.ActionStopInstance:
 		return s.applyInstanceAction(ctx, a)

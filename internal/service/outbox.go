@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"capblock/internal/backend"
 	"capblock/internal/clock"
@@ -345,7 +346,7 @@ func (w *outboxWorker) loop(ctx context.Context, kick <-chan struct{}) error {
 func (w *outboxWorker) apply(ctx context.Context, a core.Action) (err error) {
 	// The action continues the trace of the decision that stored it,
 	// whichever replica decided it.
-	ctx, end := traced(telemetry.Extract(ctx, a.Trace), "outbox.apply "+string(a.Kind),
+	ctx, end := traced(telemetry.Extract(ctx, a.Trace), "outbox.apply "+string(a.Kind), trace.SpanKindInternal,
 		attribute.String("capblock.action", a.ID), attribute.String("capblock.action.kind", string(a.Kind)),
 		attribute.String("capblock.action.subject", a.Subject), attribute.Int("capblock.action.attempts", a.Attempts))
 	defer end(&err)

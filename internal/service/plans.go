@@ -2,6 +2,7 @@ package service
 
 import (
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"context"
 	"crypto/sha256"
@@ -48,7 +49,7 @@ func (s *Service) PlanOfferings(ctx context.Context, req core.PlanSearchRequest)
 // client token it is refused (core.ErrOfferingUsed). Each segment is
 // charged its quoted fee.
 func (s *Service) PurchasePlan(ctx context.Context, req contract.PlanPurchaseRequest) (_ contract.PlanView, _ bool, err error) {
-	ctx, end := traced(ctx, "service.purchase_plan", attribute.String("capblock.team", req.Team))
+	ctx, end := traced(ctx, "service.purchase_plan", trace.SpanKindInternal, attribute.String("capblock.team", req.Team))
 	defer end(&err)
 	if err := core.CheckPrintable("name", req.Name); err != nil {
 		return contract.PlanView{}, false, err

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"capblock/internal/backend"
 	"capblock/internal/contract"
@@ -24,7 +25,7 @@ import (
 // another client token it is refused (core.ErrOfferingUsed). The fee
 // charged is the fee quoted.
 func (s *Service) Purchase(ctx context.Context, req contract.PurchaseRequest) (_ core.Block, _ bool, err error) {
-	ctx, end := traced(ctx, "service.purchase", attribute.String("capblock.team", req.Team))
+	ctx, end := traced(ctx, "service.purchase", trace.SpanKindInternal, attribute.String("capblock.team", req.Team))
 	defer end(&err)
 	if err := checkNameAndTags(req.Name, req.Tags); err != nil {
 		return core.Block{}, false, err

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"capblock/internal/core"
 	"capblock/internal/store"
@@ -440,7 +441,7 @@ func (w *webhookWorker) attempt(ctx context.Context, hook core.Webhook, d delive
 // URL (which may hold a credential) nor the secret.
 func (w *webhookWorker) post(ctx context.Context, hook core.Webhook, eventType string, body []byte, at time.Time) (_ int, err error) {
 	// The delivery's span, whose W3C trace context the receiver gets.
-	ctx, end := traced(ctx, "webhook.deliver", attribute.String("capblock.webhook", hook.ID),
+	ctx, end := traced(ctx, "webhook.deliver", trace.SpanKindClient, attribute.String("capblock.webhook", hook.ID),
 		attribute.String("capblock.event.type", eventType))
 	defer end(&err)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, hook.URL, bytes.NewReader(body))
